@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"context"
+	"io"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// Target is a fencing system under test: it brings its nodes up, tells
+// clients where to connect, and tears everything down. Fault capabilities
+// (pause, restart, partition, clock) are optional interfaces from package
+// nemesis, discovered by type assertion.
+type Target interface {
+	Name() string
+	Semantics() models.Semantics
+	// Start brings the system up and returns once every node answers
+	// GET /v1/health.
+	Start(ctx context.Context, env Env) (Endpoints, error)
+	// Stop tears down everything Start created (idempotent), saving node
+	// logs into env.Dir/logs first.
+	Stop(ctx context.Context) error
+}
+
+// Env is what a run gives its target.
+type Env struct {
+	// RunID labels everything the run creates (containers, networks).
+	RunID string
+	// Dir is the run's store folder; node logs go to Dir/logs.
+	Dir string
+	// Log receives human-readable progress lines.
+	Log io.Writer
+	// Recorder is the run's history (targets may record nemesis-like events,
+	// e.g. a node's restart).
+	Recorder *history.Recorder
+}
+
+// Endpoint is one node's Fencing API base URL, e.g. http://127.0.0.1:7001.
+type Endpoint struct {
+	Node string `json:"node"`
+	URL  string `json:"url"`
+}
+
+// Endpoints says where clients send lock requests and resource requests.
+type Endpoints struct {
+	Issuers   []Endpoint `json:"issuers"`
+	Resources []Endpoint `json:"resources"`
+}

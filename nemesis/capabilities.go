@@ -1,0 +1,64 @@
+// Package nemesis injects faults into a run: it schedules them from a seed,
+// records every start and stop in the history, and heals everything at the
+// end. Targets offer what they can suffer through the small capability
+// interfaces below; a nemesis that finds none reports itself not applicable.
+package nemesis
+
+import (
+	"context"
+	"time"
+)
+
+// Node is one process of a target that faults can hit.
+type Node struct {
+	Name string
+	// Role is what the node does: "reference", "etcd", "adapter", "redis",
+	// "issuer", "resource", ...
+	Role string
+}
+
+// Cluster lists a target's nodes.
+type Cluster interface {
+	Nodes() []Node
+}
+
+// Leaderer is a cluster that can name its current leader (etcd).
+type Leaderer interface {
+	Leader(ctx context.Context) (string, error)
+}
+
+// Pauser freezes and thaws a node (freezer cgroup, SIGSTOP, or an in-process
+// stall).
+type Pauser interface {
+	PauseNode(ctx context.Context, node string) error
+	ResumeNode(ctx context.Context, node string) error
+}
+
+// Restarter kills a node hard (kill -9) and starts it again, with its data
+// kept, or wiped when wipe is true.
+type Restarter interface {
+	KillNode(ctx context.Context, node string) error
+	StartNode(ctx context.Context, node string, wipe bool) error
+}
+
+// Partitioner cuts the network between groups of nodes; nodes in no group
+// keep full connectivity. Heal removes every cut it made.
+type Partitioner interface {
+	Partition(ctx context.Context, groups [][]string) error
+	HealPartition(ctx context.Context) error
+}
+
+// ClockSkewer shifts a node's wall clock by offset relative to real time
+// (0 resets it). Targets whose nodes cannot be skewed leave those nodes out of
+// ClockNodes.
+type ClockSkewer interface {
+	ClockNodes() []string
+	SetClockOffset(ctx context.Context, node string, offset time.Duration) error
+}
+
+// HolderPauser is the workload's side of the client pause: the next client
+// that acquires a lock stalls for d before it writes with its (then expired)
+// token, as a GC pause would make it.
+type HolderPauser interface {
+	PauseNextHolder(d time.Duration)
+}

@@ -1,0 +1,48 @@
+// Package fenced is the Fencing API v1 server: the HTTP front end shared by
+// the reference (backed by a durable file store) and the adapters (backed by
+// etcd or Redis). All fencing state and every atomic check live in the Store;
+// the server only parses, validates and maps errors to status codes.
+package fenced
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrHeld: acquire while someone else holds an unexpired lease (409 held).
+var ErrHeld = errors.New("held")
+
+// ErrLost: renew/release by someone who is not the current holder with that
+// token (409 lost).
+var ErrLost = errors.New("lost")
+
+// ErrNotFound: read of a key never written (404).
+var ErrNotFound = errors.New("not found")
+
+// StaleError: the write's token is not newer than the high-water mark (409
+// stale, with high_water).
+type StaleError struct{ HighWater uint64 }
+
+func (e *StaleError) Error() string { return fmt.Sprintf("stale: high-water mark is %d", e.HighWater) }
+
+// Store is where a fencing implementation keeps its state. Every method is
+// atomic with respect to the others and durable (as the implementation
+// declares) before it returns. Tokens here are bare numbers; sealing is the
+// server's business.
+type Store interface {
+	// Acquire grants lock to owner for ttl when it is free or expired and
+	// returns a token greater than every token issued before for this lock
+	// (or globally, for global-scope stores).
+	Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (token uint64, err error)
+	Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error
+	Release(ctx context.Context, lock, owner string, token uint64) error
+	// Write stores value under key when token is newer than the key's
+	// high-water mark (or equal, for reentrant stores), and raises the mark;
+	// otherwise it returns *StaleError.
+	Write(ctx context.Context, key string, token uint64, value []byte) error
+	// Read returns the value and the token of the write that stored it.
+	Read(ctx context.Context, key string) (value []byte, token uint64, err error)
+	Close() error
+}
