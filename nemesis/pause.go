@@ -1,0 +1,69 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+func init() { Register("pause", func() Nemesis { return pause{} }) }
+
+// pause freezes a lock holder past its lease (the GC pause that fencing
+// exists for) or freezes a whole node. A frozen holder wakes with an expired
+// lease and writes with its old token: only the resource's check can stop it.
+type pause struct{}
+
+func (pause) Name() string { return "pause" }
+
+func (pause) Applicable(env *Env) (bool, string) {
+	_, holder := env.Workload.(HolderPauser)
+	_, node := env.Target.(Pauser)
+	if !holder && !node {
+		return false, "neither the workload's lock holders nor the target's nodes can be paused"
+	}
+	return true, ""
+}
+
+// Timing: a fault must outlast the lease, so a paused holder really wakes
+// up late.
+func (pause) Timing(env *Env) Timing {
+	t := DefaultTiming
+	t.FaultMin = env.TTL + env.TTL/2
+	t.FaultMax = 2*env.TTL + env.TTL/2
+	return t
+}
+
+func (pause) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
+	hp, holder := env.Workload.(HolderPauser)
+	pz, canNode := env.Target.(Pauser)
+	cl, hasNodes := env.Target.(Cluster)
+	canNode = canNode && hasNodes && len(cl.Nodes()) > 0
+	if holder && (!canNode || rng.IntN(2) == 0) {
+		d := env.TTL + time.Duration(rng.Int64N(int64(env.TTL)+1))
+		hp.PauseNextHolder(d)
+		return &Fault{Nodes: []string{"client"}, Details: map[string]any{"mode": "holder", "stall_ms": d.Milliseconds()},
+			Stop: func(context.Context) error { return nil }}, nil
+	}
+	if !canNode {
+		return nil, errors.New("no pausable node")
+	}
+	node := pickNode(ctx, env, rng, cl)
+	if err := pz.PauseNode(ctx, node); err != nil {
+		return nil, err
+	}
+	return &Fault{Nodes: []string{node}, Details: map[string]any{"mode": "node"},
+		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil
+}
+
+// pickNode chooses a node, the leader a third of the time when the target
+// can name it.
+func pickNode(ctx context.Context, env *Env, rng *rand.Rand, cl Cluster) string {
+	if l, ok := env.Target.(Leaderer); ok && rng.IntN(3) == 0 {
+		if name, err := l.Leader(ctx); err == nil && name != "" {
+			return name
+		}
+	}
+	nodes := cl.Nodes()
+	return nodes[rng.IntN(len(nodes))].Name
+}

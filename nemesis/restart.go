@@ -1,0 +1,46 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand/v2"
+)
+
+func init() {
+	Register("restart", func() Nemesis { return restart{} })
+	Register("restart-wipe", func() Nemesis { return restart{wipe: true} })
+}
+
+// restart kills a node hard (kill -9: nothing not yet durable survives) and
+// starts it again when the fault ends. With wipe, it starts from an empty
+// data dir: a disaster that even a correct system does not survive, so "all"
+// leaves it out.
+type restart struct{ wipe bool }
+
+func (r restart) Name() string {
+	if r.wipe {
+		return "restart-wipe"
+	}
+	return "restart"
+}
+
+func (r restart) OptInOnly() bool { return r.wipe }
+
+func (restart) Applicable(env *Env) (bool, string) {
+	if _, ok := env.Target.(Restarter); !ok {
+		return false, "the target's nodes cannot be killed and restarted"
+	}
+	if cl, ok := env.Target.(Cluster); !ok || len(cl.Nodes()) == 0 {
+		return false, "the target lists no nodes"
+	}
+	return true, ""
+}
+
+func (r restart) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
+	rs := env.Target.(Restarter)
+	node := pickNode(ctx, env, rng, env.Target.(Cluster))
+	if err := rs.KillNode(ctx, node); err != nil {
+		return nil, err
+	}
+	return &Fault{Nodes: []string{node}, Details: map[string]any{"wipe": r.wipe},
+		Stop: func(ctx context.Context) error { return rs.StartNode(ctx, node, r.wipe) }}, nil
+}
