@@ -1,0 +1,183 @@
+package workloads
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+)
+
+// Config shapes the fenced-write workload.
+type Config struct {
+	// Clients is the number of writers; Readers the number of read-only
+	// clients; Keys the lock/resource names they share ("k0".."kN-1": lock
+	// kI fences resource kI).
+	Clients, Readers, Keys int
+	TTL                    time.Duration
+	OpTimeout              time.Duration
+	Seed                   uint64
+	// Issuers and Resources are the connections clients spread over.
+	Issuers, Resources []Conn
+	// ReplayShare is the share of accepted writes the client sends again
+	// with the same token (a retry): a strict resource must reject it.
+	ReplayShare float64
+	// ReadShare is the share of writer iterations followed by a read.
+	ReadShare float64
+}
+
+// Fenced is the main workload: each writer loops acquire → write (→ replay)
+// (→ read) → release over a few keys, with unique values; readers read.
+// It implements nemesis.HolderPauser: the next holder stalls past its lease.
+type Fenced struct {
+	cfg   Config
+	procs *Processes
+	stall atomic.Int64 // ns the next holder must stall; 0 = none
+	seq   atomic.Int64
+}
+
+// NewFenced validates cfg and returns the workload.
+func NewFenced(cfg Config) (*Fenced, error) {
+	if cfg.Clients < 1 || cfg.Keys < 1 {
+		return nil, fmt.Errorf("workload needs at least one client and one key")
+	}
+	if len(cfg.Issuers) == 0 || len(cfg.Resources) == 0 {
+		return nil, fmt.Errorf("workload needs at least one issuer and one resource endpoint")
+	}
+	if cfg.ReplayShare == 0 {
+		cfg.ReplayShare = 0.2
+	}
+	if cfg.ReadShare == 0 {
+		cfg.ReadShare = 0.3
+	}
+	return &Fenced{cfg: cfg, procs: &Processes{}}, nil
+}
+
+// Processes is the process allocator, shared with other workloads of the run
+// so process numbers stay unique.
+func (w *Fenced) Processes() *Processes { return w.procs }
+
+// PauseNextHolder makes the next client that acquires a lock stall for d
+// before writing with its token.
+func (w *Fenced) PauseNextHolder(d time.Duration) { w.stall.Store(int64(d)) }
+
+// Key names the i-th key.
+func Key(i int) string { return fmt.Sprintf("k%d", i) }
+
+// Run drives the clients until ctx ends.
+func (w *Fenced) Run(ctx context.Context, rec *history.Recorder) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for i := 0; i < w.cfg.Clients; i++ {
+		g.Go(func() error { w.writer(ctx, rec, i); return nil })
+	}
+	for i := 0; i < w.cfg.Readers; i++ {
+		g.Go(func() error { w.reader(ctx, rec, w.cfg.Clients+i); return nil })
+	}
+	return g.Wait()
+}
+
+func (w *Fenced) rng(worker int) *rand.Rand {
+	return rand.New(rand.NewPCG(w.cfg.Seed, uint64(worker)+1))
+}
+
+func (w *Fenced) value(r *recorder) string {
+	return fmt.Sprintf("c%d-%d", r.proc, w.seq.Add(1))
+}
+
+func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) {
+	rng := w.rng(worker)
+	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	issuer := w.cfg.Issuers[worker%len(w.cfg.Issuers)]
+	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
+	for ctx.Err() == nil {
+		key := Key(rng.IntN(w.cfg.Keys))
+		owner := fmt.Sprintf("w%d-p%d", worker, r.proc)
+		acq := r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
+			func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
+		if acq.Type != history.Ok {
+			backoff(ctx, rng)
+			continue
+		}
+		token := acq.Token
+		if d := time.Duration(w.stall.Swap(0)); d > 0 {
+			sleepCtx(ctx, d) // the GC pause: the lease runs out meanwhile
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		v := w.value(r)
+		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		if wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare && ctx.Err() == nil {
+			v2 := w.value(r)
+			r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v2, Node: resource.Node()},
+				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v2)) })
+		}
+		if rng.Float64() < w.cfg.ReadShare && ctx.Err() == nil {
+			r.do(ctx, history.Event{F: history.Read, Key: key, Node: resource.Node()},
+				func(c context.Context) Reply { return resource.Read(c, key) })
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if wr.Type != history.Info {
+			r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
+				func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
+		}
+	}
+}
+
+func (w *Fenced) reader(ctx context.Context, rec *history.Recorder, worker int) {
+	rng := w.rng(worker)
+	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
+	for ctx.Err() == nil {
+		key := Key(rng.IntN(w.cfg.Keys))
+		r.do(ctx, history.Event{F: history.Read, Key: key, Node: resource.Node()},
+			func(c context.Context) Reply { return resource.Read(c, key) })
+		sleepCtx(ctx, time.Duration(5+rng.IntN(20))*time.Millisecond)
+	}
+}
+
+// FinalReads reads every key once after the heal, each from a fresh process,
+// retrying a read that timed out a few times so the final state is known.
+func (w *Fenced) FinalReads(ctx context.Context, rec *history.Recorder) error {
+	var wg sync.WaitGroup
+	for i := 0; i < w.cfg.Keys; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			key := Key(i)
+			res := w.cfg.Resources[i%len(w.cfg.Resources)]
+			r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+			for try := 0; try < 5 && ctx.Err() == nil; try++ {
+				rep := r.do(ctx, history.Event{F: history.Read, Key: key, Node: res.Node()},
+					func(c context.Context) Reply { return res.Read(c, key) })
+				if rep.Type != history.Info {
+					return
+				}
+				sleepCtx(ctx, 200*time.Millisecond)
+			}
+		}(i)
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+func backoff(ctx context.Context, rng *rand.Rand) {
+	sleepCtx(ctx, time.Duration(5+rng.IntN(30))*time.Millisecond)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
