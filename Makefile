@@ -1,0 +1,72 @@
+# fencecheck: `make test` runs the main job (a fault-injected run, checked);
+# `make check` runs the project's own tests.
+
+TARGET  ?= memory
+TIME    ?= 30s
+NEMESIS ?= all
+SEED    ?= $(shell date +%s)
+STORE   ?= store
+CONCURRENCY ?= 5
+KEYS    ?= 3
+ARGS    ?=
+
+GO      ?= go
+BIN     := bin/fencecheck
+export CGO_ENABLED ?= 0
+
+.PHONY: all build test check vet fmt-check unit images deps deps-docker matrix bench perf serve clean help
+
+all: build
+
+help:
+	@echo "make test   [TARGET=memory|etcd|redis|redis-volatile|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [STORE=store] [ARGS='--bug accept-equal']"
+	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
+	@echo "make images build the container images (etcd, adapter, redis)"
+	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long)"
+	@echo "make bench  checker benchmarks; make perf -> docs/performance.md"
+	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/fencecheck
+
+# The main job. The exit code is the verdict: 0 valid, 1 invalid, 2 unknown,
+# 3 could not run, 64 usage error.
+test: build $(if $(filter memory spec:%,$(TARGET)),,deps-docker)
+	./$(BIN) test --target $(TARGET) --time $(TIME) --nemesis $(NEMESIS) --seed $(SEED) \
+		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(ARGS)
+
+check: vet fmt-check deps-docker unit
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -count=1 -timeout 25m ./...
+
+# Host tools the Docker targets need: iptables (partitions inside containers'
+# network namespaces), redis-server (copied into the Redis image).
+deps-docker:
+	@./scripts/deps.sh
+
+images: build deps-docker
+	./$(BIN) images
+
+matrix: build
+	./scripts/matrix.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./models/...
+
+perf:
+	$(GO) run ./cmd/perfdoc > docs/performance.md
+
+serve: build
+	./$(BIN) serve --store $(STORE)
+
+clean:
+	-./$(BIN) clean 2>/dev/null
+	rm -rf bin
