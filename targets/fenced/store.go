@@ -46,3 +46,17 @@ type Store interface {
 	Read(ctx context.Context, key string) (value []byte, token uint64, err error)
 	Close() error
 }
+
+// UncheckedWriter is implemented by stores that can store a value without
+// the token check. Only the reference's missing-as-zero bug uses it: it models
+// a resource that reads an absent token as 0 and skips the comparison, so the
+// value and its token-of-value change while the high-water mark does not.
+type UncheckedWriter interface {
+	WriteUnchecked(ctx context.Context, key string, token uint64, value []byte) error
+}
+
+// HealthChecker is implemented by stores that can tell whether they are ready
+// (a reachable backend); GET /v1/health answers 503 while it returns an error.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
