@@ -124,3 +124,7 @@ func tempFile(t *testing.T, name string) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), name)
 }
+
+func writeRaw(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+
+func removeFile(path string) error { return os.Remove(path) }
