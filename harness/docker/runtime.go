@@ -74,6 +74,7 @@ type Runtime struct {
 	mu         sync.Mutex
 	network    *Network
 	containers map[string]*Container // by node name
+	blocked    map[string][]string   // node -> peer IPs it drops (re-applied at Start)
 	watchdog   io.Closer
 }
 
@@ -142,6 +143,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	_, err := Sweep(ctx, r.cli, r.runID)
 	r.mu.Lock()
 	r.containers = map[string]*Container{}
+	r.blocked = nil
 	r.network = nil
 	w := r.watchdog
 	r.watchdog = nil

@@ -1,0 +1,311 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+)
+
+// ContainerSpec is one node's container.
+type ContainerSpec struct {
+	// Node names the node; it is unique within the run.
+	Node  string
+	Image string
+	// Cmd is the full command line (scratch images have no shell and the
+	// images here set no entrypoint).
+	Cmd []string
+	Env []string
+	// IP is the static address on the run network (Network.HostIP).
+	IP string
+	// Ports are container TCP ports to publish on 127.0.0.1, each on a free
+	// host port that stays the same across restarts. Host-side clients reach
+	// containers only through these, never through container IPs.
+	Ports []int
+	// Binds are host directories mounted into the container.
+	Binds []Bind
+}
+
+// Bind mounts host path Host at Container.
+type Bind struct {
+	Host, Container string
+	ReadOnly        bool
+}
+
+// Container is a running (or stopped, or paused) node.
+type Container struct {
+	Node string
+	ID   string
+	Name string
+	IP   string
+	// HostPorts maps each published container port to its 127.0.0.1 port.
+	HostPorts map[int]int
+}
+
+// Addr is "127.0.0.1:<host port>" for a published container port.
+func (c *Container) Addr(port int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.HostPorts[port]))
+}
+
+// freeLoopbackPort asks the kernel for a port nobody listens on. Docker's
+// own random allocation would pick a new port at every start, and clients
+// hold their endpoint for the whole run.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// containerName is unique per run and node; Docker allows [a-zA-Z0-9_.-].
+func (r *Runtime) containerName(node string) string {
+	return "fencecheck-" + sanitize(r.runID) + "-" + sanitize(node)
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// Run creates and starts a container on the run network.
+func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, error) {
+	nw, err := r.Network(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	_, dup := r.containers[spec.Node]
+	r.mu.Unlock()
+	if dup {
+		return nil, fmt.Errorf("node %s already exists in run %s", spec.Node, r.runID)
+	}
+	c := &Container{Node: spec.Node, Name: r.containerName(spec.Node), IP: spec.IP, HostPorts: map[int]int{}}
+	exposed := nat.PortSet{}
+	bindings := nat.PortMap{}
+	for _, p := range spec.Ports {
+		hp, err := freeLoopbackPort()
+		if err != nil {
+			return nil, fmt.Errorf("finding a host port for %s: %w", spec.Node, err)
+		}
+		port := nat.Port(fmt.Sprintf("%d/tcp", p))
+		exposed[port] = struct{}{}
+		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: strconv.Itoa(hp)}}
+		c.HostPorts[p] = hp
+	}
+	var binds []string
+	for _, b := range spec.Binds {
+		s := b.Host + ":" + b.Container
+		if b.ReadOnly {
+			s += ":ro"
+		}
+		binds = append(binds, s)
+	}
+	resp, err := r.cli.ContainerCreate(ctx,
+		&container.Config{
+			Image:        spec.Image,
+			Cmd:          spec.Cmd,
+			Env:          spec.Env,
+			Hostname:     spec.Node,
+			ExposedPorts: exposed,
+			Labels:       r.labels(map[string]string{LabelNode: spec.Node}),
+		},
+		&container.HostConfig{
+			Binds:        binds,
+			PortBindings: bindings,
+			// iptables inside the container's netns is set from the host with
+			// nsenter; the container itself needs no extra capability.
+			NetworkMode: container.NetworkMode(nw.Name),
+		},
+		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			nw.Name: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: spec.IP}},
+		}},
+		nil, c.Name)
+	if err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", c.Name, wrapUnavailable(err))
+	}
+	c.ID = resp.ID
+	r.mu.Lock()
+	r.containers[spec.Node] = c
+	r.mu.Unlock()
+	if err := r.Start(ctx, spec.Node); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Container returns the node's container, or an error naming the node.
+func (r *Runtime) Container(node string) (*Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[node]
+	if !ok {
+		return nil, fmt.Errorf("no container for node %q in run %s", node, r.runID)
+	}
+	return c, nil
+}
+
+// Containers lists the run's containers (in no particular order).
+func (r *Runtime) Containers() []*Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Container, 0, len(r.containers))
+	for _, c := range r.containers {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Start starts a created or stopped container and re-applies its partition
+// rules: they live in the container's network namespace, which a stop
+// destroys.
+func (r *Runtime) Start(ctx context.Context, node string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return fmt.Errorf("starting %s: %w", c.Name, wrapUnavailable(err))
+	}
+	return r.reapplyPartition(ctx, node)
+}
+
+// Stop stops a container gracefully (SIGTERM, then SIGKILL after timeout).
+func (r *Runtime) Stop(ctx context.Context, node string, timeout time.Duration) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	secs := int(timeout.Seconds())
+	if err := r.cli.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &secs}); err != nil {
+		return fmt.Errorf("stopping %s: %w", c.Name, wrapUnavailable(err))
+	}
+	return nil
+}
+
+// Kill sends SIGKILL and waits until the container has stopped, so a
+// following Start does not race the old process.
+func (r *Runtime) Kill(ctx context.Context, node string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	waitC, errC := r.cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
+	if err := r.cli.ContainerKill(ctx, c.ID, "SIGKILL"); err != nil {
+		return fmt.Errorf("killing %s: %w", c.Name, wrapUnavailable(err))
+	}
+	select {
+	case <-waitC:
+		return nil
+	case err := <-errC:
+		return fmt.Errorf("waiting for %s to die: %w", c.Name, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Restart is Kill followed by Start (the process gets no chance to flush).
+func (r *Runtime) Restart(ctx context.Context, node string) error {
+	if err := r.Kill(ctx, node); err != nil {
+		return err
+	}
+	return r.Start(ctx, node)
+}
+
+// Pause freezes every process of the container with the freezer cgroup.
+// (SIGSTOP through the API would mark the container as stopped by hand.)
+func (r *Runtime) Pause(ctx context.Context, node string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	if err := r.cli.ContainerPause(ctx, c.ID); err != nil {
+		return fmt.Errorf("pausing %s: %w", c.Name, wrapUnavailable(err))
+	}
+	return nil
+}
+
+// Unpause thaws a paused container.
+func (r *Runtime) Unpause(ctx context.Context, node string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	if err := r.cli.ContainerUnpause(ctx, c.ID); err != nil {
+		return fmt.Errorf("unpausing %s: %w", c.Name, wrapUnavailable(err))
+	}
+	return nil
+}
+
+// State is the container's state as Docker reports it.
+func (r *Runtime) State(ctx context.Context, node string) (*container.State, error) {
+	c, err := r.Container(node)
+	if err != nil {
+		return nil, err
+	}
+	info, err := r.cli.ContainerInspect(ctx, c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("inspecting %s: %w", c.Name, wrapUnavailable(err))
+	}
+	return info.State, nil
+}
+
+// PID is the host pid of the container's main process (0 when not running).
+func (r *Runtime) PID(ctx context.Context, node string) (int, error) {
+	st, err := r.State(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	if !st.Running {
+		return 0, fmt.Errorf("node %s is not running", node)
+	}
+	return st.Pid, nil
+}
+
+// SaveLogs writes each container's stdout and stderr to dir/<node>.log.
+func (r *Runtime) SaveLogs(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var firstErr error
+	for _, c := range r.Containers() {
+		if err := r.saveLog(ctx, c, filepath.Join(dir, c.Node+".log")); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+func (r *Runtime) saveLog(ctx context.Context, c *Container, path string) error {
+	rc, err := r.cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true})
+	if err != nil {
+		return fmt.Errorf("logs of %s: %w", c.Name, wrapUnavailable(err))
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	// Containers run without a TTY, so the stream is multiplexed.
+	if _, err := stdcopy.StdCopy(f, f, rc); err != nil && err != io.EOF {
+		f.Close()
+		return fmt.Errorf("logs of %s: %w", c.Name, err)
+	}
+	return f.Close()
+}

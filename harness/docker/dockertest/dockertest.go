@@ -1,0 +1,35 @@
+// Package dockertest lets Docker-backed tests demand Docker in CI and skip
+// only on a developer's machine without it.
+package dockertest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/harness/docker"
+)
+
+// Required reports whether Docker tests must fail, not skip, when Docker is
+// unreachable: in CI (CI=true) and when FENCECHECK_REQUIRE_DOCKER=1.
+func Required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1"
+}
+
+// Require stops the test when Docker is unreachable: a failure when
+// Required, a skip otherwise.
+func Require(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cli, err := docker.Connect(ctx)
+	if err == nil {
+		cli.Close()
+		return
+	}
+	if Required() {
+		t.Fatalf("Docker is required here (CI=true or FENCECHECK_REQUIRE_DOCKER=1) but unreachable: %v", err)
+	}
+	t.Skipf("Docker unreachable, skipping (set FENCECHECK_REQUIRE_DOCKER=1 to make this a failure): %v", err)
+}

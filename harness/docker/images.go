@@ -1,0 +1,213 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The project's images. Each is a static binary in a scratch image with a
+// 1777 /tmp (scratch has none); the Dockerfile text lives here, not in
+// files, so the build context is exactly what the content hash covers.
+const (
+	ImageEtcd   = "etcd"   // the etcd server, from the nested module images/etcd
+	ImageFenced = "fenced" // the adapter, from cmd/fenced in the main module
+)
+
+// knownImages builds each image's binary and says where it goes.
+var knownImages = map[string]struct {
+	binary string // path of the binary inside the image
+	build  func(ctx context.Context, src, cache string, progress io.Writer) (string, error)
+}{
+	ImageEtcd:   {binary: "/usr/local/bin/etcd", build: buildEtcdBinary},
+	ImageFenced: {binary: "/usr/local/bin/fenced", build: buildFencedBinary},
+}
+
+// KnownImages lists the image names EnsureImages accepts.
+func KnownImages() []string {
+	names := make([]string, 0, len(knownImages))
+	for n := range knownImages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+const scratchDockerfile = `FROM scratch
+COPY rootfs/ /
+`
+
+// EnsureImages builds the named images (all known ones when names is empty)
+// unless images with the same content exist, and returns name -> tag. The
+// first run on a machine pays for the builds (etcd: about a minute on two
+// cores); later runs only rebuild what changed. Progress lines go to
+// progress (may be nil).
+func EnsureImages(ctx context.Context, progress io.Writer, names ...string) (map[string]string, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	if len(names) == 0 {
+		names = KnownImages()
+	}
+	cli, err := Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	src, err := SourceRoot()
+	if err != nil {
+		return nil, err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	// Test packages build images concurrently; compiling etcd twice at once
+	// on two cores would double everyone's wait.
+	unlock, err := lockFile(filepath.Join(cache, "build.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	tags := map[string]string{}
+	for _, name := range names {
+		known, ok := knownImages[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown image %q (known: %s)", name, strings.Join(KnownImages(), ", "))
+		}
+		start := time.Now()
+		bin, err := known.build(ctx, src, cache, progress)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", name, err)
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			return nil, err
+		}
+		spec := ImageSpec{
+			Repository: "fencecheck/" + name,
+			Dockerfile: scratchDockerfile,
+			Files: []File{
+				{Name: "rootfs/tmp", Dir: true, Mode: 0o1777},
+				{Name: "rootfs" + known.binary, Mode: 0o755, Data: data},
+			},
+		}
+		tag, built, err := BuildImage(ctx, cli, spec, nil)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", name, err)
+		}
+		verb := "cached"
+		if built {
+			verb = "built"
+		}
+		fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
+		tags[name] = tag
+	}
+	return tags, nil
+}
+
+// buildEtcdBinary compiles the nested module images/etcd, once per content
+// of its go.mod, go.sum and main.go and per Go version: the result is kept in
+// the cache, so a warm run does not even start the compiler.
+func buildEtcdBinary(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
+	dir := filepath.Join(src, "images", "etcd")
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	gover, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("the go toolchain is needed to build images: %w", err)
+	}
+	h.Write(gover)
+	out := filepath.Join(cache, "etcd-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	fmt.Fprintf(progress, "image etcd: compiling the etcd server (first time only: about a minute)\n")
+	return out, goBuildStatic(ctx, dir, ".", out)
+}
+
+// buildFencedBinary compiles cmd/fenced every time: the Go build cache makes
+// that a second or two, and hashing the sources it depends on ourselves
+// would be guessing what go build already knows.
+func buildFencedBinary(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
+	out := filepath.Join(cache, "fenced")
+	fmt.Fprintf(progress, "image fenced: compiling cmd/fenced\n")
+	return out, goBuildStatic(ctx, src, "./cmd/fenced", out)
+}
+
+// goBuildStatic builds a static, reproducible binary (no cgo, no paths, no
+// VCS stamp: same sources, same bytes, same image hash) and moves it into
+// place atomically.
+func goBuildStatic(ctx context.Context, dir, pkg, out string) error {
+	tmp := out + ".tmp"
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", tmp, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s in %s: %w\n%s", pkg, dir, err, b)
+	}
+	return os.Rename(tmp, out)
+}
+
+// SourceRoot finds the project's source tree (images are built from it):
+// $FENCECHECK_SRC, or the nearest directory above the working directory whose
+// go.mod declares the project's module.
+func SourceRoot() (string, error) {
+	if s := os.Getenv("FENCECHECK_SRC"); s != "" {
+		return s, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/fencecheck/fencecheck\n") {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("images are built from the fencecheck sources: run from inside the source tree or set FENCECHECK_SRC (looked up from %s)", wd)
+		}
+	}
+}
+
+// CacheDir is where built binaries are kept: $XDG_CACHE_HOME/fencecheck or
+// ~/.cache/fencecheck.
+func CacheDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(base, "fencecheck")
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// lockFile takes an exclusive flock, released by the returned function.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}

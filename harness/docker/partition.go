@@ -1,0 +1,137 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+)
+
+// PartitionChain is the iptables chain, inside a container's own network
+// namespace, that holds every rule the project adds. INPUT and OUTPUT jump to
+// it; healing flushes it and nothing else. The host's rules are never
+// touched: the rules live and die with the container's namespace.
+const PartitionChain = "FENCECHECK"
+
+// PartitionTools names the host programs partitions need, and why.
+func PartitionTools() error {
+	for _, tool := range []string{"nsenter", "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("partitions need %s on the host (Debian: apt-get install util-linux iptables): %w", tool, err)
+		}
+	}
+	return nil
+}
+
+// Partition makes node drop every packet from and to the given peer IPs
+// (replacing any earlier set for that node). It is idempotent, and Start
+// re-applies it after a restart, because a stopped container's namespace and
+// its rules are gone.
+func (r *Runtime) Partition(ctx context.Context, node string, peerIPs []string) error {
+	peers := slices.Clone(peerIPs)
+	slices.Sort(peers)
+	peers = slices.Compact(peers)
+	r.mu.Lock()
+	if r.blocked == nil {
+		r.blocked = map[string][]string{}
+	}
+	r.blocked[node] = peers
+	r.mu.Unlock()
+	return r.applyPartition(ctx, node, peers)
+}
+
+// Heal removes node's partition rules (flushes our chain in its namespace).
+func (r *Runtime) Heal(ctx context.Context, node string) error {
+	r.mu.Lock()
+	delete(r.blocked, node)
+	r.mu.Unlock()
+	return r.applyPartition(ctx, node, nil)
+}
+
+// HealAll heals every node that has partition rules.
+func (r *Runtime) HealAll(ctx context.Context) error {
+	r.mu.Lock()
+	var nodes []string
+	for n := range r.blocked {
+		nodes = append(nodes, n)
+	}
+	r.mu.Unlock()
+	var firstErr error
+	for _, n := range nodes {
+		if err := r.Heal(ctx, n); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// Blocked returns the peer IPs node currently drops.
+func (r *Runtime) Blocked(node string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.blocked[node])
+}
+
+func (r *Runtime) reapplyPartition(ctx context.Context, node string) error {
+	peers := r.Blocked(node)
+	if len(peers) == 0 {
+		return nil
+	}
+	return r.applyPartition(ctx, node, peers)
+}
+
+// applyPartition sets the chain in node's namespace to exactly peers. A node
+// that is not running has no namespace; its rules are applied when it starts.
+func (r *Runtime) applyPartition(ctx context.Context, node string, peers []string) error {
+	st, err := r.State(ctx, node)
+	if err != nil {
+		return err
+	}
+	if !st.Running || st.Pid == 0 {
+		return nil
+	}
+	if err := PartitionTools(); err != nil {
+		return err
+	}
+	pid := st.Pid
+	ipt := func(args ...string) error { return nsIptables(ctx, pid, args...) }
+	// Create the chain once; "already exists" is the idempotent case.
+	if nsIptables(ctx, pid, "-n", "-L", PartitionChain) != nil {
+		if err := ipt("-N", PartitionChain); err != nil {
+			return fmt.Errorf("partition %s: %w", node, err)
+		}
+	}
+	for _, hook := range []string{"INPUT", "OUTPUT"} {
+		if nsIptables(ctx, pid, "-C", hook, "-j", PartitionChain) != nil {
+			if err := ipt("-I", hook, "1", "-j", PartitionChain); err != nil {
+				return fmt.Errorf("partition %s: %w", node, err)
+			}
+		}
+	}
+	if err := ipt("-F", PartitionChain); err != nil {
+		return fmt.Errorf("partition %s: %w", node, err)
+	}
+	for _, ip := range peers {
+		if err := ipt("-A", PartitionChain, "-s", ip, "-j", "DROP"); err != nil {
+			return fmt.Errorf("partition %s: %w", node, err)
+		}
+		if err := ipt("-A", PartitionChain, "-d", ip, "-j", "DROP"); err != nil {
+			return fmt.Errorf("partition %s: %w", node, err)
+		}
+	}
+	return nil
+}
+
+// nsIptables runs iptables -w inside the network namespace of host pid.
+func nsIptables(ctx context.Context, pid int, args ...string) error {
+	full := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", "-w"}, args...)
+	cmd := exec.CommandContext(ctx, "nsenter", full...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("nsenter %v: %w: %s", full, err, bytes.TrimSpace(out.Bytes()))
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+)
+
+// Removed names one object a sweep removed.
+type Removed struct {
+	Kind  string // "container" or "network"
+	Name  string
+	RunID string
+}
+
+func (r Removed) String() string { return fmt.Sprintf("%s %s (run %s)", r.Kind, r.Name, r.RunID) }
+
+// labelFilter selects our objects, of one run when runID is not empty.
+func labelFilter(runID string) filters.Args {
+	f := filters.NewArgs(filters.Arg("label", LabelProject+"=1"))
+	if runID != "" {
+		f.Add("label", LabelRun+"="+runID)
+	}
+	return f
+}
+
+// Sweep removes every container and network labelled fencecheck=1 (of run
+// runID only, when it is not empty), containers first since a network with
+// endpoints cannot go. Images are kept: they are a cache shared by runs.
+func Sweep(ctx context.Context, cli *client.Client, runID string) ([]Removed, error) {
+	var removed []Removed
+	var errs []error
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(runID)})
+	if err != nil {
+		return nil, wrapUnavailable(err)
+	}
+	for _, c := range cs {
+		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", c.ID[:12], err))
+			continue
+		}
+		name := c.ID[:12]
+		if len(c.Names) > 0 {
+			name = c.Names[0][1:]
+		}
+		removed = append(removed, Removed{Kind: "container", Name: name, RunID: c.Labels[LabelRun]})
+	}
+	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: labelFilter(runID)})
+	if err != nil {
+		return removed, wrapUnavailable(err)
+	}
+	for _, n := range nets {
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing network %s: %w", n.Name, err))
+			continue
+		}
+		removed = append(removed, Removed{Kind: "network", Name: n.Name, RunID: n.Labels[LabelRun]})
+	}
+	return removed, errors.Join(errs...)
+}
+
+// SweepOrphans sweeps the runs whose owner (label fencecheck.pid) is no
+// longer alive: what a harness killed with SIGKILL left behind when its
+// watchdog could not clean up either.
+func SweepOrphans(ctx context.Context, cli *client.Client) ([]Removed, error) {
+	owners := map[string]string{} // run -> pid label
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter("")})
+	if err != nil {
+		return nil, wrapUnavailable(err)
+	}
+	for _, c := range cs {
+		owners[c.Labels[LabelRun]] = c.Labels[LabelPID]
+	}
+	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: labelFilter("")})
+	if err != nil {
+		return nil, wrapUnavailable(err)
+	}
+	for _, n := range nets {
+		owners[n.Labels[LabelRun]] = n.Labels[LabelPID]
+	}
+	runs := make([]string, 0, len(owners))
+	for run := range owners {
+		runs = append(runs, run)
+	}
+	sort.Strings(runs)
+	var removed []Removed
+	var errs []error
+	for _, run := range runs {
+		if run == "" || processAlive(owners[run]) {
+			continue
+		}
+		rm, err := Sweep(ctx, cli, run)
+		removed = append(removed, rm...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// processAlive: a pid label that does not parse counts as dead (nobody can
+// own the object); EPERM means the process exists under another user.
+func processAlive(pidLabel string) bool {
+	pid, err := strconv.Atoi(pidLabel)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
