@@ -1,0 +1,335 @@
+// Package overlap finds lease overlaps in a history: periods in which two
+// clients each held a lease on the same lock that they believed was still
+// valid. An overlap is not a violation -- leases alone cannot prevent it when
+// a lock service's clock jumps or a holder stalls -- it is the danger that
+// fencing exists for, and the report shows how often fencing had to step in.
+//
+// A client's belief is reckoned the way a careful client reckons it, on its
+// own monotonic clock: the lease is valid from the moment the ok acquire
+// returns until ttl after the acquire was sent (the request may have waited
+// in flight, so the sending time is the safe start), extended by ok renews
+// the same way, and over as soon as the client sends a release, sees a
+// renew fail, or is retired by an info outcome (it no longer acts as that
+// process).
+package overlap
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// Reasons a lease ended.
+const (
+	EndExpired      = "expired"       // its ttl ran out on the client's clock
+	EndReleased     = "released"      // the client sent a release
+	EndRenewFailed  = "renew-failed"  // a renew came back lost
+	EndRetired      = "retired"       // the process saw an info outcome
+	EndReacquired   = "reacquired"    // the process asked for a lock again
+	EndHistoryEnded = "history-ended" // the run stopped first
+)
+
+// Lease is one period in which one process believed it held a lock.
+type Lease struct {
+	Key     string `json:"key"`
+	Process int    `json:"process"`
+	Token   string `json:"token"`
+	// AcquireID is the history index of the acquire's invoke.
+	AcquireID int64 `json:"acquire_id"`
+	// Start and End are history times (ns).
+	Start     int64  `json:"start_ns"`
+	End       int64  `json:"end_ns"`
+	EndReason string `json:"end_reason"`
+
+	expiry int64
+	tokenN uint64
+}
+
+// Overlap is a period in which two leases on one key were both believed
+// valid. Older is the lease with the smaller token: the one whose writes a
+// resource must reject.
+type Overlap struct {
+	Key          string `json:"key"`
+	Older, Newer Lease  `json:"-"`
+	OlderProcess int    `json:"older_process"`
+	OlderToken   string `json:"older_token"`
+	NewerProcess int    `json:"newer_process"`
+	NewerToken   string `json:"newer_token"`
+	Start        int64  `json:"start_ns"`
+	End          int64  `json:"end_ns"`
+	// Writes by the older holder with its token, sent during the overlap, by
+	// outcome: Rejected are the ones fencing stopped (stale).
+	Rejected int `json:"rejected_writes"`
+	Accepted int `json:"accepted_writes"`
+	Unknown  int `json:"unknown_writes"`
+	// WriteIDs are those writes' invoke indices.
+	WriteIDs []int64 `json:"write_ids,omitempty"`
+}
+
+// Duration is how long both leases were believed valid.
+func (o Overlap) Duration() time.Duration { return time.Duration(o.End - o.Start) }
+
+// Text says what happened in words.
+func (o Overlap) Text() string {
+	s := fmt.Sprintf("%s: process %d (token %s) and process %d (token %s) both believed they held the lease for %s, from %s to %s",
+		o.Key, o.Older.Process, o.Older.Token, o.Newer.Process, o.Newer.Token,
+		roundDur(o.Duration()), seconds(o.Start), seconds(o.End))
+	if n := o.Rejected + o.Accepted + o.Unknown; n > 0 {
+		s += fmt.Sprintf("; the older holder wrote %d time(s) meanwhile: %d rejected as stale by fencing, %d accepted, %d unknown",
+			n, o.Rejected, o.Accepted, o.Unknown)
+	}
+	return s
+}
+
+// Report is what Find returns.
+type Report struct {
+	Leases   int       `json:"leases"`
+	Overlaps []Overlap `json:"overlaps"`
+	// Total is the summed duration of all overlaps.
+	Total time.Duration `json:"total_ns"`
+	// Rejected counts the older holders' writes fencing rejected during
+	// overlaps: what fencing saved the user from.
+	Rejected int `json:"rejected_writes"`
+}
+
+// Anomalies turns the overlaps into findings (not violations) for results.
+func (r Report) Anomalies() []models.Anomaly {
+	out := make([]models.Anomaly, 0, len(r.Overlaps))
+	for _, o := range r.Overlaps {
+		ids := append([]int64{o.Older.AcquireID, o.Newer.AcquireID}, o.WriteIDs...)
+		out = append(out, models.Anomaly{Kind: "lease-overlap", Model: "lease", Key: o.Key,
+			Text: o.Text(), Ops: ids, At: o.Start, Finding: true})
+	}
+	return out
+}
+
+// Options tune Find.
+type Options struct {
+	// TTL is the lease length for acquires and renews whose event carries no
+	// extra.ttl_ms.
+	TTL time.Duration
+}
+
+// Finder computes leases and overlaps from a stream of events.
+type Finder struct {
+	opts   Options
+	pairer *models.Pairer
+	ttls   map[int64]time.Duration // invoke index -> ttl from extra
+	active map[int]*Lease          // by process
+	done   []Lease
+	writes []*models.Op
+	last   int64
+	err    error
+}
+
+// NewFinder returns an empty Finder.
+func NewFinder(opts Options) *Finder {
+	return &Finder{opts: opts, pairer: models.NewPairer(), ttls: map[int64]time.Duration{}, active: map[int]*Lease{}}
+}
+
+// Find runs a Finder over a whole history.
+func Find(events []history.Event, opts Options) (Report, error) {
+	f := NewFinder(opts)
+	for _, e := range events {
+		if err := f.Add(e); err != nil {
+			return Report{}, err
+		}
+	}
+	return f.Report(), nil
+}
+
+// Add consumes one event.
+func (f *Finder) Add(e history.Event) error {
+	if e.Time > f.last {
+		f.last = e.Time
+	}
+	if e.IsClient() && e.Type == history.Invoke {
+		if e.F == history.Acquire || e.F == history.Renew {
+			ttl, err := f.ttlOf(e)
+			if err != nil {
+				return err
+			}
+			f.ttls[e.Index] = ttl
+		}
+		if e.F == history.Acquire {
+			if l, ok := f.active[e.Process]; ok {
+				f.end(l, e.Time, EndReacquired)
+			}
+		}
+	}
+	op, err := f.pairer.Add(e)
+	if err != nil {
+		return err
+	}
+	if op != nil {
+		f.apply(op)
+	}
+	return nil
+}
+
+func (f *Finder) ttlOf(e history.Event) (time.Duration, error) {
+	if raw, ok := e.Extra["ttl_ms"]; ok {
+		var ms float64
+		if err := json.Unmarshal(raw, &ms); err != nil {
+			return 0, fmt.Errorf("event %d: extra.ttl_ms %s is not a number", e.Index, raw)
+		}
+		return time.Duration(ms * float64(time.Millisecond)), nil
+	}
+	if f.opts.TTL <= 0 {
+		return 0, fmt.Errorf("event %d: %s has no extra.ttl_ms and no default lease ttl was given", e.Index, e.F)
+	}
+	return f.opts.TTL, nil
+}
+
+// end closes a lease at t (or at its expiry, if that came first).
+func (f *Finder) end(l *Lease, t int64, reason string) {
+	delete(f.active, l.Process)
+	if l.expiry <= t {
+		l.End, l.EndReason = l.expiry, EndExpired
+	} else {
+		l.End, l.EndReason = t, reason
+	}
+	if l.End > l.Start {
+		f.done = append(f.done, *l)
+	}
+}
+
+func (f *Finder) apply(op *models.Op) {
+	ttl := f.ttls[op.ID]
+	delete(f.ttls, op.ID)
+	if op.F == history.Write {
+		f.writes = append(f.writes, op)
+	}
+	l := f.active[op.Process]
+	if l != nil && op.Key == l.Key {
+		switch {
+		case op.F == history.Release:
+			f.end(l, op.Call, EndReleased)
+			return
+		case op.F == history.Renew && op.Outcome == models.OutcomeOk:
+			if op.Call < l.expiry {
+				l.expiry = max(l.expiry, op.Call+int64(ttl))
+			}
+		case op.F == history.Renew && op.Outcome == models.OutcomeFail:
+			f.end(l, op.Return, EndRenewFailed)
+			return
+		}
+	}
+	if op.Outcome == models.OutcomeInfo && l != nil {
+		f.end(l, op.Completed, EndRetired)
+		return
+	}
+	if op.F == history.Acquire && op.Outcome == models.OutcomeOk {
+		f.active[op.Process] = &Lease{Key: op.Key, Process: op.Process, Token: op.Token.Raw,
+			tokenN: op.Token.N, AcquireID: op.ID, Start: op.Return, expiry: satAdd(op.Call, int64(ttl))}
+	}
+}
+
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Leases returns every lease seen so far, closed at the history's end.
+func (f *Finder) Leases() []Lease {
+	out := append([]Lease(nil), f.done...)
+	for _, l := range f.active {
+		c := *l
+		if c.expiry <= f.last {
+			c.End, c.EndReason = c.expiry, EndExpired
+		} else {
+			c.End, c.EndReason = f.last, EndHistoryEnded
+		}
+		if c.End > c.Start {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Key != out[j].Key {
+			return out[i].Key < out[j].Key
+		}
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		return out[i].AcquireID < out[j].AcquireID
+	})
+	return out
+}
+
+// Report computes the overlaps of every lease seen so far.
+func (f *Finder) Report() Report {
+	leases := f.Leases()
+	rep := Report{Leases: len(leases), Overlaps: []Overlap{}}
+	for i := range leases {
+		a := leases[i]
+		// Leases are sorted by key then start: only later leases that start
+		// before a ends can overlap it.
+		for j := i + 1; j < len(leases) && leases[j].Key == a.Key && leases[j].Start < a.End; j++ {
+			b := leases[j]
+			if b.Process == a.Process {
+				continue
+			}
+			older, newer := a, b
+			if b.tokenN < a.tokenN {
+				older, newer = b, a
+			}
+			o := Overlap{Key: a.Key, Older: older, Newer: newer,
+				OlderProcess: older.Process, OlderToken: older.Token,
+				NewerProcess: newer.Process, NewerToken: newer.Token,
+				Start: b.Start, End: min(a.End, b.End)}
+			f.countWrites(&o)
+			rep.Overlaps = append(rep.Overlaps, o)
+			rep.Total += o.Duration()
+			rep.Rejected += o.Rejected
+		}
+	}
+	return rep
+}
+
+// countWrites finds the older holder's writes sent during the overlap.
+func (f *Finder) countWrites(o *Overlap) {
+	for _, w := range f.writes {
+		if w.Process != o.Older.Process || w.Key != o.Key || w.Call < o.Start || w.Call > o.End {
+			continue
+		}
+		sent := w.Token.Raw
+		if w.Tampered != "" {
+			sent = w.SentByClient
+		}
+		if sent != o.Older.Token {
+			continue
+		}
+		o.WriteIDs = append(o.WriteIDs, w.ID)
+		switch w.Outcome {
+		case models.OutcomeOk:
+			o.Accepted++
+		case models.OutcomeFail:
+			if w.Error == "stale" {
+				o.Rejected++
+			} else {
+				o.Unknown++
+			}
+		default:
+			o.Unknown++
+		}
+	}
+}
+
+func seconds(ns int64) string {
+	return strconv.FormatFloat(float64(ns)/1e9, 'f', 2, 64) + " s"
+}
+
+func roundDur(d time.Duration) time.Duration {
+	if d > time.Second {
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
