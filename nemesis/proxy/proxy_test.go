@@ -69,7 +69,7 @@ func (f *fakeResource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type fixture struct {
-	buf *bytes.Buffer
+	buf *lockedWriter
 	rec *history.Recorder
 	res *fakeResource
 	set *Set
@@ -78,8 +78,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	buf := &bytes.Buffer{}
-	rec := history.NewRecorder(&lockedWriter{w: buf})
+	buf := &lockedWriter{}
+	rec := history.NewRecorder(buf)
 	res := &fakeResource{rec: rec, hw: map[string]uint64{}}
 	srv := httptest.NewServer(res)
 	t.Cleanup(srv.Close)
@@ -91,21 +91,28 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{buf: buf, rec: rec, res: res, set: set, url: u}
 }
 
+// lockedWriter lets tests read the history while proxies still write it.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.buf.Write(p)
+}
+
+func (l *lockedWriter) snapshot() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf.Bytes())
 }
 
 func (f *fixture) events(t *testing.T) []history.Event {
 	t.Helper()
 	require.NoError(t, f.rec.Err())
-	evs, err := history.ReadAll(bytes.NewReader(f.buf.Bytes()))
+	evs, err := history.ReadAll(bytes.NewReader(f.buf.snapshot()))
 	require.NoError(t, err)
 	return evs
 }
