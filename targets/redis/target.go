@@ -1,0 +1,438 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// Node names and ports of a Redis target.
+const (
+	RedisNode   = "redis-1"
+	RedisPort   = 6379
+	AdapterPort = 7000
+	// clockDirInContainer is where each node's own host clock directory is
+	// bind-mounted; the offset file inside is rewritten by rename, which is
+	// why the directory is mounted and not the file.
+	clockDirInContainer  = "/fencecheck/clock"
+	clockFileInContainer = clockDirInContainer + "/offset"
+	dataDirInContainer   = "/data"
+)
+
+// TargetOptions configure NewTarget.
+type TargetOptions struct {
+	// Volatile runs Redis with no persistence at all (save "", appendonly
+	// no): after a restart the lock counters start again from 1.
+	Volatile bool
+	// Adapters is the number of fenced adapter containers (default 2).
+	Adapters int
+	// KeepData keeps Redis's data directory in the run folder after Stop
+	// (by default it is removed; the history and logs are what a run keeps).
+	KeepData bool
+	// ReadyTimeout bounds how long Start and StartNode wait for nodes
+	// (default 60 s).
+	ReadyTimeout time.Duration
+	_            struct{}
+}
+
+// Target is Redis in a container plus adapters that speak the Fencing API
+// with the Redis store. It implements harness.Target and the nemesis
+// capabilities Cluster, Pauser, Restarter, Partitioner and ClockSkewer.
+type Target struct {
+	opts TargetOptions
+
+	mu       sync.Mutex
+	env      harness.Env
+	rt       *docker.Runtime
+	nodes    []nemesis.Node
+	ips      map[string]string // node -> IP on the run network
+	dirs     map[string]string // node -> host folder (clock/, data/)
+	adapters []string
+	stopped  bool
+}
+
+var (
+	_ harness.Target      = (*Target)(nil)
+	_ nemesis.Cluster     = (*Target)(nil)
+	_ nemesis.Pauser      = (*Target)(nil)
+	_ nemesis.Restarter   = (*Target)(nil)
+	_ nemesis.Partitioner = (*Target)(nil)
+	_ nemesis.ClockSkewer = (*Target)(nil)
+)
+
+// NewTarget returns a Redis target; nothing runs until Start.
+func NewTarget(opts TargetOptions) *Target {
+	if opts.Adapters <= 0 {
+		opts.Adapters = 2
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	return &Target{opts: opts}
+}
+
+// Durable is the "redis" target: AOF with an fsync before every reply, on a
+// host folder that outlives kill -9.
+func Durable() *Target { return NewTarget(TargetOptions{}) }
+
+// VolatileTarget is the "redis-volatile" target: no persistence.
+func VolatileTarget() *Target { return NewTarget(TargetOptions{Volatile: true}) }
+
+// Name implements harness.Target.
+func (t *Target) Name() string {
+	if t.opts.Volatile {
+		return "redis-volatile"
+	}
+	return "redis"
+}
+
+// Semantics implements harness.Target.
+func (t *Target) Semantics() models.Semantics { return Semantics }
+
+// persistenceArgs is the heart of the two targets' difference.
+func (t *Target) persistenceArgs() []string {
+	if t.opts.Volatile {
+		return []string{"--save", "", "--appendonly", "no"}
+	}
+	// RDB snapshots stay off: the AOF alone is the durable record, and a
+	// background fork would only add noise to latencies.
+	return []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}
+}
+
+// Start implements harness.Target: it builds (or finds) the images, then
+// starts Redis and the adapters and waits until every adapter is healthy.
+func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints, error) {
+	if env.Log == nil {
+		env.Log = io.Discard
+	}
+	dir, err := filepath.Abs(env.Dir)
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	env.Dir = dir
+	redisTag, err := EnsureImage(ctx, env.Log)
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	tags, err := docker.EnsureImages(ctx, env.Log, docker.ImageFenced)
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	if err := t.startRedis(ctx, env, redisTag); err != nil {
+		return harness.Endpoints{}, err
+	}
+	return t.startAdapters(ctx, tags[docker.ImageFenced])
+}
+
+// startRedis creates the run's runtime and the Redis container and waits
+// until Redis answers.
+func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) error {
+	rt, err := docker.New(ctx, env.RunID, docker.Options{Log: env.Log})
+	if err != nil {
+		return err
+	}
+	nw, err := rt.Network(ctx)
+	if err != nil {
+		rt.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	t.mu.Lock()
+	t.env, t.rt, t.stopped = env, rt, false
+	t.ips = map[string]string{RedisNode: nw.HostIP(0)}
+	t.dirs = map[string]string{}
+	t.nodes = []nemesis.Node{{Name: RedisNode, Role: "redis"}}
+	t.adapters = nil
+	for i := 1; i <= t.opts.Adapters; i++ {
+		name := "adapter-" + strconv.Itoa(i)
+		t.ips[name] = nw.HostIP(i)
+		t.nodes = append(t.nodes, nemesis.Node{Name: name, Role: "adapter"})
+		t.adapters = append(t.adapters, name)
+	}
+	for _, n := range t.nodes {
+		t.dirs[n.Name] = filepath.Join(env.Dir, "nodes", n.Name)
+	}
+	t.mu.Unlock()
+
+	for _, n := range t.nodes {
+		if err := os.MkdirAll(t.clockDir(n.Name), 0o755); err != nil {
+			return err
+		}
+		if err := WriteClockOffset(t.clockFile(n.Name), 0); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(t.dataDir(), 0o755); err != nil {
+		return err
+	}
+	cmd := append([]string{RedisBinary,
+		"--bind", "0.0.0.0", "--port", strconv.Itoa(RedisPort), "--protected-mode", "no",
+		"--dir", dataDirInContainer, "--daemonize", "no", "--loglevel", "notice"}, t.persistenceArgs()...)
+	_, err = rt.Run(ctx, docker.ContainerSpec{
+		Node:  RedisNode,
+		Image: image,
+		Cmd:   cmd,
+		Env: []string{"LD_PRELOAD=" + SkewLibrary, ClockFileEnv + "=" + clockFileInContainer,
+			ClockRefreshEnv + "=5"},
+		IP:    t.ips[RedisNode],
+		Ports: []int{RedisPort},
+		Binds: []docker.Bind{
+			{Host: t.dataDir(), Container: dataDirInContainer},
+			{Host: t.clockDir(RedisNode), Container: clockDirInContainer},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", RedisNode, err)
+	}
+	return t.waitRedis(ctx)
+}
+
+// adapterCmd is the fenced command line of an adapter container.
+func (t *Target) adapterCmd() []string {
+	return []string{"/usr/local/bin/fenced",
+		"--listen", "0.0.0.0:" + strconv.Itoa(AdapterPort),
+		"--backend", "redis",
+		"--redis-addr", t.ips[RedisNode] + ":" + strconv.Itoa(RedisPort),
+		"--clock-file", clockFileInContainer,
+	}
+}
+
+func (t *Target) startAdapters(ctx context.Context, image string) (harness.Endpoints, error) {
+	var eps harness.Endpoints
+	for _, name := range t.adapters {
+		c, err := t.rt.Run(ctx, docker.ContainerSpec{
+			Node:  name,
+			Image: image,
+			Cmd:   t.adapterCmd(),
+			Env:   []string{ClockFileEnv + "=" + clockFileInContainer},
+			IP:    t.ips[name],
+			Ports: []int{AdapterPort},
+			Binds: []docker.Bind{{Host: t.clockDir(name), Container: clockDirInContainer}},
+		})
+		if err != nil {
+			return harness.Endpoints{}, fmt.Errorf("starting %s: %w", name, err)
+		}
+		ep := harness.Endpoint{Node: name, URL: "http://" + c.Addr(AdapterPort)}
+		eps.Issuers = append(eps.Issuers, ep)
+		eps.Resources = append(eps.Resources, ep)
+	}
+	if err := harness.WaitHealthy(ctx, eps, t.opts.ReadyTimeout); err != nil {
+		return harness.Endpoints{}, fmt.Errorf("%s: %w (see the node logs)", t.Name(), err)
+	}
+	return eps, nil
+}
+
+func (t *Target) clockDir(node string) string  { return filepath.Join(t.dirs[node], "clock") }
+func (t *Target) clockFile(node string) string { return filepath.Join(t.clockDir(node), "offset") }
+func (t *Target) dataDir() string              { return filepath.Join(t.dirs[RedisNode], "data") }
+
+// RedisAddr is Redis's published address on 127.0.0.1 (for checks from the
+// host, such as reading Redis's TIME).
+func (t *Target) RedisAddr() (string, error) {
+	if t.rt == nil {
+		return "", errors.New("redis target not started")
+	}
+	c, err := t.rt.Container(RedisNode)
+	if err != nil {
+		return "", err
+	}
+	return c.Addr(RedisPort), nil
+}
+
+// waitRedis polls PING until Redis answers (not LOADING) or the ready
+// timeout passes.
+func (t *Target) waitRedis(ctx context.Context) error {
+	addr, err := t.RedisAddr()
+	if err != nil {
+		return err
+	}
+	client := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, t.opts.ReadyTimeout)
+	defer cancel()
+	var last error
+	for {
+		if last = client.Ping(ctx).Err(); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer PING within %s: %v", RedisNode, t.opts.ReadyTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop implements harness.Target: it saves node logs into env.Dir/logs and
+// removes every container and the network (idempotent).
+func (t *Target) Stop(ctx context.Context) error {
+	t.mu.Lock()
+	rt, env := t.rt, t.env
+	if rt == nil || t.stopped {
+		t.mu.Unlock()
+		return nil
+	}
+	t.stopped = true
+	t.mu.Unlock()
+	logErr := rt.SaveLogs(ctx, filepath.Join(env.Dir, "logs"))
+	err := rt.Close(ctx)
+	if !t.opts.KeepData {
+		if rmErr := os.RemoveAll(t.dataDir()); rmErr != nil && env.Log != nil {
+			fmt.Fprintf(env.Log, "redis: could not remove data dir: %v\n", rmErr)
+		}
+	}
+	return errors.Join(err, logErr)
+}
+
+// Nodes implements nemesis.Cluster.
+func (t *Target) Nodes() []nemesis.Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.nodes)
+}
+
+func (t *Target) known(node string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rt == nil {
+		return errors.New("redis target not started")
+	}
+	if _, ok := t.ips[node]; !ok {
+		return fmt.Errorf("%s has no node %q", t.Name(), node)
+	}
+	return nil
+}
+
+// PauseNode implements nemesis.Pauser (the freezer cgroup: every thread).
+func (t *Target) PauseNode(ctx context.Context, node string) error {
+	if err := t.known(node); err != nil {
+		return err
+	}
+	return t.rt.Pause(ctx, node)
+}
+
+// ResumeNode implements nemesis.Pauser.
+func (t *Target) ResumeNode(ctx context.Context, node string) error {
+	if err := t.known(node); err != nil {
+		return err
+	}
+	return t.rt.Unpause(ctx, node)
+}
+
+// KillNode implements nemesis.Restarter: SIGKILL, no chance to flush.
+func (t *Target) KillNode(ctx context.Context, node string) error {
+	if err := t.known(node); err != nil {
+		return err
+	}
+	return t.rt.Kill(ctx, node)
+}
+
+// StartNode implements nemesis.Restarter. Wiping applies to Redis's data
+// folder (adapters keep no state). It returns once the node answers.
+func (t *Target) StartNode(ctx context.Context, node string, wipe bool) error {
+	if err := t.known(node); err != nil {
+		return err
+	}
+	if wipe && node == RedisNode {
+		entries, err := os.ReadDir(t.dataDir())
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(t.dataDir(), e.Name())); err != nil {
+				return fmt.Errorf("wiping %s: %w", node, err)
+			}
+		}
+	}
+	if err := t.rt.Start(ctx, node); err != nil {
+		return err
+	}
+	if node == RedisNode {
+		return t.waitRedis(ctx)
+	}
+	c, err := t.rt.Container(node)
+	if err != nil {
+		return err
+	}
+	return harness.WaitHealthy(ctx, harness.Endpoints{Issuers: []harness.Endpoint{
+		{Node: node, URL: "http://" + c.Addr(AdapterPort)}}}, t.opts.ReadyTimeout)
+}
+
+// Partition implements nemesis.Partitioner: nodes in different groups cannot
+// reach each other; nodes in no group keep full connectivity. The harness's
+// clients reach adapters through published ports, which no rule touches.
+func (t *Target) Partition(ctx context.Context, groups [][]string) error {
+	group := map[string]int{}
+	for i, g := range groups {
+		for _, n := range g {
+			if err := t.known(n); err != nil {
+				return err
+			}
+			if j, dup := group[n]; dup && j != i {
+				return fmt.Errorf("node %s is in two partition groups", n)
+			}
+			group[n] = i
+		}
+	}
+	if err := t.rt.HealAll(ctx); err != nil {
+		return err
+	}
+	for n, gi := range group {
+		var peers []string
+		for m, gj := range group {
+			if gj != gi {
+				peers = append(peers, t.ips[m])
+			}
+		}
+		if len(peers) == 0 {
+			continue
+		}
+		if err := t.rt.Partition(ctx, n, peers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HealPartition implements nemesis.Partitioner.
+func (t *Target) HealPartition(ctx context.Context) error {
+	if t.rt == nil {
+		return nil
+	}
+	return t.rt.HealAll(ctx)
+}
+
+// ClockNodes implements nemesis.ClockSkewer: Redis through the skew library,
+// the adapters through their file-driven clock.
+func (t *Target) ClockNodes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.nodes))
+	for _, n := range t.nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// SetClockOffset implements nemesis.ClockSkewer. The node sees the new
+// offset within a few milliseconds (the reader's refresh interval).
+func (t *Target) SetClockOffset(ctx context.Context, node string, offset time.Duration) error {
+	if err := t.known(node); err != nil {
+		return err
+	}
+	return WriteClockOffset(t.clockFile(node), offset)
+}
