@@ -34,8 +34,11 @@ var knownImages = map[string]struct {
 
 // KnownImages lists the image names EnsureImages accepts.
 func KnownImages() []string {
-	names := make([]string, 0, len(knownImages))
+	names := make([]string, 0, len(knownImages)+len(registeredImages))
 	for n := range knownImages {
+		names = append(names, n)
+	}
+	for n := range registeredImages {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -81,6 +84,14 @@ func EnsureImages(ctx context.Context, progress io.Writer, names ...string) (map
 
 	tags := map[string]string{}
 	for _, name := range names {
+		if ensure, ok := registeredImages[name]; ok {
+			tag, err := ensure(ctx, progress)
+			if err != nil {
+				return nil, err
+			}
+			tags[name] = tag
+			continue
+		}
 		known, ok := knownImages[name]
 		if !ok {
 			return nil, fmt.Errorf("unknown image %q (known: %s)", name, strings.Join(KnownImages(), ", "))

@@ -31,6 +31,11 @@ const (
 	ImageRepository = "fencecheck/redis"
 )
 
+// ImageName is the name `fencecheck images` knows the Redis image by.
+const ImageName = "redis"
+
+func init() { docker.RegisterImage(ImageName, EnsureImage) }
+
 // hostRedis is where Debian's package installs the server.
 const hostRedis = "/usr/bin/redis-server"
 
