@@ -1,0 +1,126 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClocks is a ClockSkewer that remembers every offset it was given.
+type fakeClocks struct {
+	nodes []string
+	mu    sync.Mutex
+	set   map[string][]time.Duration
+}
+
+func newFakeClocks(nodes ...string) *fakeClocks {
+	return &fakeClocks{nodes: nodes, set: map[string][]time.Duration{}}
+}
+
+func (f *fakeClocks) ClockNodes() []string { return f.nodes }
+
+func (f *fakeClocks) SetClockOffset(_ context.Context, node string, off time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set[node] = append(f.set[node], off)
+	return nil
+}
+
+func (f *fakeClocks) history(node string) []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.set[node]...)
+}
+
+func (f *fakeClocks) current(node string) time.Duration {
+	h := f.history(node)
+	if len(h) == 0 {
+		return 0
+	}
+	return h[len(h)-1]
+}
+
+func TestClockApplicable(t *testing.T) {
+	ok, why := clock{}.Applicable(&Env{Target: struct{}{}})
+	assert.False(t, ok)
+	assert.Contains(t, why, "injectable clock")
+	ok, why = clock{}.Applicable(&Env{Target: newFakeClocks()})
+	assert.False(t, ok)
+	assert.Contains(t, why, "none of the target's nodes")
+	ok, _ = clock{}.Applicable(&Env{Target: newFakeClocks("n1")})
+	assert.True(t, ok)
+	ok, _ = clock{}.Applicable(&Env{Target: struct{}{}, Workload: newFakeClocks("client")})
+	assert.True(t, ok, "a client's clock is enough")
+}
+
+func TestClockStepsAndStrobesThenResets(t *testing.T) {
+	target := newFakeClocks("n1", "n2")
+	wl := newFakeClocks("client")
+	env := &Env{Target: target, Workload: wl}
+	rng := rand.New(rand.NewPCG(7, 7))
+	modes := map[string]int{}
+	hit := map[string]bool{}
+	for range 15 {
+		f, err := clock{}.Start(context.Background(), env, rng)
+		require.NoError(t, err)
+		require.Len(t, f.Nodes, 1)
+		node := f.Nodes[0]
+		hit[node] = true
+		skew := target
+		if node == "client" {
+			skew = wl
+		}
+		mode := f.Details["mode"].(string)
+		modes[mode]++
+		switch mode {
+		case "step":
+			off := time.Duration(f.Details["offset_ms"].(int64)) * time.Millisecond
+			assert.Equal(t, off, skew.current(node))
+			assert.GreaterOrEqual(t, off.Abs(), clockMinOffset)
+			assert.LessOrEqual(t, off.Abs(), clockMaxOffset)
+		case "strobe":
+			offs := f.Details["offsets_ms"].([]int64)
+			require.Len(t, offs, 2)
+			period := time.Duration(f.Details["period_ms"].(int64)) * time.Millisecond
+			assert.GreaterOrEqual(t, period, 50*time.Millisecond)
+			assert.LessOrEqual(t, period, 200*time.Millisecond)
+			before := len(skew.history(node))
+			time.Sleep(3*period + 30*time.Millisecond)
+			h := skew.history(node)
+			require.GreaterOrEqual(t, len(h)-before, 2, "the strobe keeps flipping")
+			for _, o := range h[before:] {
+				assert.Contains(t, []time.Duration{time.Duration(offs[0]) * time.Millisecond, time.Duration(offs[1]) * time.Millisecond}, o)
+			}
+		default:
+			t.Fatalf("unknown mode %q", mode)
+		}
+		require.NoError(t, f.Stop(context.Background()))
+		assert.Zero(t, skew.current(node), "stop resets the clock")
+		n := len(skew.history(node))
+		time.Sleep(60 * time.Millisecond)
+		assert.Len(t, skew.history(node), n, "nothing changes the clock after stop")
+	}
+	assert.Positive(t, modes["step"])
+	assert.Positive(t, modes["strobe"])
+	assert.True(t, hit["client"], "a client's clock is skewed too")
+	assert.True(t, hit["n1"] || hit["n2"])
+}
+
+func TestClockHealResetsEveryClock(t *testing.T) {
+	target := newFakeClocks("n1", "n2")
+	wl := newFakeClocks("client")
+	env := &Env{Target: target, Workload: wl}
+	require.NoError(t, target.SetClockOffset(context.Background(), "n1", time.Minute))
+	require.NoError(t, clock{}.Heal(context.Background(), env))
+	for _, n := range []string{"n1", "n2"} {
+		assert.Zero(t, target.current(n))
+		assert.NotEmpty(t, target.history(n))
+	}
+	assert.Zero(t, wl.current("client"))
+	assert.NotEmpty(t, wl.history("client"))
+}

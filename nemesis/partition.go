@@ -1,0 +1,244 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/nemesis/proxy"
+)
+
+func init() { Register("partition", func() Nemesis { return partition{} }) }
+
+// partition cuts the network. Where the target can cut links between its
+// nodes (Partitioner) it isolates one node, the leader, a minority from a
+// majority, or issuer replicas from each other; where the harness put proxies
+// between clients and nodes it black-holes clients from a node, from the
+// resource, or from the issuer. A black-holed request is never answered: the
+// client times out and records info, since the request may have arrived.
+type partition struct{}
+
+func (partition) Name() string { return "partition" }
+
+func (partition) Applicable(env *Env) (bool, string) {
+	if len(nodePlans(context.Background(), env, nil)) > 0 || len(clientLinks(env)) > 0 {
+		return true, ""
+	}
+	if _, ok := env.Target.(Partitioner); ok {
+		return false, "the target can partition its nodes but has fewer than two, and no proxies sit between clients and nodes"
+	}
+	return false, "the target cannot partition its nodes, and " + noClientLinks
+}
+
+// partitionPlan is one way to cut the network.
+type partitionPlan struct {
+	mode string
+	// groups for the target's Partitioner; links to black-hole.
+	groups [][]string
+	links  []string
+	// weight makes some plans likelier (splitting issuer replicas is the
+	// cut that split-brain bugs need).
+	weight int
+}
+
+func (partition) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
+	plans := append(nodePlans(ctx, env, rng), linkPlans(env)...)
+	if len(plans) == 0 {
+		return nil, errors.New("nothing to partition")
+	}
+	p := pickPlan(plans, rng)
+	details := map[string]any{"mode": p.mode}
+	if p.groups != nil {
+		pt := env.Target.(Partitioner)
+		if err := pt.Partition(ctx, p.groups); err != nil {
+			return nil, err
+		}
+		details["groups"] = p.groups
+		var nodes []string
+		for _, g := range p.groups {
+			nodes = append(nodes, g...)
+		}
+		return &Fault{Nodes: nodes, Details: details,
+			Stop: func(ctx context.Context) error { return pt.HealPartition(ctx) }}, nil
+	}
+	ls, _ := linkSet(env)
+	on := func(v bool) error { return forEachLink(p.links, func(n string) error { return ls.SetBlackhole(n, v) }) }
+	if err := on(true); err != nil {
+		on(false)
+		return nil, err
+	}
+	nodes := linkTargets(env, p.links)
+	details["groups"] = [][]string{{ClientGroup}, nodes}
+	details["links"] = p.links
+	return &Fault{Nodes: nodes, Details: details, Stop: func(context.Context) error { return on(false) }}, nil
+}
+
+// Heal removes every cut: the target's and every black-hole.
+func (partition) Heal(ctx context.Context, env *Env) error {
+	var errs []error
+	if pt, ok := env.Target.(Partitioner); ok {
+		errs = append(errs, pt.HealPartition(ctx))
+	}
+	if ls, ok := linkSet(env); ok {
+		errs = append(errs, forEachLink(linkNames(ls.Links()), func(n string) error { return ls.SetBlackhole(n, false) }))
+	}
+	return errors.Join(errs...)
+}
+
+func pickPlan(plans []partitionPlan, rng *rand.Rand) partitionPlan {
+	total := 0
+	for _, p := range plans {
+		total += p.weight
+	}
+	x := rng.IntN(total)
+	for _, p := range plans {
+		if x < p.weight {
+			return p
+		}
+		x -= p.weight
+	}
+	return plans[len(plans)-1]
+}
+
+// nodePlans are the cuts between the target's own nodes. With a nil rng it
+// only says which plans exist (for Applicable).
+func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
+	if _, ok := env.Target.(Partitioner); !ok {
+		return nil
+	}
+	cl, ok := env.Target.(Cluster)
+	if !ok {
+		return nil
+	}
+	nodes := cl.Nodes()
+	if len(nodes) < 2 {
+		return nil
+	}
+	perm := func(n int) []int {
+		if rng == nil {
+			out := make([]int, n)
+			for i := range out {
+				out[i] = i
+			}
+			return out
+		}
+		return rng.Perm(n)
+	}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	var plans []partitionPlan
+	isolate := func(mode, node string, weight int) {
+		var rest []string
+		for _, n := range names {
+			if n != node {
+				rest = append(rest, n)
+			}
+		}
+		plans = append(plans, partitionPlan{mode: mode, groups: [][]string{{node}, rest}, weight: weight})
+	}
+	isolate("one", names[perm(len(names))[0]], 2)
+	if l, ok := env.Target.(Leaderer); ok && rng != nil {
+		if leader, err := l.Leader(ctx); err == nil && leader != "" {
+			isolate("leader", leader, 2)
+		}
+	}
+	if len(names) >= 3 {
+		p := perm(len(names))
+		k := (len(names) - 1) / 2
+		var minority, majority []string
+		for i, j := range p {
+			if i < k {
+				minority = append(minority, names[j])
+			} else {
+				majority = append(majority, names[j])
+			}
+		}
+		sort.Strings(minority)
+		sort.Strings(majority)
+		plans = append(plans, partitionPlan{mode: "minority", groups: [][]string{minority, majority}, weight: 2})
+	}
+	var issuers []string
+	for _, n := range nodes {
+		if servesIssuer(n.Role) {
+			issuers = append(issuers, n.Name)
+		}
+	}
+	if len(issuers) >= 2 {
+		// Issuer replicas from each other; every other node keeps reaching
+		// both sides (nodes in no group are not cut).
+		p := perm(len(issuers))
+		var a, b []string
+		for i, j := range p {
+			if i%2 == 0 {
+				a = append(a, issuers[j])
+			} else {
+				b = append(b, issuers[j])
+			}
+		}
+		sort.Strings(a)
+		sort.Strings(b)
+		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 6})
+	}
+	return plans
+}
+
+// linkPlans black-hole clients' links: from one node, from every resource
+// node, from every issuer node (deduplicated: on a single reference node they
+// are one cut).
+func linkPlans(env *Env) []partitionPlan {
+	links := clientLinks(env)
+	if len(links) == 0 {
+		return nil
+	}
+	roles := map[string]string{}
+	if cl, ok := env.Target.(Cluster); ok {
+		for _, n := range cl.Nodes() {
+			roles[n.Name] = n.Role
+		}
+	}
+	var plans []partitionPlan
+	seen := map[string]bool{}
+	add := func(mode string, keep func(proxy.Info) bool) {
+		var names []string
+		for _, l := range links {
+			if keep(l) {
+				names = append(names, l.Name)
+			}
+		}
+		id := strings.Join(names, "\x00")
+		if len(names) == 0 || seen[id] {
+			return
+		}
+		seen[id] = true
+		plans = append(plans, partitionPlan{mode: mode, links: names, weight: 1})
+	}
+	byNode := map[string]bool{}
+	var tos []string
+	for _, l := range links {
+		if !byNode[l.To] {
+			byNode[l.To] = true
+			tos = append(tos, l.To)
+		}
+	}
+	sort.Strings(tos)
+	for _, to := range tos {
+		add("clients-from-node", func(l proxy.Info) bool { return l.To == to })
+	}
+	add("clients-from-resource", func(l proxy.Info) bool { r, ok := roles[l.To]; return ok && servesResource(r) })
+	add("clients-from-issuer", func(l proxy.Info) bool { r, ok := roles[l.To]; return ok && servesIssuer(r) })
+	return plans
+}
+
+// servesIssuer and servesResource read a node's role: the reference and the
+// adapters serve both halves of the API.
+func servesIssuer(role string) bool {
+	return strings.Contains(role, "issuer") || role == "reference" || role == "adapter"
+}
+
+func servesResource(role string) bool {
+	return strings.Contains(role, "resource") || role == "reference" || role == "adapter"
+}

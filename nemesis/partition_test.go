@@ -1,0 +1,142 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeCluster can name its nodes and leader and cut between them.
+type fakeCluster struct {
+	nodes  []Node
+	leader string
+	mu     sync.Mutex
+	cuts   [][][]string
+	healed int
+}
+
+func (c *fakeCluster) Nodes() []Node { return c.nodes }
+func (c *fakeCluster) Leader(context.Context) (string, error) {
+	return c.leader, nil
+}
+func (c *fakeCluster) Partition(_ context.Context, groups [][]string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cuts = append(c.cuts, groups)
+	return nil
+}
+func (c *fakeCluster) HealPartition(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.healed++
+	return nil
+}
+
+func TestPartitionCutsTheTargetsNodesInEveryMode(t *testing.T) {
+	c := &fakeCluster{leader: "n2", nodes: []Node{
+		{Name: "n1", Role: "etcd"}, {Name: "n2", Role: "etcd"}, {Name: "n3", Role: "etcd"},
+		{Name: "issuer-a", Role: "issuer"}, {Name: "issuer-b", Role: "issuer"},
+	}}
+	env := &Env{Target: c}
+	ok, why := partition{}.Applicable(env)
+	require.True(t, ok, why)
+	rng := rand.New(rand.NewPCG(9, 9))
+	modes := map[string]int{}
+	for range 60 {
+		f, err := partition{}.Start(context.Background(), env, rng)
+		require.NoError(t, err)
+		mode := f.Details["mode"].(string)
+		modes[mode]++
+		groups := f.Details["groups"].([][]string)
+		require.Len(t, groups, 2)
+		assert.Equal(t, groups, c.cuts[len(c.cuts)-1], "the recorded groups are the cut made")
+		switch mode {
+		case "one":
+			assert.Len(t, groups[0], 1)
+			assert.Len(t, groups[1], 4)
+		case "leader":
+			assert.Equal(t, []string{"n2"}, groups[0])
+		case "minority":
+			assert.Len(t, groups[0], 2)
+			assert.Len(t, groups[1], 3)
+		case "issuers":
+			assert.ElementsMatch(t, []string{"issuer-a", "issuer-b"}, append(append([]string{}, groups[0]...), groups[1]...))
+			assert.Len(t, groups[0], 1, "one replica on each side")
+		default:
+			t.Fatalf("unexpected mode %q", mode)
+		}
+		healed := c.healed
+		require.NoError(t, f.Stop(context.Background()))
+		assert.Equal(t, healed+1, c.healed)
+	}
+	for _, m := range []string{"one", "leader", "minority", "issuers"} {
+		assert.Positive(t, modes[m], "mode %s used: %v", m, modes)
+	}
+	assert.Greater(t, modes["issuers"], modes["one"], "splitting issuer replicas is favoured")
+	require.NoError(t, partition{}.Heal(context.Background(), env))
+}
+
+func TestPartitionSingleNodeWithoutLinksIsNotApplicable(t *testing.T) {
+	c := &fakeCluster{nodes: []Node{{Name: "reference", Role: "reference"}}}
+	ok, why := partition{}.Applicable(&Env{Target: c})
+	assert.False(t, ok)
+	assert.Contains(t, why, "fewer than two")
+}
+
+func TestPartitionBlackholesClientsSoTheyTimeOut(t *testing.T) {
+	f := newLinkFixture(t)
+	c := &fakeCluster{nodes: []Node{{Name: "n1", Role: "reference"}}}
+	env := &Env{Target: c, Links: f.set}
+	ok, why := partition{}.Applicable(env)
+	require.True(t, ok, why)
+	fault, err := partition{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	assert.Equal(t, "clients-from-node", fault.Details["mode"], "one reference node: every link plan is the same cut")
+	assert.Equal(t, [][]string{{"clients"}, {"n1"}}, fault.Details["groups"])
+	assert.Equal(t, []string{"clients->n1"}, fault.Details["links"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = putToken(ctx, f.url, "k", "1", "cut")
+	cancel()
+	require.Error(t, err, "a black-holed client times out")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	// Node-to-node traffic is not a client link and keeps flowing.
+	code, err := putToken(context.Background(), f.set.Links()[1].URL, "k", "1", "n2")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, code)
+
+	require.NoError(t, fault.Stop(context.Background()))
+	code, err = putToken(context.Background(), f.url, "k", "2", "healed")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, code)
+	assert.NotContains(t, f.res.arrived(), "cut", "a black-holed write never arrives")
+
+	_, err = partition{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	require.NoError(t, partition{}.Heal(context.Background(), env))
+	code, err = putToken(context.Background(), f.url, "k", "3", "after-heal")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, code)
+}
+
+func TestPartitionSplitsClientsFromResourceOrIssuerNodes(t *testing.T) {
+	f := newLinkFixture(t)
+	_, err := f.set.Link("clients->issuer-a", ClientGroup, "issuer-a", f.set.Links()[0].Target)
+	require.NoError(t, err)
+	c := &fakeCluster{nodes: []Node{{Name: "n1", Role: "resource"}, {Name: "issuer-a", Role: "issuer"}}}
+	env := &Env{Target: c, Links: f.set}
+	plans := linkPlans(env)
+	got := map[string][]string{}
+	for _, p := range plans {
+		got[p.mode+":"+p.links[0]] = p.links
+	}
+	assert.Contains(t, got, "clients-from-node:clients->issuer-a")
+	assert.Contains(t, got, "clients-from-node:clients->n1")
+	assert.Len(t, plans, 2, "resource and issuer cuts equal the per-node cuts here: deduplicated")
+}

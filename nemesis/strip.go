@@ -1,0 +1,73 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand/v2"
+)
+
+func init() { Register("strip", func() Nemesis { return strip{} }) }
+
+// strip makes the proxies between clients and the resource remove, empty or
+// garble the Fencing-Token header of a share of writes, as a misconfigured
+// proxy or a half-upgraded client would. Each tampering is recorded by the
+// proxy, so the checker knows what the resource really received: a correct
+// resource rejects every such write (428 or 400); one that reads a missing
+// token as zero accepts it.
+type strip struct{}
+
+func (strip) Name() string { return "strip" }
+
+func (strip) Applicable(env *Env) (bool, string) {
+	if len(clientLinks(env)) == 0 {
+		return false, noClientLinks
+	}
+	return true, ""
+}
+
+func (strip) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
+	ls, _ := linkSet(env)
+	links := linkNames(clientLinks(env))
+	// A share, not every write: the run keeps making progress, and stripped
+	// writes interleave with good ones on the same keys.
+	share := 0.2 + 0.4*rng.Float64()
+	if err := forEachLink(links, func(n string) error { return ls.SetStrip(n, share) }); err != nil {
+		forEachLink(links, func(n string) error { return ls.SetStrip(n, 0) })
+		return nil, err
+	}
+	return &Fault{Nodes: linkTargets(env, links), Details: map[string]any{"share": round2(share), "links": links},
+		Stop: func(context.Context) error {
+			return forEachLink(links, func(n string) error { return ls.SetStrip(n, 0) })
+		}}, nil
+}
+
+// Heal turns stripping off on every link.
+func (strip) Heal(ctx context.Context, env *Env) error {
+	ls, ok := linkSet(env)
+	if !ok {
+		return nil
+	}
+	return forEachLink(linkNames(ls.Links()), func(n string) error { return ls.SetStrip(n, 0) })
+}
+
+// linkTargets lists the distinct nodes the named links lead to.
+func linkTargets(env *Env, names []string) []string {
+	ls, ok := linkSet(env)
+	if !ok {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range ls.Links() {
+		if want[l.Name] && !seen[l.To] {
+			seen[l.To] = true
+			out = append(out, l.To)
+		}
+	}
+	return out
+}
+
+func round2(f float64) float64 { return float64(int(f*100+0.5)) / 100 }
