@@ -1,0 +1,517 @@
+package reports
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/models"
+)
+
+//go:embed report.tmpl.html
+var reportTemplateText string
+
+//go:embed report.css
+var reportCSS string
+
+//go:embed report.js
+var reportJS string
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"f1": func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"pct": func(n, total int) string {
+		if total == 0 {
+			return "0%"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
+	},
+}).Parse(reportTemplateText))
+
+// Page limits. Each keeps report.html bounded whatever the history holds.
+const (
+	// maxHTMLAnomalies: anomalies written out in full; results.json has all.
+	maxHTMLAnomalies = 200
+	// maxAnomalyOps: operations tabulated under one anomaly.
+	maxAnomalyOps = 12
+	// maxTimelineOps: operations embedded for the timeline. Above it the
+	// timeline keeps every operation named by an anomaly and an even sample
+	// of the rest, and says so.
+	maxTimelineOps = 250_000
+	// timelineTextLimit clips each token, value and error in the timeline's
+	// data (the full strings are in history.jsonl).
+	timelineTextLimit = 40
+	// displayTextLimit clips strings shown in tables.
+	displayTextLimit = 200
+	logTailLines     = 30
+	logTailBytes     = 64 << 10
+	maxListedFiles   = 300
+)
+
+type pageData struct {
+	Title           string
+	Verdict         string
+	Info            RunInfo
+	Res             *Results
+	Start           string
+	Duration        string
+	Semantics       string
+	FirstInvalid    string
+	Notes           []string
+	Checks          []checkRow
+	Anomalies       []anomalyView
+	AnomaliesHidden int
+	Findings        []anomalyView
+	Metrics         []keyValue
+	Faults          []faultRow
+	FaultLegend     []keyValue
+	Throughput      *plot
+	Latency         []*plot
+	LatencyRows     []latencyRow
+	Counts          []countRow
+	CountTotal      countRow
+	Lanes           int
+	TimelineOps     int
+	TimelineNote    string
+	Logs            []logView
+	Visualizations  []keyValue
+	Files           []string
+	Config          string
+	Generated       string
+	TimelineJSON    template.JS
+	CSS             template.CSS
+	JS              template.JS
+}
+
+type keyValue struct{ Key, Value string }
+
+type checkRow struct {
+	Checker, Model, Verdict, Reason, Duration string
+	Keys, Ops, Anomalies, Findings            int
+}
+
+type anomalyView struct {
+	N                         int
+	Checker, Model, Kind, Key string
+	Text, At                  string
+	OpIDs                     string
+	Ops                       []opView
+	MoreOps                   int
+}
+
+type opView struct {
+	ID                                                       int64
+	Process                                                  int
+	F, Key, Token, Value, Outcome, Error, Call, End, Latency string
+	Tampered, HighWater                                      string
+	Missing                                                  bool
+}
+
+type faultRow struct {
+	N                            int
+	Nemesis, Label, Color        string
+	Start, Stop, Duration, State string
+}
+
+type latencyRow struct {
+	F, Outcome         string
+	Count              int
+	P50, P90, P99, Max string
+}
+
+type countRow struct {
+	F                     string
+	Ok, Fail, Info, Total int
+}
+
+type logView struct {
+	Path      string
+	Size      string
+	Tail      []string
+	Truncated bool
+}
+
+func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, error) {
+	colors, order := faultColors(a.Faults)
+	d := pageData{
+		Title:     fmt.Sprintf("fencecheck · %s · %s", clip(info.Target, 80), res.Verdict),
+		Verdict:   string(res.Verdict),
+		Info:      info,
+		Res:       res,
+		Start:     "unknown",
+		Duration:  formatDuration(res.Duration),
+		Notes:     res.Notes,
+		Generated: res.GeneratedAt.Format(time.RFC3339),
+		CSS:       template.CSS(reportCSS),
+		JS:        template.JS(reportJS),
+		Lanes:     len(a.Lanes),
+	}
+	if !info.Start.IsZero() {
+		d.Start = info.Start.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	if info.Semantics != nil {
+		d.Semantics = fmt.Sprintf("equal: %s, scope: %s, authenticated: %t", info.Semantics.Equal, info.Semantics.Scope, info.Semantics.Authenticated)
+	}
+	if res.FirstInvalidAt != nil {
+		d.FirstInvalid = seconds(*res.FirstInvalidAt)
+		if res.AfterFault != nil {
+			d.FirstInvalid += fmt.Sprintf(" (%s after %s started at %s)", seconds(res.AfterFault.Delay), res.AfterFault.Nemesis, seconds(res.AfterFault.Start))
+		}
+	}
+
+	for _, c := range res.Checks {
+		row := checkRow{Checker: clip(c.Checker, 60), Model: clip(c.Model, 60), Verdict: string(c.Verdict),
+			Reason: clip(c.Reason, displayTextLimit*2), Duration: formatDuration(c.Duration), Keys: c.Keys, Ops: c.Ops}
+		for _, an := range c.Anomalies {
+			if an.Finding {
+				row.Findings++
+				d.Findings = append(d.Findings, anomalyFor(a, c, an, len(d.Findings)+1))
+				continue
+			}
+			row.Anomalies++
+			if len(d.Anomalies) >= maxHTMLAnomalies {
+				d.AnomaliesHidden++
+				continue
+			}
+			d.Anomalies = append(d.Anomalies, anomalyFor(a, c, an, len(d.Anomalies)+1))
+		}
+		d.Checks = append(d.Checks, row)
+	}
+	if len(d.Findings) > maxHTMLAnomalies {
+		d.Findings = d.Findings[:maxHTMLAnomalies]
+	}
+
+	metricKeys := make([]string, 0, len(res.Metrics))
+	for k := range res.Metrics {
+		metricKeys = append(metricKeys, k)
+	}
+	sort.Strings(metricKeys)
+	for _, k := range metricKeys {
+		b, err := json.Marshal(res.Metrics[k])
+		v := string(b)
+		if err != nil {
+			v = fmt.Sprint(res.Metrics[k])
+		}
+		d.Metrics = append(d.Metrics, keyValue{clip(k, 100), clip(strings.Trim(v, `"`), displayTextLimit)})
+	}
+
+	for _, n := range order {
+		d.FaultLegend = append(d.FaultLegend, keyValue{n, colors[n]})
+	}
+	for i, f := range a.Faults {
+		state := ""
+		switch {
+		case f.Open:
+			state = "not stopped before the history ended"
+		case f.Start == f.Stop:
+			state = "instant"
+		}
+		d.Faults = append(d.Faults, faultRow{N: i + 1, Nemesis: f.Nemesis, Label: f.Label(), Color: colors[f.Nemesis],
+			Start: seconds(f.Start), Stop: seconds(f.Stop), Duration: formatDuration(time.Duration(f.Stop - f.Start)), State: state})
+	}
+
+	d.Throughput = throughputPlot(a, colors)
+	d.Latency = latencyPlots(a, colors)
+	for _, l := range res.Latency {
+		d.LatencyRows = append(d.LatencyRows, latencyRow{F: l.F, Outcome: l.Outcome, Count: l.Count,
+			P50: durationLabel(l.P50), P90: durationLabel(l.P90), P99: durationLabel(l.P99), Max: durationLabel(l.Max)})
+	}
+	fs := make([]string, 0, len(a.Counts))
+	for f := range a.Counts {
+		fs = append(fs, f)
+	}
+	slices.SortFunc(fs, func(x, y string) int { return fOrder(x) - fOrder(y) })
+	d.CountTotal.F = "all"
+	for _, f := range fs {
+		m := a.Counts[f]
+		r := countRow{F: f, Ok: m["ok"], Fail: m["fail"], Info: m["info"]}
+		r.Total = r.Ok + r.Fail + r.Info
+		d.Counts = append(d.Counts, r)
+		d.CountTotal.Ok += r.Ok
+		d.CountTotal.Fail += r.Fail
+		d.CountTotal.Info += r.Info
+		d.CountTotal.Total += r.Total
+	}
+
+	for _, p := range res.Files.Logs {
+		d.Logs = append(d.Logs, readLogTail(dir, p))
+	}
+	vk := make([]string, 0, len(res.Files.Visualizations))
+	for k := range res.Files.Visualizations {
+		vk = append(vk, k)
+	}
+	sort.Strings(vk)
+	for _, k := range vk {
+		d.Visualizations = append(d.Visualizations, keyValue{clip(k, 100), res.Files.Visualizations[k]})
+	}
+	d.Files = listFiles(dir, ".", maxListedFiles)
+	if info.Config != nil {
+		if b, err := json.MarshalIndent(info.Config, "", "  "); err == nil {
+			d.Config = clip(string(b), 200_000)
+		}
+	}
+
+	tl, kept := timelineData(a, res, colors)
+	d.TimelineOps = kept
+	if kept < len(a.Ops) {
+		d.TimelineNote = fmt.Sprintf("The timeline shows %d of %d operations (every operation named by an anomaly, and an even sample of the rest); history.jsonl has them all.", kept, len(a.Ops))
+	}
+	js, err := safeJSON(tl)
+	if err != nil {
+		return nil, err
+	}
+	d.TimelineJSON = template.JS(js)
+
+	var buf bytes.Buffer
+	if err := reportTemplate.Execute(&buf, d); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func anomalyFor(a *analysis, c models.Result, an models.Anomaly, n int) anomalyView {
+	v := anomalyView{N: n, Checker: clip(c.Checker, 60), Model: clip(an.Model, 60), Kind: clip(an.Kind, 80),
+		Key: clip(an.Key, displayTextLimit), Text: clip(an.Text, 2000), At: seconds(an.At)}
+	if v.Model == "" {
+		v.Model = clip(c.Model, 60)
+	}
+	ids := make([]string, 0, len(an.Ops))
+	for i, id := range an.Ops {
+		ids = append(ids, fmt.Sprint(id))
+		if i >= maxAnomalyOps {
+			v.MoreOps++
+			continue
+		}
+		idx, ok := a.byID[id]
+		if !ok {
+			v.Ops = append(v.Ops, opView{ID: id, Missing: true})
+			continue
+		}
+		v.Ops = append(v.Ops, viewOp(a.Ops[idx]))
+	}
+	v.OpIDs = strings.Join(ids, " ")
+	return v
+}
+
+func viewOp(o op) opView {
+	v := opView{ID: o.ID, Process: o.Process, F: o.F, Key: clip(o.Key, displayTextLimit),
+		Token: clip(o.Token, displayTextLimit), Value: clip(o.Value, displayTextLimit),
+		Outcome: o.Outcome.String(), Error: clip(o.Error, displayTextLimit), Call: seconds(o.Call),
+		Tampered: clip(o.Tampered, 40), HighWater: clip(o.HW, 60)}
+	switch {
+	case !o.Done:
+		v.End, v.Latency = "never completed", "—"
+	case o.Outcome == models.OutcomeInfo:
+		v.End, v.Latency = seconds(o.End), "unknown outcome"
+	default:
+		v.End, v.Latency = seconds(o.End), durationLabel(o.End-o.Call)
+	}
+	return v
+}
+
+// timelineJS is the timeline's data: columns, not objects, with call times
+// delta-encoded in microseconds, so 100k operations cost about 40 bytes each.
+type timelineJS struct {
+	End    int64     `json:"end"`  // ns
+	Unit   int64     `json:"unit"` // ns per unit of c and d
+	Lanes  []string  `json:"lanes"`
+	Fs     []string  `json:"fs"`
+	Keys   []string  `json:"keys"`
+	ID     []int64   `json:"id"` // delta-encoded invoke index
+	Lane   []int     `json:"lane"`
+	P      []int     `json:"p"`
+	C      []int64   `json:"c"` // delta-encoded call time
+	D      []int64   `json:"d"` // duration; -1: never completed
+	F      []int     `json:"f"`
+	K      []int     `json:"k"`
+	O      []int     `json:"o"` // 0 ok, 1 fail, 2 info
+	Tok    []string  `json:"tok"`
+	Val    []string  `json:"val"`
+	Err    []string  `json:"err"`
+	Faults []faultJS `json:"faults"`
+	Anom   [][]int64 `json:"anom"` // ops of each anomaly shown on the page
+}
+
+type faultJS struct {
+	Nemesis string `json:"n"`
+	Start   int64  `json:"s"`
+	Stop    int64  `json:"e"`
+	Open    bool   `json:"open,omitempty"`
+	Label   string `json:"l"`
+	Color   string `json:"c"`
+}
+
+const timelineUnit = 1000 // µs
+
+func timelineData(a *analysis, res *Results, colors map[string]string) (timelineJS, int) {
+	t := timelineJS{End: a.End, Unit: timelineUnit, Keys: make([]string, len(a.Keys))}
+	for i, k := range a.Keys {
+		t.Keys[i] = clip(k, timelineTextLimit)
+	}
+	keyIdx := make(map[string]int, len(a.Keys))
+	for i, k := range a.Keys {
+		keyIdx[k] = i
+	}
+	for _, l := range a.Lanes {
+		label := fmt.Sprintf("p%d", l[0])
+		if len(l) > 1 {
+			label += fmt.Sprintf(" +%d", len(l)-1)
+		}
+		t.Lanes = append(t.Lanes, label)
+	}
+	fIdx := map[string]int{}
+	keep := func(int) bool { return true }
+	if len(a.Ops) > maxTimelineOps {
+		named := map[int64]bool{}
+		for _, c := range res.Checks {
+			for _, an := range c.Anomalies {
+				for _, id := range an.Ops {
+					named[id] = true
+				}
+			}
+		}
+		step := float64(len(a.Ops)) / float64(maxTimelineOps-min(len(named), maxTimelineOps/2))
+		next := 0.0
+		keep = func(i int) bool {
+			if named[a.Ops[i].ID] {
+				return true
+			}
+			if float64(i) >= next {
+				next += step
+				return true
+			}
+			return false
+		}
+	}
+	var prevCall, prevID int64
+	for i, o := range a.Ops {
+		if !keep(i) {
+			continue
+		}
+		fi, ok := fIdx[o.F]
+		if !ok {
+			fi = len(t.Fs)
+			fIdx[o.F] = fi
+			t.Fs = append(t.Fs, o.F)
+		}
+		call := o.Call / timelineUnit
+		t.C = append(t.C, call-prevCall)
+		prevCall = call
+		t.ID = append(t.ID, o.ID-prevID)
+		prevID = o.ID
+		dur := int64(-1)
+		if o.Done {
+			dur = max(o.End/timelineUnit-call, 0)
+		}
+		t.D = append(t.D, dur)
+		t.Lane = append(t.Lane, o.Lane)
+		t.P = append(t.P, o.Process)
+		t.F = append(t.F, fi)
+		t.K = append(t.K, keyIdx[o.Key])
+		t.O = append(t.O, int(o.Outcome))
+		t.Tok = append(t.Tok, clip(o.Token, timelineTextLimit))
+		t.Val = append(t.Val, clip(o.Value, timelineTextLimit))
+		t.Err = append(t.Err, clip(o.Error, timelineTextLimit))
+	}
+	for _, f := range a.Faults {
+		t.Faults = append(t.Faults, faultJS{Nemesis: f.Nemesis, Start: f.Start, Stop: f.Stop, Open: f.Open, Label: f.Label(), Color: colors[f.Nemesis]})
+	}
+	n := 0
+	for _, c := range res.Checks {
+		for _, an := range c.Anomalies {
+			if an.Finding || n >= maxHTMLAnomalies {
+				continue
+			}
+			n++
+			t.Anom = append(t.Anom, an.Ops)
+		}
+	}
+	return t, len(t.C)
+}
+
+// safeJSON marshals v for a <script type="application/json"> element.
+// encoding/json already writes <, > and & as \u003c, \u003e, \u0026 (so no
+// "</script>" or "<!--" can appear), U+2028 and U+2029 as escapes, and
+// replaces invalid UTF-8 with U+FFFD. The check below keeps that promise
+// true even if a later change swaps the encoder.
+func safeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.ContainsAny(b, "<>") || bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029")) {
+		return nil, fmt.Errorf("embedded JSON is not script-safe")
+	}
+	return b, nil
+}
+
+func readLogTail(dir, rel string) logView {
+	v := logView{Path: rel}
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		v.Tail = []string{"(cannot read: " + clip(err.Error(), 200) + ")"}
+		return v
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return v
+	}
+	v.Size = byteSize(fi.Size())
+	off := max(fi.Size()-logTailBytes, 0)
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return v
+	}
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 0, 64<<10), logTailBytes+1)
+	var lines []string
+	first := off > 0 // the first line read may be cut in the middle
+	for s.Scan() {
+		if first {
+			first = false
+			continue
+		}
+		lines = append(lines, clip(s.Text(), 400))
+		if len(lines) > logTailLines {
+			lines = lines[1:]
+		}
+	}
+	v.Tail = lines
+	v.Truncated = off > 0 || len(lines) == logTailLines
+	return v
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func formatDuration(d time.Duration) string {
+	if d <= 0 {
+		return "—"
+	}
+	if d < time.Second {
+		return durationLabel(int64(d))
+	}
+	s := d.Seconds()
+	if s < 120 {
+		return fmt.Sprintf("%.2f s", s)
+	}
+	return (time.Duration(math.Round(s)) * time.Second).String()
+}

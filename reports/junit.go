@@ -1,0 +1,148 @@
+package reports
+
+import (
+	"encoding/xml"
+	"fmt"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// junitMaxAnomalies bounds the anomalies written out in full per test case:
+// CI systems show failure text inline and choke on megabytes of it.
+const junitMaxAnomalies = 50
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr,omitempty"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// marshalJUnit writes one test case per check. An invalid check is a
+// <failure> carrying the anomalies in words; an unknown one is an <error>
+// (never a skip: CI must not count "could not decide" as passed). Findings
+// that are not violations go to <system-out>. encoding/xml escapes all text
+// and replaces characters XML cannot carry.
+func marshalJUnit(r *Results) ([]byte, error) {
+	class := "fencecheck." + TargetDirName(r.Run.Target)
+	suite := junitSuite{
+		Name: class,
+		Time: secs(r.Duration.Seconds()),
+		Properties: []junitProperty{
+			{"target", r.Run.Target},
+			{"seed", fmt.Sprint(r.Run.Seed)},
+			{"verdict", string(r.Verdict)},
+			{"command", r.Run.Command},
+			{"schema_version", fmt.Sprint(r.SchemaVersion)},
+		},
+	}
+	if !r.Run.Start.IsZero() {
+		suite.Timestamp = r.Run.Start.UTC().Format("2006-01-02T15:04:05")
+	}
+	checks := r.Checks
+	if len(checks) == 0 {
+		// A run with no checker result still needs a red test case.
+		checks = []models.Result{{Checker: "check", Model: "all", Verdict: r.Verdict, Reason: r.Summary}}
+	}
+	for _, c := range checks {
+		tc := junitCase{
+			Name:      c.Checker + "/" + c.Model,
+			Classname: class,
+			Time:      secs(c.Duration.Seconds()),
+		}
+		var violations, findings []models.Anomaly
+		for _, a := range c.Anomalies {
+			if a.Finding {
+				findings = append(findings, a)
+			} else {
+				violations = append(violations, a)
+			}
+		}
+		switch c.Verdict {
+		case models.Valid:
+		case models.Invalid:
+			msg := fmt.Sprintf("invalid: %d %s", len(violations), plural(len(violations), "anomaly", "anomalies"))
+			if len(violations) == 0 && c.Reason != "" {
+				msg = "invalid: " + c.Reason
+			}
+			tc.Failure = &junitMessage{Message: clip(msg, 300), Type: "invalid", Text: anomalyText(c.Reason, violations)}
+			suite.Failures++
+		default:
+			tc.Error = &junitMessage{Message: clip("unknown: "+c.Reason, 300), Type: "unknown", Text: anomalyText(c.Reason, violations)}
+			suite.Errors++
+		}
+		if len(findings) > 0 {
+			tc.SystemOut = anomalyText("", findings)
+		}
+		suite.Cases = append(suite.Cases, tc)
+	}
+	suite.Tests = len(suite.Cases)
+	doc := junitSuites{Name: "fencecheck", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
+		Time: suite.Time, Suites: []junitSuite{suite}}
+	b, err := xml.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte(xml.Header), b...), '\n'), nil
+}
+
+func anomalyText(reason string, as []models.Anomaly) string {
+	var b strings.Builder
+	if reason != "" {
+		b.WriteString(clip(reason, 2000))
+		b.WriteString("\n")
+	}
+	for i, a := range as {
+		if i == junitMaxAnomalies {
+			fmt.Fprintf(&b, "... and %d more (see results.json)\n", len(as)-i)
+			break
+		}
+		fmt.Fprintf(&b, "[%s] %s", a.Kind, clip(a.Text, 2000))
+		if a.Key != "" {
+			fmt.Fprintf(&b, " (key %s)", clip(a.Key, 200))
+		}
+		if len(a.Ops) > 0 {
+			fmt.Fprintf(&b, " ops %v", a.Ops)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func secs(s float64) string { return fmt.Sprintf("%.3f", s) }

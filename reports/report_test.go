@@ -1,0 +1,372 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/models"
+)
+
+var testStart = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+
+// runFixture copies testdata/<name>.jsonl into a fresh run folder, adds the
+// given node logs, writes the report and returns the folder and results.
+func runFixture(t *testing.T, name string, check Check, logs map[string][]byte) (string, *Results) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "memory", "20261130T060000.000Z")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, LogsDir), 0o755))
+	for n, b := range logs {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, LogsDir, n), b, 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"target":"memory","seed":7,"nemesis":"pause,restart","time":"30s"}`), 0o644))
+	info := RunInfo{RunID: "r-" + name, Target: "memory", Seed: 7,
+		Command: "fencecheck test --target memory --seed 7 --nemesis pause,restart --time 30s",
+		Start:   testStart, End: testStart.Add(31 * time.Second), Nemeses: []string{"pause", "restart"},
+		Config: json.RawMessage(`{"target":"memory","seed":7}`)}
+	sem := models.DefaultSemantics()
+	info.Semantics = &sem
+	res, err := WriteFrom(dir, filepath.Join("testdata", name+".jsonl"), info, check)
+	require.NoError(t, err)
+	return dir, res
+}
+
+func readFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func validCheck() Check {
+	return Check{Results: []models.Result{
+		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Valid, Keys: 2, Ops: 8, Duration: 3 * time.Millisecond},
+		{Checker: "porcupine", Model: "issuer", Verdict: models.Valid, Keys: 2, Ops: 3},
+		{Checker: "direct", Model: "fenced-register", Verdict: models.Valid, Keys: 2, Ops: 8},
+	}, Metrics: map[string]any{"lease-overlap": 0}}
+}
+
+func invalidCheck() Check {
+	return Check{Results: []models.Result{
+		{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid, Keys: 1, Ops: 11, Anomalies: []models.Anomaly{
+			{Kind: "stale-write-accepted", Model: "fenced-register", Key: "r1", Ops: []int64{16, 8},
+				Text: "write c0-2 with token 1 accepted at 0.40 s after token 2 was accepted at 0.01 s", At: 403000000},
+			{Kind: "replay-accepted", Model: "fenced-register", Key: "r1", Ops: []int64{18, 16},
+				Text: "write c0-3 with token 1 accepted at 0.41 s although token 1 had already written c0-2", At: 405000000},
+		}},
+		{Checker: "direct", Model: "issuer", Verdict: models.Invalid, Keys: 1, Ops: 3, Anomalies: []models.Anomaly{
+			{Kind: "token-regression", Model: "issuer", Key: "r1", Ops: []int64{14, 6},
+				Text: "acquire returned token 1 at 0.40 s after an acquire returned token 2 at 0.01 s", At: 401000000},
+			{Kind: "tokens-unauthenticated", Model: "issuer", Finding: true,
+				Text: "tokens carry no seal: any client can forge one", At: 0},
+		}},
+		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Invalid, Keys: 1, Ops: 11, Anomalies: []models.Anomaly{
+			{Kind: "not-linearizable", Model: "fenced-register", Key: "r1", Ops: []int64{16, 18, 20}, Text: "key r1: no linearization", At: 407000000},
+		}},
+	}, Metrics: map[string]any{"lease-overlap": 2, "max-token": "2"}, Visualizations: map[string]string{"r1": "porcupine-r1.html"}}
+}
+
+func TestValidRun(t *testing.T) {
+	dir, res := runFixture(t, "valid", validCheck(), map[string][]byte{"reference.log": []byte("started\nlistening on 127.0.0.1:7001\n")})
+	assert.Equal(t, models.Valid, res.Verdict)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.Nil(t, res.FirstInvalidAt)
+	assert.Equal(t, 11, res.Counts.Ops)
+	assert.Equal(t, map[string]int{"ok": 3}, res.Counts.ByOp["acquire"])
+	assert.Equal(t, map[string]int{"ok": 3, "fail": 1}, res.Counts.ByOp["write"])
+	require.Len(t, res.Faults, 2)
+	assert.Equal(t, Fault{Nemesis: "pause", Start: 100000000, Stop: 600000000, Node: "n1",
+		Details: map[string]json.RawMessage{"duration": json.RawMessage(`"500ms"`)}}, res.Faults[0])
+	assert.Equal(t, "heal", res.Faults[1].Nemesis)
+	assert.Equal(t, res.Faults[1].Start, res.Faults[1].Stop, "a stop with no start is an instant marker")
+	assert.Equal(t, []string{"logs/reference.log"}, res.Files.Logs)
+
+	var onDisk map[string]any
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, dir, ResultsFile)), &onDisk))
+	assert.EqualValues(t, SchemaVersion, onDisk["schema_version"])
+	assert.Equal(t, "valid", onDisk["verdict"])
+
+	page := readFile(t, dir, ReportFile)
+	assertHas(t, page, `data-verdict="valid"`)
+	assertHas(t, page, "every check passed")
+	assertHas(t, page, `class="fault-band"`, "fault periods are shaded in the plots")
+	assertHas(t, page, "listening on 127.0.0.1:7001", "log tail shown")
+	assertHas(t, page, `href="logs/reference.log"`)
+	assertHas(t, page, "lease-overlap")
+	assertHasNot(t, page, "ZgotmplZ", "html/template refused a value: a template bug")
+	assertNoExternalResources(t, page)
+
+	ju := readFile(t, dir, JUnitFile)
+	suites := parseJUnit(t, ju)
+	assert.Equal(t, 3, suites.Tests)
+	assert.Equal(t, 0, suites.Failures)
+	assert.Equal(t, 0, suites.Errors)
+}
+
+func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
+	dir, res := runFixture(t, "invalid", invalidCheck(), nil)
+	assert.Equal(t, models.Invalid, res.Verdict)
+	assert.Equal(t, 1, res.ExitCode)
+	assert.Equal(t, map[string]int{"stale-write-accepted": 1, "replay-accepted": 1, "token-regression": 1, "not-linearizable": 1}, res.AnomalyKinds)
+	require.NotNil(t, res.FirstInvalidAt)
+	assert.EqualValues(t, 401000000, *res.FirstInvalidAt, "the earliest violation; findings do not count")
+	require.NotNil(t, res.AfterFault)
+	assert.Equal(t, FaultRef{Nemesis: "restart", Start: 200000000, Delay: 201000000}, *res.AfterFault)
+	assert.Contains(t, res.Summary, "4 anomalies")
+	assert.Contains(t, res.Summary, "after restart started")
+
+	page := readFile(t, dir, ReportFile)
+	assertHas(t, page, `data-verdict="invalid"`)
+	for _, kind := range []string{"stale-write-accepted", "replay-accepted", "token-regression", "not-linearizable"} {
+		assertHas(t, page, `<span class="kind">`+kind+`</span>`)
+	}
+	assertHas(t, page, "write c0-2 with token 1 accepted at 0.40 s after token 2 was accepted at 0.01 s")
+	assertHas(t, page, `data-ops="16 8"`, "anomaly links to its operations in the timeline")
+	assertHas(t, page, `href="#op-16"`)
+	assertHas(t, page, `class="wrap">c0-2</td>`, "the anomaly's operations are tabulated")
+	assertHas(t, page, "tokens-unauthenticated", "findings are listed")
+	assertHas(t, page, `href="porcupine-r1.html"`)
+	assert.Equal(t, 4, strings.Count(page, `<li class="anomaly" id="anomaly-`))
+
+	suites := parseJUnit(t, readFile(t, dir, JUnitFile))
+	assert.Equal(t, 3, suites.Tests)
+	assert.Equal(t, 3, suites.Failures)
+	var failures []string
+	for _, c := range suites.Suites[0].Cases {
+		if c.Failure != nil {
+			failures = append(failures, c.Failure.Text)
+		}
+	}
+	assert.Contains(t, strings.Join(failures, "\n"), "[replay-accepted] write c0-3 with token 1")
+	assert.Contains(t, suites.Suites[0].Cases[1].SystemOut, "tokens-unauthenticated", "a finding is not a failure")
+}
+
+func TestUnknownVerdictIsAnErrorInJUnit(t *testing.T) {
+	check := Check{Results: []models.Result{
+		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Unknown, Reason: "timed out after 1m0s on key r1"},
+		{Checker: "direct", Model: "fenced-register", Verdict: models.Valid},
+	}}
+	dir, res := runFixture(t, "valid", check, nil)
+	assert.Equal(t, models.Unknown, res.Verdict)
+	assert.Equal(t, 2, res.ExitCode)
+	assert.Contains(t, res.Summary, "timed out")
+	suites := parseJUnit(t, readFile(t, dir, JUnitFile))
+	assert.Equal(t, 1, suites.Errors, "unknown must never pass in CI")
+	assertHas(t, readFile(t, dir, ReportFile), `data-verdict="unknown"`)
+}
+
+func TestInfoOperations(t *testing.T) {
+	dir, res := runFixture(t, "info", Check{Verdict: models.Valid, Results: validCheck().Results}, nil)
+	assert.Equal(t, map[string]int{"ok": 1, "info": 1}, res.Counts.ByOp["acquire"])
+	assert.Equal(t, map[string]int{"info": 2}, res.Counts.ByOp["write"], "a write that never completed is info")
+	assert.Equal(t, 4, res.Counts.Processes)
+	require.Len(t, res.Faults, 2)
+	assert.Equal(t, "partition", res.Faults[0].Nemesis)
+	assert.False(t, res.Faults[0].Open)
+	assert.Equal(t, "pause", res.Faults[1].Nemesis)
+	assert.True(t, res.Faults[1].Open, "a fault never stopped lasts to the end of the history")
+	for _, l := range res.Latency {
+		assert.NotEqual(t, "info", l.Outcome, "info operations have no latency")
+	}
+
+	page := readFile(t, dir, ReportFile)
+	assertHas(t, page, "not stopped before the history ended")
+	data := timelineFromPage(t, page)
+	assert.Equal(t, 5, len(data.C))
+	assert.Contains(t, data.D, int64(-1), "the never-completed write is drawn open to the end")
+	// p0 saw info; p2 and p3 reuse rows instead of each taking a new one.
+	assert.Len(t, data.Lanes, 2)
+}
+
+func TestHostileStringsAreEscaped(t *testing.T) {
+	hostile := "<script>alert('anomaly')</script> \"quoted\" 'single' \u2028 \xff\xfe"
+	check := Check{Results: []models.Result{{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid,
+		Reason: "</script><script>alert('reason')</script>",
+		Anomalies: []models.Anomaly{{Kind: "stale-write-accepted<b>", Model: "fenced-register", Key: "<script>alert(\"key\")</script>",
+			Text: hostile + strings.Repeat("long line ", 2000), Ops: []int64{2, 5}, At: 4000000}}}},
+		Metrics: map[string]any{"<img src=x onerror=alert(9)>": "</script>"}}
+	logs := map[string][]byte{"n1<b>.log": []byte("ok\n<script>alert('log')</script>\n\xff\xfe raw bytes \x00\x01\n" + strings.Repeat("x", 5000) + "\n")}
+	dir, res := runFixture(t, "hostile", check, logs)
+	assert.Equal(t, models.Invalid, res.Verdict)
+
+	page := readFile(t, dir, ReportFile)
+	assert.True(t, utf8.ValidString(page), "invalid UTF-8 must not reach the page")
+	// Exactly our two script elements: the JSON data and the report's code.
+	assert.Equal(t, 2, strings.Count(strings.ToLower(page), "<script"), "no script element may come from the history")
+	for _, bad := range []string{"<img src=x", "<svg onload", "<iframe", "<b>bold", "alert(1)</script>", "onmouseover=\"alert"} {
+		assertHasNot(t, page, bad)
+	}
+	for _, script := range scriptRE.FindAllString(page, -1) {
+		assert.NotContains(t, script, "\u2028", "U+2028 ends a line inside JavaScript")
+		assert.NotContains(t, script, "\u2029")
+	}
+	assertHas(t, page, "&lt;script&gt;alert(&#34;key&#34;)&lt;/script&gt;", "keys show escaped, not dropped")
+	assertHas(t, page, "&lt;script&gt;alert(&#39;log&#39;)&lt;/script&gt;", "log lines show escaped")
+	assertHas(t, page, "\uFFFD", "invalid bytes become U+FFFD")
+	assertHasNot(t, page, strings.Repeat("A", 1000), "long values are clipped")
+
+	data := timelineFromPage(t, page) // parses: the embedded JSON survived intact
+	assert.Contains(t, data.Val, "</script><script>alert(1)</script><!--", "the embedded JSON keeps the value, escaped for the script element")
+
+	ju := readFile(t, dir, JUnitFile)
+	assert.True(t, utf8.ValidString(ju))
+	suites := parseJUnit(t, ju)
+	assert.Contains(t, suites.Suites[0].Cases[0].Failure.Text, "<script>alert('anomaly')</script>", "XML escaping round-trips")
+	assert.NotContains(t, ju, "<script>")
+
+	rj := readFile(t, dir, ResultsFile)
+	assert.True(t, utf8.ValidString(rj))
+	assert.True(t, json.Valid([]byte(rj)))
+}
+
+func TestDamagedHistoryStillReports(t *testing.T) {
+	dir := t.TempDir()
+	valid, err := os.ReadFile("testdata/valid.jsonl")
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(valid), "\n")
+	damaged := strings.Join(lines[:5], "") + "not json at all\n" + strings.Join(lines[5:], "") + `{"index":25,"time":72`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), []byte(damaged), 0o644))
+	res, err := Write(dir, RunInfo{Target: "memory"}, Check{})
+	require.NoError(t, err)
+	assert.Equal(t, models.Unknown, res.Verdict, "no checker result is unknown, never valid")
+	assert.Equal(t, 11, res.Counts.Ops)
+	require.Len(t, res.Notes, 2)
+	assert.Contains(t, res.Notes[0], "line 6")
+	assertHas(t, readFile(t, dir, ReportFile), "line 6")
+}
+
+func TestRegenerate(t *testing.T) {
+	dir, first := runFixture(t, "invalid", invalidCheck(), nil)
+	require.NoError(t, os.Remove(filepath.Join(dir, ReportFile)))
+
+	again, err := Regenerate(dir, nil)
+	require.NoError(t, err)
+	assert.Equal(t, first.Verdict, again.Verdict)
+	assert.Equal(t, first.AnomalyKinds, again.AnomalyKinds)
+	assert.Equal(t, first.Run.Command, again.Run.Command)
+	assert.Equal(t, first.Files.Visualizations, again.Files.Visualizations)
+	page := readFile(t, dir, ReportFile)
+	assertHas(t, page, "stale-write-accepted")
+	assertHas(t, page, "&#34;nemesis&#34;: &#34;pause,restart&#34;", "config.json is shown")
+
+	var gotInfo RunInfo
+	rechecked, err := Regenerate(dir, func(history string, info RunInfo) (Check, error) {
+		gotInfo = info
+		assert.FileExists(t, history)
+		return validCheck(), nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, models.Valid, rechecked.Verdict)
+	assert.Equal(t, "memory", gotInfo.Target)
+	assert.EqualValues(t, 7, gotInfo.Seed)
+	require.NotNil(t, gotInfo.Semantics)
+	assert.Equal(t, models.EqualReject, gotInfo.Semantics.Equal)
+}
+
+func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
+	store := t.TempDir()
+	dir := filepath.Join(store, "redis", "20261130T060000.000Z")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	b, err := os.ReadFile("testdata/valid.jsonl")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"seed":42,"nemesis":"pause,clock","command":"fencecheck test --target redis"}`), 0o644))
+
+	_, err = Regenerate(dir, nil)
+	require.Error(t, err, "no results.json and no checker: nothing to render")
+
+	res, err := Regenerate(dir, func(string, RunInfo) (Check, error) { return validCheck(), nil })
+	require.NoError(t, err)
+	assert.Equal(t, "redis", res.Run.Target, "target from the folder name")
+	assert.EqualValues(t, 42, res.Run.Seed)
+	assert.Equal(t, []string{"pause", "clock"}, res.Run.Nemeses)
+	assert.Equal(t, testStart, res.Run.Start, "start from the folder name")
+}
+
+func TestSafeJSON(t *testing.T) {
+	b, err := safeJSON(map[string]string{"v": "</script><!-- \u2028\u2029 & \xff"})
+	require.NoError(t, err)
+	s := string(b)
+	assert.NotContains(t, s, "<")
+	assert.NotContains(t, s, "\u2028")
+	assert.Contains(t, s, `\u003c/script\u003e`)
+	assert.Contains(t, s, `\u2028\u2029`)
+	assert.Contains(t, s, `\ufffd`)
+}
+
+func TestPairFaultsByIDAndOrder(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	ev := func(tm int64, f, action, id string) history.Event {
+		e := history.Event{Time: tm, Process: -1, Type: "info", F: f, Extra: map[string]json.RawMessage{"action": raw(`"` + action + `"`)}}
+		if id != "" {
+			e.Extra["id"] = raw(id)
+		}
+		return e
+	}
+	faults := pairFaults([]history.Event{
+		ev(10, "pause", "start", "1"), ev(20, "pause", "start", "2"),
+		ev(30, "pause", "stop", "2"), ev(40, "pause", "stop", "1"),
+		ev(50, "clock", "start", ""), ev(60, "clock", "start", ""), ev(70, "clock", "stop", ""),
+	}, 100)
+	require.Len(t, faults, 4)
+	assert.Equal(t, [2]int64{10, 40}, [2]int64{faults[0].Start, faults[0].Stop}, "paired by id, not by order")
+	assert.Equal(t, [2]int64{20, 30}, [2]int64{faults[1].Start, faults[1].Stop})
+	assert.Equal(t, [2]int64{50, 70}, [2]int64{faults[2].Start, faults[2].Stop}, "without ids: first in, first out")
+	assert.True(t, faults[3].Open)
+	assert.EqualValues(t, 100, faults[3].Stop)
+}
+
+func parseJUnit(t *testing.T, s string) junitSuites {
+	t.Helper()
+	var j junitSuites
+	require.NoError(t, xml.Unmarshal([]byte(s), &j))
+	return j
+}
+
+var scriptRE = regexp.MustCompile(`(?s)<script.*?</script>`)
+
+func assertHas(t *testing.T, page, want string, msg ...any) {
+	t.Helper()
+	if !strings.Contains(page, want) {
+		t.Errorf("report lacks %q %v", want, msg)
+	}
+}
+
+func assertHasNot(t *testing.T, page, bad string, msg ...any) {
+	t.Helper()
+	if i := strings.Index(page, bad); i >= 0 {
+		t.Errorf("report contains %q at %d: …%s… %v", bad, i, page[max(0, i-80):min(len(page), i+80)], msg)
+	}
+}
+
+var dataRE = regexp.MustCompile(`(?s)<script type="application/json" id="fc-data">(.*?)</script>`)
+
+func timelineFromPage(t *testing.T, page string) timelineJS {
+	t.Helper()
+	m := dataRE.FindStringSubmatch(page)
+	require.NotNil(t, m, "timeline data element")
+	var d timelineJS
+	require.NoError(t, json.Unmarshal([]byte(m[1]), &d))
+	// Undo the column encoding for the assertions' sake: values are kept.
+	return d
+}
+
+// assertNoExternalResources: the report must work offline.
+func assertNoExternalResources(t *testing.T, page string) {
+	t.Helper()
+	for _, bad := range []string{`src="http`, `href="http`, "@import", "url(http", "//fonts.", "cdn"} {
+		assertHasNot(t, page, bad)
+	}
+	assert.False(t, bytes.Contains([]byte(page), []byte("<link ")), "no linked stylesheets")
+}

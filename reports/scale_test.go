@@ -1,0 +1,43 @@
+package reports
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReportScales measures report.html's size and generation time on
+// workload-like histories and holds them to a budget: a 100k-operation run
+// must give a page a browser opens without trouble. The 100k case is skipped
+// with -short only (make check runs it).
+func TestReportScales(t *testing.T) {
+	for _, tc := range []struct {
+		ops      int
+		maxBytes int64
+	}{{10_000, 1 << 20}, {100_000, 8 << 20}} {
+		t.Run(fmt.Sprint(tc.ops), func(t *testing.T) {
+			if tc.ops > 10_000 && testing.Short() {
+				t.Skip("100k operations: run without -short")
+			}
+			dir := t.TempDir()
+			info, check := synthRun(t, dir, tc.ops)
+			start := time.Now()
+			res, err := Write(dir, info, check)
+			elapsed := time.Since(start)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, res.Counts.Ops, tc.ops, "every operation is counted, the open ones too")
+			fi, err := os.Stat(filepath.Join(dir, ReportFile))
+			require.NoError(t, err)
+			hist, err := os.Stat(filepath.Join(dir, HistoryFile))
+			require.NoError(t, err)
+			t.Logf("%d ops (history %s): report.html %s in %v", tc.ops, byteSize(hist.Size()), byteSize(fi.Size()), elapsed.Round(time.Millisecond))
+			assert.Less(t, fi.Size(), tc.maxBytes, "report.html too heavy")
+			assert.Less(t, elapsed, 30*time.Second, "report generation too slow")
+		})
+	}
+}
