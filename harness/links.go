@@ -2,22 +2,68 @@ package harness
 
 import (
 	"context"
-	"errors"
 
 	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/proxy"
 	"github.com/fencecheck/fencecheck/workloads"
 )
 
-// linkSet is the set of proxies between clients and nodes.
-type linkSet interface{ Close() error }
+// linkNemeses act on traffic between clients and nodes, through proxies.
+var linkNemeses = map[string]bool{"strip": true, "delay": true, "partition": true}
 
-// interpose puts proxies between the clients and every endpoint when a
-// nemesis that acts on links (strip, delay, partition) may run. Without
-// them, clients talk to the nodes directly.
-func interpose(rec *history.Recorder, cfg Config, eps Endpoints, nemeses []string) (linkSet, Endpoints, error) {
-	return nil, eps, nil
+// interpose puts a proxy between the clients and every node when a nemesis
+// that acts on links may run, and returns the endpoints clients must use.
+// Without such a nemesis clients talk to the nodes directly: a proxy hop
+// is not free, and it is not the system under test.
+func interpose(rec *history.Recorder, cfg Config, eps Endpoints, nemeses []string) (*proxy.Set, Endpoints, error) {
+	need := false
+	for _, n := range nemeses {
+		if n == "all" || linkNemeses[n] {
+			need = true
+		}
+	}
+	if !need {
+		return nil, eps, nil
+	}
+	set := proxy.NewSet(rec, cfg.Seed)
+	byURL := map[string]string{}
+	wrap := func(in []Endpoint) ([]Endpoint, error) {
+		out := make([]Endpoint, 0, len(in))
+		for _, e := range in {
+			u, ok := byURL[e.URL]
+			if !ok {
+				var err error
+				u, err = set.Link(nemesis.ClientGroup+"->"+e.Node, nemesis.ClientGroup, e.Node, e.URL)
+				if err != nil {
+					return nil, err
+				}
+				byURL[e.URL] = u
+			}
+			out = append(out, Endpoint{Node: e.Node, URL: u})
+		}
+		return out, nil
+	}
+	var err error
+	var linked Endpoints
+	if linked.Issuers, err = wrap(eps.Issuers); err != nil {
+		set.Close()
+		return nil, eps, err
+	}
+	if linked.Resources, err = wrap(eps.Resources); err != nil {
+		set.Close()
+		return nil, eps, err
+	}
+	return set, linked, nil
 }
 
+// runForge runs the forge workload beside the main one, sharing its process
+// numbers.
 func runForge(ctx context.Context, rec *history.Recorder, wl *workloads.Fenced, eps Endpoints, cfg Config) error {
-	return errors.New("forge workload not wired yet")
+	f, err := workloads.NewForge(workloads.ForgeConfig{Resources: conns(eps.Resources, cfg.OpTimeout), Keys: 2,
+		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Processes: wl.Processes()})
+	if err != nil {
+		return err
+	}
+	return f.Run(ctx, rec)
 }

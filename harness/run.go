@@ -94,8 +94,10 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
+	var linkEnv any
 	if links != nil {
 		defer links.Close()
+		linkEnv = links
 	}
 
 	wl, err := workloads.NewFenced(workloads.Config{
@@ -106,7 +108,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err != nil {
 		return run, err
 	}
-	nenv := &nemesis.Env{Target: target, Workload: wl, Links: links, TTL: cfg.TTL, Log: orDiscard(cfg.Log)}
+	nenv := &nemesis.Env{Target: target, Workload: wl, Links: linkEnv, TTL: cfg.TTL, Log: orDiscard(cfg.Log)}
 	sel := nemesis.Select(nemNames, nenv)
 	run.NotApplicable = sel.NotApplicable
 	for n, why := range sel.NotApplicable {

@@ -31,6 +31,9 @@ type ContainerSpec struct {
 	// host port that stays the same across restarts. Host-side clients reach
 	// containers only through these, never through container IPs.
 	Ports []int
+	// HostPorts pins the host side of published ports (a container that
+	// replaces an earlier one keeps its endpoints); others get free ports.
+	HostPorts map[int]int
 	// Binds are host directories mounted into the container.
 	Binds []Bind
 }
@@ -100,9 +103,12 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 	exposed := nat.PortSet{}
 	bindings := nat.PortMap{}
 	for _, p := range spec.Ports {
-		hp, err := freeLoopbackPort()
-		if err != nil {
-			return nil, fmt.Errorf("finding a host port for %s: %w", spec.Node, err)
+		hp, pinned := spec.HostPorts[p]
+		if !pinned {
+			var err error
+			if hp, err = freeLoopbackPort(); err != nil {
+				return nil, fmt.Errorf("finding a host port for %s: %w", spec.Node, err)
+			}
 		}
 		port := nat.Port(fmt.Sprintf("%d/tcp", p))
 		exposed[port] = struct{}{}
@@ -148,6 +154,23 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 		return nil, err
 	}
 	return c, nil
+}
+
+// Remove deletes a node's container (stopping it if needed), e.g. to run a
+// replacement with another command line. Its partition rules are kept and
+// apply to the replacement.
+func (r *Runtime) Remove(ctx context.Context, node string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	if err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+		return fmt.Errorf("removing %s: %w", c.Name, wrapUnavailable(err))
+	}
+	r.mu.Lock()
+	delete(r.containers, node)
+	r.mu.Unlock()
+	return nil
 }
 
 // Container returns the node's container, or an error naming the node.
