@@ -76,6 +76,11 @@ type Result struct {
 	Verdict   Verdict   `json:"verdict"`
 	Reason    string    `json:"reason,omitempty"`
 	Anomalies []Anomaly `json:"anomalies,omitempty"`
+	// KindCounts counts every anomaly found by kind, including those left
+	// out of Anomalies (which lists only the earliest of each kind).
+	KindCounts map[string]int `json:"kind_counts,omitempty"`
+	// OmittedAnomalies is how many anomalies were found but not listed.
+	OmittedAnomalies int `json:"omitted_anomalies,omitempty"`
 	// Keys and Ops count what was checked.
 	Keys     int           `json:"keys"`
 	Ops      int           `json:"ops"`

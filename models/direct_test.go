@@ -1,0 +1,371 @@
+package models
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/models/historytest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	strict     = DefaultSemantics()
+	reentrant  = Semantics{Equal: EqualAccept, Scope: ScopePerLock}
+	global     = Semantics{Equal: EqualReject, Scope: ScopeGlobal}
+	authentic  = Semantics{Equal: EqualReject, Scope: ScopePerLock, Authenticated: true}
+	testBudget = 20 * time.Second
+)
+
+// checkHistory runs Porcupine and the direct checks (not the fast checker:
+// these tests are about the first two) with no minimum size.
+func checkHistory(t *testing.T, b *historytest.Builder, sem Semantics) *Report {
+	t.Helper()
+	rep, err := Check(context.Background(), b.Events(), Options{Semantics: sem, Checker: CheckerPorcupine, Timeout: testBudget, MinOps: -1})
+	require.NoError(t, err)
+	return rep
+}
+
+func resultOf(rep *Report, checker, model string) Result {
+	for _, r := range rep.Results {
+		if r.Checker == checker && r.Model == model {
+			return r
+		}
+	}
+	return Result{}
+}
+
+// porcupineVerdict combines Porcupine's two models.
+func porcupineVerdict(rep *Report) Verdict {
+	v := Valid
+	for _, m := range []string{ModelRegister, ModelIssuer} {
+		switch resultOf(rep, CheckerPorcupine, m).Verdict {
+		case Invalid:
+			return Invalid
+		case Unknown:
+			v = Unknown
+		}
+	}
+	return v
+}
+
+// directKinds is the sorted set of kinds the direct checks reported.
+func directKinds(rep *Report) []string {
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Checker != CheckerDirect {
+			continue
+		}
+		for _, a := range r.Anomalies {
+			seen[a.Kind] = true
+		}
+	}
+	out := []string{}
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func directAnomaly(t *testing.T, rep *Report, kind string) Anomaly {
+	t.Helper()
+	for _, r := range rep.Results {
+		for _, a := range r.Anomalies {
+			if r.Checker == CheckerDirect && a.Kind == kind {
+				return a
+			}
+		}
+	}
+	t.Fatalf("no direct anomaly of kind %s in %+v", kind, rep.Anomalies())
+	return Anomaly{}
+}
+
+type ruleCase struct {
+	name      string
+	sem       Semantics
+	build     func(b *historytest.Builder)
+	porcupine Verdict
+	kinds     []string
+	// beyondModel: the direct checks use knowledge the register model does
+	// not have (which tokens were issued), so Porcupine may say valid.
+	beyondModel bool
+}
+
+// ruleCases are hand-written histories, valid and invalid, for each rule.
+// Times are in ms.
+var ruleCases = []ruleCase{
+	// --- writes and reads, valid ---
+	{name: "sequential writes with growing tokens, fresh read", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Write("r1", "2", "b", 20, 30).Read("r1", 40, 50, "b", "2")
+	}},
+	{name: "concurrent writes accepted out of token order", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r1", "3", "b", 2, 12).Read("r1", 20, 30, "a", "5")
+	}},
+	{name: "read concurrent with the first write sees nothing", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Read("r1", 5, 15, "", "")
+	}},
+	{name: "read concurrent with a newer write sees the older value", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Write("r1", "2", "b", 20, 40).Read("r1", 25, 30, "a", "1")
+	}},
+	{name: "info write later observed", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 12, 30).Read("r1", 40, 50, "b", "2")
+	}},
+	{name: "info write observed after the run ended it", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 12, historytest.Open).Read("r1", 40, 50, "b", "2")
+	}},
+	{name: "info write never observed", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 12, 30).Read("r1", 40, 50, "a", "1").Read("r1", 60, 70, "a", "1")
+	}},
+	{name: "info write observed late, after reads of the old value", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 12, 30).Read("r1", 40, 50, "a", "1").Read("r1", 60, 70, "b", "2")
+	}},
+	{name: "unknown write justifies a stale rejection", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.WriteInfo("r1", "5", "a", 0, historytest.Open).WriteStale("r1", "4", "b", 10, 20, "5")
+	}},
+	{name: "stale rejection justified by a concurrent accepted write", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 30).WriteStale("r1", "4", "b", 10, 20, "5")
+	}},
+	{name: "reject: replay rejected as stale", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "5")
+	}},
+	{name: "accept: equal tokens both accepted", sem: reentrant, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r1", "5", "b", 20, 30).Read("r1", 40, 50, "b", "5")
+	}},
+	{name: "accept: concurrent equal tokens, either order", sem: reentrant, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r1", "5", "b", 5, 15).Read("r1", 20, 30, "a", "5")
+	}},
+	{name: "accept: older token rejected", sem: reentrant, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).WriteStale("r1", "4", "b", 20, 30, "5")
+	}},
+	{name: "missing token rejected", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.WriteFail("r1", "", "a", 0, 10, "missing-token").Write("r1", "1", "b", 20, 30)
+	}},
+	{name: "malformed token rejected", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.WriteFail("r1", "12abc", "a", 0, 10, "malformed-token")
+	}},
+	{name: "strip: emptied token rejected", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteFail("r1", "2", "b", 20, 30, "missing-token").Strip("r1", "b", "", "empty", 25)
+	}},
+	{name: "strip: info write without token never observed", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 20, 30).Strip("r1", "b", "", "remove", 25).Read("r1", 40, 50, "a", "1")
+	}},
+	{name: "authenticated: sealed token accepted, unsealed rejected", sem: authentic, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Acquire("r1", 0, 5, "42.9f86").Write("r1", "42.9f86", "a", 10, 20).WriteFail("r1", "43", "b", 30, 40, "forged").Read("r1", 50, 60, "a", "42.9f86")
+	}},
+	{name: "unauthenticated target accepts a token never issued (finding)", sem: strict, porcupine: Valid, kinds: []string{KindTokensNotAuthenticated}, build: func(b *historytest.Builder) {
+		b.Acquire("r1", 0, 5, "5").Write("r1", "5", "a", 10, 20).Write("r1", "999999", "forged", 30, 40)
+	}},
+
+	// --- writes and reads, invalid ---
+	{name: "stale write accepted", sem: strict, porcupine: Invalid, kinds: []string{KindStaleWriteAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "34", "c2-9", 10000, 11020).Write("r1", "33", "c3-17", 12000, 12410)
+	}},
+	{name: "stale write accepted after an observed info write", sem: strict, porcupine: Invalid, kinds: []string{KindStaleWriteAccepted}, build: func(b *historytest.Builder) {
+		b.WriteInfo("r1", "34", "a", 0, 10).Read("r1", 20, 30, "a", "34").Write("r1", "33", "b", 40, 50)
+	}},
+	{name: "reject: replay accepted", sem: strict, porcupine: Invalid, kinds: []string{KindReplayAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r1", "5", "b", 20, 30)
+	}},
+	{name: "reject: concurrent equal tokens both accepted", sem: strict, porcupine: Invalid, kinds: []string{KindReplayAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r1", "5", "b", 5, 15)
+	}},
+	{name: "accept: equal token rejected as stale", sem: reentrant, porcupine: Invalid, kinds: []string{KindFalseStaleRejection}, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "5")
+	}},
+	{name: "false stale rejection: newer than everything before it", sem: strict, porcupine: Invalid, kinds: []string{KindFalseStaleRejection}, build: func(b *historytest.Builder) {
+		b.Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "3")
+	}},
+	{name: "false stale rejection on a never-written key", sem: strict, porcupine: Invalid, kinds: []string{KindFalseStaleRejection}, build: func(b *historytest.Builder) {
+		b.WriteStale("r1", "1", "a", 0, 10, "")
+	}},
+	{name: "false stale rejection: the newer write began after it", sem: strict, porcupine: Invalid, kinds: []string{KindFalseStaleRejection}, build: func(b *historytest.Builder) {
+		b.Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "9").WriteInfo("r1", "9", "c", 40, 50)
+	}},
+	{name: "missing token accepted", sem: strict, porcupine: Invalid, kinds: []string{KindMissingTokenAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "", "a", 0, 10)
+	}},
+	{name: "malformed token accepted", sem: strict, porcupine: Invalid, kinds: []string{KindMalformedTokenAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Write("r1", "12abc", "b", 20, 30)
+	}},
+	{name: "strip: removed token accepted", sem: strict, porcupine: Invalid, kinds: []string{KindMissingTokenAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Write("r1", "2", "b", 20, 30).Strip("r1", "b", "", "remove", 25)
+	}},
+	{name: "strip: info write without token observed", sem: strict, porcupine: Invalid, kinds: []string{KindMissingTokenAccepted}, build: func(b *historytest.Builder) {
+		b.WriteInfo("r1", "2", "b", 20, 30).Strip("r1", "b", "", "remove", 25).Read("r1", 40, 50, "b", "")
+	}},
+	{name: "strip: garbled token accepted", sem: strict, porcupine: Invalid, kinds: []string{KindMalformedTokenAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "2", "b", 20, 30).Strip("r1", "b", "2x!", "garble", 25)
+	}},
+	{name: "authenticated: unsealed token accepted", sem: authentic, porcupine: Invalid, kinds: []string{KindForgedTokenAccepted}, build: func(b *historytest.Builder) {
+		b.Write("r1", "42", "a", 0, 10)
+	}},
+	{name: "authenticated: sealed token never issued accepted", sem: authentic, porcupine: Valid, beyondModel: true, kinds: []string{KindForgedTokenAccepted}, build: func(b *historytest.Builder) {
+		b.Acquire("r1", 0, 5, "5.aa").Write("r1", "5.aa", "a", 10, 20).Write("r1", "999.bb", "b", 30, 40)
+	}},
+	{name: "stale read of the older of two sequential writes", sem: strict, porcupine: Invalid, kinds: []string{KindStaleRead}, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Write("r1", "2", "b", 20, 30).Read("r1", 40, 50, "a", "1")
+	}},
+	{name: "stale read: lower token after both concurrent writes", sem: strict, porcupine: Invalid, kinds: []string{KindStaleRead}, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r1", "3", "b", 2, 12).Read("r1", 20, 30, "b", "3")
+	}},
+	{name: "stale read after an observed info write", sem: strict, porcupine: Invalid, kinds: []string{KindStaleRead}, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 12, 30).Read("r1", 40, 50, "b", "2").Read("r1", 60, 70, "a", "1")
+	}},
+	{name: "stale read of the initial value", sem: strict, porcupine: Invalid, kinds: []string{KindStaleRead}, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Read("r1", 20, 30, "", "")
+	}},
+	{name: "read of a rejected write", sem: strict, porcupine: Invalid, kinds: []string{KindReadOfRejectedWrite}, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).WriteStale("r1", "4", "b", 20, 30, "5").Read("r1", 40, 50, "b", "4")
+	}},
+	{name: "phantom read", sem: strict, porcupine: Invalid, kinds: []string{KindPhantomRead}, build: func(b *historytest.Builder) {
+		b.Read("r1", 0, 10, "zzz", "1")
+	}},
+	{name: "read from the future", sem: strict, porcupine: Invalid, kinds: []string{KindFutureRead}, build: func(b *historytest.Builder) {
+		b.Read("r1", 0, 10, "a", "1").Write("r1", "1", "a", 20, 30)
+	}},
+	{name: "read returns the wrong token", sem: strict, porcupine: Invalid, kinds: []string{KindReadTokenMismatch}, build: func(b *historytest.Builder) {
+		b.Write("r1", "1", "a", 0, 10).Read("r1", 20, 30, "a", "2")
+	}},
+	{name: "keys are independent", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Write("r1", "5", "a", 0, 10).Write("r2", "1", "b", 20, 30).Read("r1", 40, 50, "a", "5").Read("r2", 40, 50, "b", "1")
+	}},
+
+	// --- issuer ---
+	{name: "issuer: sequential growing tokens", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "1").Release("l1", "1", 11, 12).Acquire("l1", 20, 30, "2")
+	}},
+	{name: "issuer: concurrent acquires in either order", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "2").Acquire("l1", 2, 12, "1").Acquire("l1", 20, 30, "3")
+	}},
+	{name: "issuer: failed and timed-out acquires are ignored", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "1").AcquireFail("l1", 20, 30).AcquireInfo("l1", 40, 50).Acquire("l1", 60, 70, "3")
+	}},
+	{name: "issuer: per-lock tokens are independent", sem: strict, porcupine: Valid, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "5").Acquire("l2", 20, 30, "3")
+	}},
+	{name: "issuer: global scope orders all locks", sem: global, porcupine: Invalid, kinds: []string{KindTokenRegression}, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "5").Acquire("l2", 20, 30, "3")
+	}},
+	{name: "issuer: token regression (counter reset)", sem: strict, porcupine: Invalid, kinds: []string{KindTokenRegression}, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 13000, 13900, "48").Acquire("l1", 14000, 14200, "3")
+	}},
+	{name: "issuer: same token twice in a row", sem: strict, porcupine: Invalid, kinds: []string{KindDuplicateToken}, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "5").Acquire("l1", 20, 30, "5")
+	}},
+	{name: "issuer: same token to concurrent acquires (split brain)", sem: strict, porcupine: Invalid, kinds: []string{KindDuplicateToken}, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "5").Acquire("l1", 2, 12, "5")
+	}},
+	{name: "issuer: acquire ok without a token", sem: strict, porcupine: Invalid, kinds: []string{KindInvalidTokenIssued}, build: func(b *historytest.Builder) {
+		b.Acquire("l1", 0, 10, "")
+	}},
+}
+
+func TestRules(t *testing.T) {
+	for _, tc := range ruleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := historytest.New()
+			tc.build(b)
+			rep := checkHistory(t, b, tc.sem)
+			want := tc.kinds
+			if want == nil {
+				want = []string{}
+			}
+			assert.Equal(t, want, directKinds(rep), "direct anomalies: %+v", rep.Anomalies())
+			assert.Equal(t, tc.porcupine, porcupineVerdict(rep), "porcupine")
+			violation := false
+			for _, k := range tc.kinds {
+				violation = violation || k != KindTokensNotAuthenticated
+			}
+			// Soundness: the direct checks never flag what Porcupine accepts
+			// (except where they know more than the model).
+			if tc.porcupine == Valid && !tc.beyondModel {
+				assert.False(t, violation, "direct check reported a violation on a linearizable history")
+			}
+			wantVerdict := tc.porcupine
+			if violation {
+				wantVerdict = Invalid
+			}
+			assert.Equal(t, wantVerdict, rep.Verdict, rep.Reason)
+			if wantVerdict == Invalid {
+				assert.GreaterOrEqual(t, rep.FirstInvalidAt, int64(0))
+			} else {
+				assert.Equal(t, int64(-1), rep.FirstInvalidAt)
+			}
+		})
+	}
+}
+
+func TestTextsNameOperationsAndTimes(t *testing.T) {
+	b := historytest.New().Write("r1", "34", "c2-9", 10000, 11020).Write("r1", "33", "c3-17", 12000, 12410)
+	rep := checkHistory(t, b, strict)
+	a := directAnomaly(t, rep, KindStaleWriteAccepted)
+	assert.Equal(t, "write c3-17 (op 2) with token 33 was accepted at 12.41 s after write c2-9 (op 0) with token 34 was accepted at 11.02 s, before the later write began (12.00 s)", a.Text)
+	assert.Equal(t, []int64{2, 0}, a.Ops)
+	assert.Equal(t, int64(12410e6), a.At)
+	assert.Equal(t, "r1", a.Key)
+	assert.Equal(t, ModelRegister, a.Model)
+	assert.Equal(t, int64(12410e6), rep.FirstInvalidAt)
+
+	b = historytest.New().Acquire("l1", 13000, 13900, "48").Acquire("l1", 14000, 14200, "3")
+	rep = checkHistory(t, b, strict)
+	a = directAnomaly(t, rep, KindTokenRegression)
+	assert.Equal(t, "token 3 returned by acquire op 2 (lock l1) at 14.20 s after token 48 was returned by acquire op 0 (lock l1) at 13.90 s, before op 2 began (14.00 s)", a.Text)
+	assert.Equal(t, int64(14200e6), a.At)
+
+	b = historytest.New().Write("r1", "1", "a", 0, 10).Write("r1", "7", "b", 20, 30).Strip("r1", "b", "", "remove", 25)
+	rep = checkHistory(t, b, strict)
+	a = directAnomaly(t, rep, KindMissingTokenAccepted)
+	assert.Contains(t, a.Text, "write b (op 2) without a token")
+	assert.Contains(t, a.Text, "strip proxy")
+	assert.Contains(t, a.Text, "7")
+	assert.Contains(t, a.Text, "was accepted at 0.03 s")
+
+	b = historytest.New().Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "3")
+	rep = checkHistory(t, b, strict)
+	a = directAnomaly(t, rep, KindFalseStaleRejection)
+	assert.Contains(t, a.Text, "write b (op 2) with token 5 was rejected as stale at 0.03 s (the target reported high-water 3)")
+	assert.Contains(t, a.Text, "no write with a token ≥ 5")
+
+	b = historytest.New().Write("r1", "1", "a", 0, 10).WriteInfo("r1", "2", "b", 12, 30).Read("r1", 40, 50, "b", "2").Read("r1", 60, 70, "a", "1")
+	rep = checkHistory(t, b, strict)
+	a = directAnomaly(t, rep, KindStaleRead)
+	assert.Contains(t, a.Text, "read op 6 returned a (token 1) at 0.07 s, but write b (op 2) with token 2 had an unknown outcome but took effect (read op 4 returned its value at 0.05 s)")
+	assert.Equal(t, int64(70e6), a.At)
+}
+
+// Time to detection: At is when the history first showed the anomaly, even
+// when the anomaly's last operation was invoked long before.
+func TestAtIsWhenTheHistoryShowedIt(t *testing.T) {
+	// The stale rejection returns at 30 ms, but a write with a newer token
+	// was still in flight then: only its own rejection at 90 ms shows that
+	// nothing justified the first.
+	b := historytest.New().Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "3").WriteStale("r1", "8", "c", 25, 90, "3")
+	rep := checkHistory(t, b, strict)
+	var ats []int64
+	for _, a := range resultOf(rep, CheckerDirect, ModelRegister).Anomalies {
+		require.Equal(t, KindFalseStaleRejection, a.Kind)
+		ats = append(ats, a.At)
+	}
+	assert.Equal(t, []int64{90e6, 90e6}, ats)
+	// Porcupine's own first point agrees: at 30 ms the 8 might still land.
+	k := rep.Keys[0]
+	assert.Equal(t, Invalid, k.Verdict)
+	assert.Equal(t, int64(90e6), k.FirstInvalidAt)
+	assert.Equal(t, []int64{3}, k.Culprits)
+}
+
+func TestAnomaliesAreCappedPerKindButCounted(t *testing.T) {
+	b := historytest.New().Acquire("l1", 0, 10, "1000")
+	for i := 0; i < 50; i++ {
+		b.Acquire("l1", int64(20+20*i), int64(30+20*i), "1")
+	}
+	rep := checkHistory(t, b, strict)
+	r := resultOf(rep, CheckerDirect, ModelIssuer)
+	assert.Len(t, r.Anomalies, MaxAnomaliesPerKind)
+	assert.Equal(t, 50, r.KindCounts[KindTokenRegression]+r.KindCounts[KindDuplicateToken])
+	assert.Equal(t, 50-MaxAnomaliesPerKind, r.OmittedAnomalies)
+	assert.Equal(t, int64(30e6), rep.FirstInvalidAt)
+}

@@ -1,0 +1,581 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/fencecheck/fencecheck/harness/history"
+)
+
+// Porcupine models of the fenced register and the issuer.
+//
+// Each key (each lock, for the issuer; everything, for scope=global) is
+// checked on its own: the register's keys are independent objects, so a
+// history is linearizable iff every key's sub-history is, and a per-key
+// search is exponential only in that key's concurrency.
+//
+// Porcupine's search is exponential in the number of operations that are
+// concurrent at once, and an operation whose outcome is unknown is concurrent
+// with everything after its call. Three reductions keep keys tractable; each
+// is exact (the reduced history is linearizable iff the original is):
+//
+//  1. Reads that failed or timed out constrain nothing: dropped. Definitely
+//     rejected writes other than "stale" ones (missing/malformed/forged token,
+//     4xx) are no-ops in every linearization: dropped. So are acquires that
+//     failed or timed out (a lost token constrains no observed token).
+//  2. A write with an unknown outcome gets Return = ∞ (after every other
+//     operation) and a deterministic step: "applies iff the resource should
+//     accept it there". Not applying at point p is equivalent to being
+//     linearized last (a no-op there and then), which the infinite return
+//     allows, so both outcomes are covered without a nondeterministic model.
+//  3. An unknown-outcome write that no read observed is dropped unless it
+//     could justify some stale rejection (a rejection of token t returning
+//     after the write's call, with t ≤ its token under reject, t < its token
+//     under accept). Proof that dropping it loses no linearization: take a
+//     linearization where it applied. Until the next accepted write, no read
+//     can follow (it would return the dropped write's value, which no read
+//     did) and every rejection there is justified by another write (the
+//     dropped one's token is too small to matter); the next accepted write is
+//     accepted on a lower high-water too, and sets the same state. Removing
+//     it gives a linearization of the reduced history.
+
+// porcOpKind distinguishes the register's operations.
+type porcOpKind uint8
+
+const (
+	porcWrite porcOpKind = iota
+	porcRead
+)
+
+// porcRegInput is a register operation's input (porcupine.Operation.Input).
+type porcRegInput struct {
+	Kind   porcOpKind
+	Tok    uint64
+	TokOK  bool // a decimal token (sealed or not)
+	Sealed bool
+	Value  string
+	// Op is the history index of the invoke, for descriptions only.
+	Op int64
+}
+
+// porcResult is how a register operation ended.
+type porcResult uint8
+
+const (
+	porcAccepted porcResult = iota
+	porcStale
+	porcUnknown
+	porcReadResult
+	// porcRejected: rejected for another reason than staleness; a no-op
+	// (only kept when the reductions are off).
+	porcRejected
+)
+
+// porcReduce switches the reductions on; tests switch them off to show that
+// they do not change any verdict.
+var porcReduce = true
+
+// porcRegOutput is a register operation's output.
+type porcRegOutput struct {
+	Result porcResult
+	// Value and Tok are what a read returned (Value "" = never written).
+	Value string
+	Tok   uint64
+	TokOK bool
+}
+
+// porcRegState is the register's state. The token of the current value always
+// equals the high-water mark (every accepted write sets both to its token),
+// so one field holds both; Written distinguishes "never written" from
+// token 0. Small and comparable: porcupine caches states by ==.
+type porcRegState struct {
+	Written bool
+	HW      uint64
+	Value   string
+}
+
+var porcStateSeed = maphash.MakeSeed()
+
+func registerModel(sem Semantics, abort *abortFlag) porcupine.Model {
+	accept := sem.Equal == EqualAccept
+	auth := sem.Authenticated
+	acceptable := func(s porcRegState, in porcRegInput) bool {
+		if !in.TokOK || (auth && !in.Sealed) {
+			return false
+		}
+		return !s.Written || in.Tok > s.HW || (accept && in.Tok == s.HW)
+	}
+	return porcupine.Model{
+		Init: func() interface{} { return porcRegState{} },
+		StepContext: func(_ context.Context, state, input, output interface{}) (bool, interface{}) {
+			if abort.stop() {
+				return false, state
+			}
+			s, in, out := state.(porcRegState), input.(porcRegInput), output.(porcRegOutput)
+			if in.Kind == porcRead {
+				if out.Value == "" {
+					return !s.Written, s
+				}
+				return s.Written && s.Value == out.Value && (!out.TokOK || out.Tok == s.HW), s
+			}
+			switch out.Result {
+			case porcAccepted:
+				if !acceptable(s, in) {
+					return false, s
+				}
+				return true, porcRegState{Written: true, HW: in.Tok, Value: in.Value}
+			case porcStale:
+				// Only a valid, authentic token's rejection claims anything
+				// about the high-water mark.
+				if !in.TokOK || (auth && !in.Sealed) {
+					return true, s
+				}
+				return !acceptable(s, in), s
+			case porcRejected:
+				return true, s
+			default: // unknown outcome: see reduction 2
+				if acceptable(s, in) {
+					return true, porcRegState{Written: true, HW: in.Tok, Value: in.Value}
+				}
+				return true, s
+			}
+		},
+		Hash: func(state interface{}) uint64 {
+			s := state.(porcRegState)
+			return maphash.String(porcStateSeed, s.Value) ^ (s.HW * 0x9e3779b97f4a7c15)
+		},
+		DescribeOperation: describePorcRegOp,
+		DescribeState: func(state interface{}) string {
+			s := state.(porcRegState)
+			if !s.Written {
+				return "never written"
+			}
+			return fmt.Sprintf("%s (token %d = high-water)", s.Value, s.HW)
+		},
+		DescribeOperationMetadata: describePorcMetadata,
+	}
+}
+
+func describePorcRegOp(input, output interface{}) string {
+	in, out := input.(porcRegInput), output.(porcRegOutput)
+	if in.Kind == porcRead {
+		if out.Value == "" {
+			return "read → never written"
+		}
+		if out.TokOK {
+			return fmt.Sprintf("read → %s (token %d)", out.Value, out.Tok)
+		}
+		return "read → " + out.Value
+	}
+	tok := "no valid token"
+	if in.TokOK {
+		tok = "token " + strconv.FormatUint(in.Tok, 10)
+		if in.Sealed {
+			tok += " (sealed)"
+		}
+	}
+	switch out.Result {
+	case porcAccepted:
+		return fmt.Sprintf("write %s, %s → accepted", in.Value, tok)
+	case porcStale:
+		return fmt.Sprintf("write %s, %s → stale", in.Value, tok)
+	case porcRejected:
+		return fmt.Sprintf("write %s, %s → rejected", in.Value, tok)
+	}
+	return fmt.Sprintf("write %s, %s → unknown (may apply)", in.Value, tok)
+}
+
+// porcOpMeta is porcupine metadata: the op, for the visualization's tooltips.
+type porcOpMeta struct{ op *Op }
+
+func describePorcMetadata(info interface{}) string {
+	m, ok := info.(porcOpMeta)
+	if !ok || m.op == nil {
+		return ""
+	}
+	op := m.op
+	s := fmt.Sprintf("op %d, process %d, %s", op.ID, op.Process, op.Outcome)
+	if op.Error != "" {
+		s += " (" + op.Error + ")"
+	}
+	if op.Tampered != "" {
+		s += ", token tampered (" + op.Tampered + ", client sent " + strconv.Quote(op.SentByClient) + ")"
+	}
+	if op.Node != "" {
+		s += ", node " + op.Node
+	}
+	return s
+}
+
+// porcIssuerState is the highest token returned so far.
+type porcIssuerState struct {
+	Any bool
+	Max uint64
+}
+
+type porcIssuerInput struct {
+	Tok   uint64
+	TokOK bool
+	Lock  string
+	Op    int64
+}
+
+// issuerModel: the issuer is a counter whose acquires return strictly
+// increasing tokens in linearization order. Equivalently: each acquire's
+// token exceeds every token returned by acquires that completed before it
+// began, and no token is returned twice.
+func issuerModel(abort *abortFlag) porcupine.Model {
+	return porcupine.Model{
+		Init: func() interface{} { return porcIssuerState{} },
+		StepContext: func(_ context.Context, state, input, _ interface{}) (bool, interface{}) {
+			if abort.stop() {
+				return false, state
+			}
+			s, in := state.(porcIssuerState), input.(porcIssuerInput)
+			if !in.TokOK || (s.Any && in.Tok <= s.Max) {
+				return false, s
+			}
+			return true, porcIssuerState{Any: true, Max: in.Tok}
+		},
+		DescribeOperation: func(input, _ interface{}) string {
+			in := input.(porcIssuerInput)
+			if !in.TokOK {
+				return fmt.Sprintf("acquire %s → no valid token", in.Lock)
+			}
+			return fmt.Sprintf("acquire %s → token %d", in.Lock, in.Tok)
+		},
+		DescribeState: func(state interface{}) string {
+			s := state.(porcIssuerState)
+			if !s.Any {
+				return "no token issued"
+			}
+			return fmt.Sprintf("highest token %d", s.Max)
+		},
+		DescribeOperationMetadata: describePorcMetadata,
+	}
+}
+
+// abortFlag lets the caller's context stop a search: porcupine passes its
+// own context to StepContext, not ours. Once set, every step fails, the
+// search collapses quickly, and the key is reported Unknown (never Illegal).
+type abortFlag struct {
+	ctx     context.Context
+	n       atomic.Uint32
+	aborted atomic.Bool
+}
+
+func (a *abortFlag) stop() bool {
+	if a == nil {
+		return false
+	}
+	if a.aborted.Load() {
+		return true
+	}
+	if a.n.Add(1)&255 == 0 && a.ctx.Err() != nil {
+		a.aborted.Store(true)
+		return true
+	}
+	return false
+}
+
+// returnTime maps Never to the largest time porcupine can sort.
+func returnTime(t int64) int64 {
+	if t == Never {
+		return math.MaxInt64
+	}
+	return t
+}
+
+// porcClientIDs numbers processes densely per key, for the visualization.
+type porcClientIDs map[int]int
+
+func (c porcClientIDs) of(p int) int {
+	if id, ok := c[p]; ok {
+		return id
+	}
+	c[p] = len(c)
+	return c[p]
+}
+
+// registerOperations turns one key's writes (any outcome) and ok reads into
+// porcupine operations, applying the reductions above.
+func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operation {
+	observed := make(map[string]bool, len(reads))
+	for _, r := range reads {
+		if r.Value != "" {
+			observed[r.Value] = true
+		}
+	}
+	// Stale rejections by return time, with the smallest token among those
+	// returning at or after each point: an unobserved unknown write with
+	// token u can justify one iff some rejection returning after its call
+	// has t ≤ u (t < u under accept).
+	type rej struct {
+		ret int64
+		tok uint64
+	}
+	var rejs []rej
+	for _, w := range writes {
+		if w.Outcome == OutcomeFail && w.Error == "stale" && w.Token.State == TokenValid {
+			rejs = append(rejs, rej{w.Return, w.Token.N})
+		}
+	}
+	sort.Slice(rejs, func(i, j int) bool { return rejs[i].ret < rejs[j].ret })
+	sufMin := make([]uint64, len(rejs)+1)
+	sufMin[len(rejs)] = math.MaxUint64
+	for i := len(rejs) - 1; i >= 0; i-- {
+		sufMin[i] = min(sufMin[i+1], rejs[i].tok)
+	}
+	mayJustify := func(w *Op) bool {
+		i := sort.Search(len(rejs), func(i int) bool { return rejs[i].ret >= w.Call })
+		if i == len(rejs) {
+			return false
+		}
+		t := sufMin[i]
+		if sem.Equal == EqualAccept {
+			return t < w.Token.N
+		}
+		return t <= w.Token.N
+	}
+	valid := func(w *Op) bool {
+		return w.Token.State == TokenValid && (!sem.Authenticated || w.Token.Seal != "")
+	}
+
+	ids := porcClientIDs{}
+	out := make([]porcupine.Operation, 0, len(writes)+len(reads))
+	for _, w := range writes {
+		var res porcResult
+		switch w.Outcome {
+		case OutcomeOk:
+			res = porcAccepted
+		case OutcomeFail:
+			res = porcStale
+			if w.Error != "stale" || w.Token.State != TokenValid {
+				if porcReduce {
+					continue // reduction 1
+				}
+				res = porcRejected
+			}
+		default:
+			if porcReduce && !observed[w.Value] && (!valid(w) || !mayJustify(w)) {
+				continue // reduction 3
+			}
+			res = porcUnknown
+		}
+		in := porcRegInput{Kind: porcWrite, Tok: w.Token.N, TokOK: w.Token.State == TokenValid,
+			Sealed: w.Token.Seal != "", Value: w.Value, Op: w.ID}
+		ret := w.Return
+		if res == porcUnknown {
+			ret = Never
+		}
+		out = append(out, porcupine.Operation{ClientId: ids.of(w.Process), Input: in, Call: w.Call,
+			Output: porcRegOutput{Result: res}, Return: returnTime(ret), Metadata: porcOpMeta{w}})
+	}
+	for _, r := range reads {
+		o := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == TokenValid}
+		out = append(out, porcupine.Operation{ClientId: ids.of(r.Process), Input: porcRegInput{Kind: porcRead, Op: r.ID},
+			Call: r.Call, Output: o, Return: returnTime(r.Return), Metadata: porcOpMeta{r}})
+	}
+	return out
+}
+
+// issuerOperations turns one scope's ok acquires into porcupine operations.
+func issuerOperations(acquires []*Op) []porcupine.Operation {
+	ids := porcClientIDs{}
+	out := make([]porcupine.Operation, 0, len(acquires))
+	for _, a := range acquires {
+		out = append(out, porcupine.Operation{ClientId: ids.of(a.Process),
+			Input: porcIssuerInput{Tok: a.Token.N, TokOK: a.Token.State == TokenValid, Lock: a.Key, Op: a.ID},
+			Call:  a.Call, Return: returnTime(a.Return), Metadata: porcOpMeta{a}})
+	}
+	return out
+}
+
+// porcupineKey is one porcupine partition: one key of one model.
+type porcupineKey struct {
+	model string
+	key   string
+	// ops are the key's operations as the models see them (for prefixes).
+	writes, reads, acquires []*Op
+	sem                     Semantics
+	result                  KeyResult
+}
+
+func (k *porcupineKey) operations(writes, reads, acquires []*Op) []porcupine.Operation {
+	if k.model == ModelIssuer {
+		return issuerOperations(acquires)
+	}
+	return registerOperations(writes, reads, k.sem)
+}
+
+func (k *porcupineKey) porcupineModel(abort *abortFlag) porcupine.Model {
+	if k.model == ModelIssuer {
+		return issuerModel(abort)
+	}
+	return registerModel(k.sem, abort)
+}
+
+// KeyResult is Porcupine's verdict on one key of one model.
+type KeyResult struct {
+	Model   string        `json:"model"`
+	Key     string        `json:"key"`
+	Verdict Verdict       `json:"verdict"`
+	Ops     int           `json:"ops"`
+	Elapsed time.Duration `json:"duration_ns"`
+	// FirstInvalidAt is, for an invalid key, the earliest history time at
+	// which the key's history up to then was already not linearizable
+	// (-1 when not found within the time budget, or not invalid).
+	FirstInvalidAt int64 `json:"first_invalid_at_ns"`
+	// Culprits are the operations whose completion at FirstInvalidAt made
+	// the history non-linearizable.
+	Culprits []int64 `json:"culprits,omitempty"`
+}
+
+// run checks one key with porcupine until deadline.
+func (k *porcupineKey) run(ctx context.Context, deadline time.Time) {
+	start := time.Now()
+	ops := k.operations(k.writes, k.reads, k.acquires)
+	k.result = KeyResult{Model: k.model, Key: k.key, Ops: len(ops), FirstInvalidAt: -1}
+	k.result.Verdict = k.check(ctx, ops, deadline)
+	if k.result.Verdict == Invalid {
+		k.findFirstInvalid(ctx, deadline)
+	}
+	k.result.Elapsed = time.Since(start)
+}
+
+func (k *porcupineKey) check(ctx context.Context, ops []porcupine.Operation, deadline time.Time) Verdict {
+	if len(ops) == 0 {
+		return Valid
+	}
+	remaining := time.Until(deadline)
+	if remaining <= 0 || ctx.Err() != nil {
+		return Unknown
+	}
+	abort := &abortFlag{ctx: ctx}
+	res := porcupine.CheckOperationsTimeout(k.porcupineModel(abort), ops, remaining)
+	if abort.aborted.Load() || ctx.Err() != nil {
+		return Unknown
+	}
+	switch res {
+	case porcupine.Ok:
+		return Valid
+	case porcupine.Illegal:
+		return Invalid
+	}
+	return Unknown
+}
+
+// findFirstInvalid binary-searches the earliest completion time T such that
+// the key's history as it stood at T is already not linearizable: that is
+// when the history first showed the violation (time to detection).
+//
+// The history at T keeps the operations invoked by T; those still in flight
+// at T become unknown-outcome (writes) or are dropped (reads, acquires). Non-
+// linearizability is monotone in T: the operations completed by T are
+// linearized by T, before everything invoked later, so a linearization of
+// the whole history restricted to them is one of the history at T.
+func (k *porcupineKey) findFirstInvalid(ctx context.Context, deadline time.Time) {
+	var times []int64
+	for _, list := range [][]*Op{k.writes, k.reads, k.acquires} {
+		for _, op := range list {
+			if op.Return != Never {
+				times = append(times, op.Return)
+			}
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	times = compactTimes(times)
+	if len(times) == 0 {
+		return
+	}
+	lo, hi := 0, len(times)-1 // invariant: invalid at times[hi]; valid below lo
+	for lo < hi {
+		mid := (lo + hi) / 2
+		w, r, a := prefixAt(k.writes, times[mid]), prefixAt(k.reads, times[mid]), prefixAt(k.acquires, times[mid])
+		switch k.check(ctx, k.operations(w, r, a), deadline) {
+		case Invalid:
+			hi = mid
+		case Valid:
+			lo = mid + 1
+		default:
+			return // out of time: no exact answer
+		}
+	}
+	at := times[hi]
+	k.result.FirstInvalidAt = at
+	for _, list := range [][]*Op{k.writes, k.reads, k.acquires} {
+		for _, op := range list {
+			if op.Return == at {
+				k.result.Culprits = append(k.result.Culprits, op.ID)
+			}
+		}
+	}
+	sort.Slice(k.result.Culprits, func(i, j int) bool { return k.result.Culprits[i] < k.result.Culprits[j] })
+}
+
+func compactTimes(ts []int64) []int64 {
+	out := ts[:0]
+	for i, t := range ts {
+		if i == 0 || t != ts[i-1] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// prefixAt is ops as the history showed them at time t: invoked by t; a
+// completion after t is not yet known (writes become unknown-outcome; reads
+// and acquires, which then constrain nothing, are dropped).
+func prefixAt(ops []*Op, t int64) []*Op {
+	out := make([]*Op, 0, len(ops))
+	for _, op := range ops {
+		if op.Call > t {
+			continue
+		}
+		if op.Completed > t {
+			if op.F != history.Write {
+				continue
+			}
+			c := *op
+			c.Outcome, c.Return, c.Completed, c.Error = OutcomeInfo, Never, Never, ""
+			op = &c
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// runPorcupine checks every key, a few at a time, sharing one deadline.
+func runPorcupine(ctx context.Context, keys []*porcupineKey, deadline time.Time) {
+	// Small keys first: a big key that times out must not starve them.
+	order := append([]*porcupineKey(nil), keys...)
+	sort.SliceStable(order, func(i, j int) bool {
+		return len(order[i].writes)+len(order[i].reads)+len(order[i].acquires) <
+			len(order[j].writes)+len(order[j].reads)+len(order[j].acquires)
+	})
+	work := make(chan *porcupineKey)
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(order))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				k.run(ctx, deadline)
+			}
+		}()
+	}
+	for _, k := range order {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+}
