@@ -1,0 +1,581 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// Ports inside the containers.
+const (
+	clientPort  = 2379
+	peerPort    = 2380
+	adapterPort = 7000
+)
+
+// Options configure the etcd target.
+type Options struct {
+	// Members is the number of etcd members (default 3).
+	Members int
+	// Adapters is the number of adapter replicas (default 2); clients are
+	// spread over them.
+	Adapters int
+	// Log receives setup messages (default: the run's log).
+	Log io.Writer
+	_   struct{}
+}
+
+// Target is three etcd members and two adapters (the fenced server with the
+// etcd backend) in containers on the run's own network. The adapters hold no
+// fencing state, so any of them can serve any client.
+type Target struct {
+	opts Options
+
+	mu       sync.Mutex
+	rt       *docker.Runtime
+	env      harness.Env
+	tags     map[string]string
+	nw       *docker.Network
+	dataRoot string
+	nodes    []node
+	stopped  bool
+}
+
+// node is one container of the target.
+type node struct {
+	name string
+	role string // "etcd" or "adapter"
+	ip   string
+	// dataDir (members) is bind-mounted at /data; clockDir (adapters) holds
+	// the clock offset file the adapter reads.
+	dataDir  string
+	clockDir string
+}
+
+const (
+	roleMember  = "etcd"
+	roleAdapter = "adapter"
+)
+
+var (
+	_ harness.Target      = (*Target)(nil)
+	_ nemesis.Cluster     = (*Target)(nil)
+	_ nemesis.Leaderer    = (*Target)(nil)
+	_ nemesis.Pauser      = (*Target)(nil)
+	_ nemesis.Restarter   = (*Target)(nil)
+	_ nemesis.Partitioner = (*Target)(nil)
+	_ nemesis.ClockSkewer = (*Target)(nil)
+)
+
+// New returns the etcd target; nothing runs until Start.
+func New(opts Options) harness.Target {
+	if opts.Members <= 0 {
+		opts.Members = 3
+	}
+	if opts.Adapters <= 0 {
+		opts.Adapters = 2
+	}
+	t := &Target{opts: opts}
+	for i := 1; i <= opts.Members; i++ {
+		t.nodes = append(t.nodes, node{name: fmt.Sprintf("etcd-%d", i), role: roleMember})
+	}
+	for i := 1; i <= opts.Adapters; i++ {
+		t.nodes = append(t.nodes, node{name: fmt.Sprintf("adapter-%d", i), role: roleAdapter})
+	}
+	return t
+}
+
+func (t *Target) Name() string                { return "etcd" }
+func (t *Target) Semantics() models.Semantics { return Semantics }
+
+func (t *Target) logf(format string, args ...any) {
+	w := t.opts.Log
+	if w == nil {
+		w = t.env.Log
+	}
+	if w != nil {
+		fmt.Fprintf(w, "etcd: "+format+"\n", args...)
+	}
+}
+
+// Start builds the images if needed, starts the members, waits for a
+// healthy cluster, then starts the adapters and waits for their health.
+func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints, error) {
+	t.env = env
+	progress := t.opts.Log
+	if progress == nil {
+		progress = env.Log
+	}
+	tags, err := docker.EnsureImages(ctx, progress, docker.ImageEtcd, docker.ImageFenced)
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	t.tags = tags
+	rt, err := docker.New(ctx, env.RunID, docker.Options{Log: progress})
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	t.mu.Lock()
+	t.rt = rt
+	t.mu.Unlock()
+	fail := func(err error) (harness.Endpoints, error) {
+		t.Stop(context.WithoutCancel(ctx))
+		return harness.Endpoints{}, err
+	}
+	if t.nw, err = rt.Network(ctx); err != nil {
+		return fail(err)
+	}
+	if t.dataRoot, err = os.MkdirTemp("", "fencecheck-etcd-"); err != nil {
+		return fail(err)
+	}
+	for i := range t.nodes {
+		n := &t.nodes[i]
+		n.ip = t.nw.HostIP(i)
+		switch n.role {
+		case roleMember:
+			n.dataDir = filepath.Join(t.dataRoot, n.name)
+			err = os.MkdirAll(n.dataDir, 0o755)
+		case roleAdapter:
+			n.clockDir = filepath.Join(t.dataRoot, n.name+"-clock")
+			if err = os.MkdirAll(n.clockDir, 0o755); err == nil {
+				err = writeClockOffset(filepath.Join(n.clockDir, "offset"), 0)
+			}
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+
+	start := time.Now()
+	for _, n := range t.members() {
+		if _, err := rt.Run(ctx, t.memberSpec(n, "new", t.initialCluster(), nil)); err != nil {
+			return fail(err)
+		}
+	}
+	for _, n := range t.members() {
+		if err := waitEtcdHealthy(ctx, t.memberURL(n.name), 60*time.Second); err != nil {
+			return fail(fmt.Errorf("member %s: %w", n.name, err))
+		}
+	}
+	t.logf("%d members healthy in %.1fs", len(t.members()), time.Since(start).Seconds())
+
+	var eps harness.Endpoints
+	for _, n := range t.adapters() {
+		c, err := rt.Run(ctx, t.adapterSpec(n))
+		if err != nil {
+			return fail(err)
+		}
+		ep := harness.Endpoint{Node: n.name, URL: "http://" + c.Addr(adapterPort)}
+		eps.Issuers = append(eps.Issuers, ep)
+		eps.Resources = append(eps.Resources, ep)
+	}
+	if err := harness.WaitHealthy(ctx, eps, 30*time.Second); err != nil {
+		return fail(fmt.Errorf("adapters: %w", err))
+	}
+	t.logf("cluster ready in %.1fs (%d members, %d adapters)", time.Since(start).Seconds(), len(t.members()), len(t.adapters()))
+	return eps, nil
+}
+
+func (t *Target) members() []node  { return t.byRole(roleMember) }
+func (t *Target) adapters() []node { return t.byRole(roleAdapter) }
+
+func (t *Target) byRole(role string) []node {
+	var out []node
+	for _, n := range t.nodes {
+		if n.role == role {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (t *Target) node(name string) (node, error) {
+	for _, n := range t.nodes {
+		if n.name == name {
+			return n, nil
+		}
+	}
+	return node{}, fmt.Errorf("etcd target has no node %q", name)
+}
+
+func peerURL(n node) string   { return "http://" + n.ip + ":" + strconv.Itoa(peerPort) }
+func clientURL(n node) string { return "http://" + n.ip + ":" + strconv.Itoa(clientPort) }
+
+func (t *Target) initialCluster() string {
+	var parts []string
+	for _, n := range t.members() {
+		parts = append(parts, n.name+"="+peerURL(n))
+	}
+	return strings.Join(parts, ",")
+}
+
+// memberSpec is an etcd member's container. Timings are etcd's defaults
+// (100 ms heartbeat, 1 s election timeout): the faults should meet etcd as
+// users run it.
+func (t *Target) memberSpec(n node, state, cluster string, hostPorts map[int]int) docker.ContainerSpec {
+	return docker.ContainerSpec{
+		Node:  n.name,
+		Image: t.tags[docker.ImageEtcd],
+		IP:    n.ip,
+		Cmd: []string{"/usr/local/bin/etcd",
+			"--name", n.name,
+			"--data-dir", "/data",
+			"--listen-client-urls", "http://0.0.0.0:" + strconv.Itoa(clientPort),
+			"--advertise-client-urls", clientURL(n),
+			"--listen-peer-urls", "http://0.0.0.0:" + strconv.Itoa(peerPort),
+			"--initial-advertise-peer-urls", peerURL(n),
+			"--initial-cluster", cluster,
+			"--initial-cluster-state", state,
+			"--initial-cluster-token", "fencecheck-" + t.env.RunID,
+		},
+		Ports:     []int{clientPort},
+		HostPorts: hostPorts,
+		Binds:     []docker.Bind{{Host: n.dataDir, Container: "/data"}},
+	}
+}
+
+// clockFileEnv names the clock offset file (nanoseconds, decimal) that the
+// adapter's clock reads.
+const clockFileEnv = "FENCECHECK_CLOCK_FILE"
+
+func (t *Target) adapterSpec(n node) docker.ContainerSpec {
+	var endpoints []string
+	for _, m := range t.members() {
+		endpoints = append(endpoints, clientURL(m))
+	}
+	return docker.ContainerSpec{
+		Node:  n.name,
+		Image: t.tags[docker.ImageFenced],
+		IP:    n.ip,
+		Cmd: []string{"/usr/local/bin/fenced",
+			"--addr", "0.0.0.0:" + strconv.Itoa(adapterPort),
+			"--backend", "etcd",
+			"--etcd-endpoints", strings.Join(endpoints, ","),
+		},
+		Env:   []string{clockFileEnv + "=/clock/offset"},
+		Ports: []int{adapterPort},
+		Binds: []docker.Bind{{Host: n.clockDir, Container: "/clock", ReadOnly: true}},
+	}
+}
+
+// memberURL is a member's client URL as the host reaches it: through its
+// published port on 127.0.0.1, never the container IP.
+func (t *Target) memberURL(name string) string {
+	c, err := t.runtime().Container(name)
+	if err != nil {
+		return ""
+	}
+	return "http://" + c.Addr(clientPort)
+}
+
+func (t *Target) runtime() *docker.Runtime {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rt
+}
+
+// Stop saves every node's log into env.Dir/logs, then removes the
+// containers, the network and the members' data (idempotent).
+func (t *Target) Stop(ctx context.Context) error {
+	t.mu.Lock()
+	rt := t.rt
+	t.rt = nil
+	t.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	var errs []error
+	if t.env.Dir != "" {
+		if err := rt.SaveLogs(ctx, filepath.Join(t.env.Dir, "logs")); err != nil {
+			errs = append(errs, fmt.Errorf("saving node logs: %w", err))
+		}
+	}
+	if err := rt.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if t.dataRoot != "" {
+		if err := os.RemoveAll(t.dataRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Nodes lists the members and the adapters.
+func (t *Target) Nodes() []nemesis.Node {
+	out := make([]nemesis.Node, 0, len(t.nodes))
+	for _, n := range t.nodes {
+		out = append(out, nemesis.Node{Name: n.name, Role: n.role})
+	}
+	return out
+}
+
+// Leader asks every reachable member for its status and names the leader
+// most of them report. Members that are paused or cut off simply do not
+// answer within the short timeout.
+func (t *Target) Leader(ctx context.Context) (string, error) {
+	names := map[uint64]string{}
+	votes := map[uint64]int{}
+	var lastErr error
+	for _, n := range t.members() {
+		id, leader, err := t.memberStatus(ctx, n.name)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		names[id] = n.name
+		if leader != 0 {
+			votes[leader]++
+		}
+	}
+	best, bestVotes := uint64(0), 0
+	for id, v := range votes {
+		if v > bestVotes {
+			best, bestVotes = id, v
+		}
+	}
+	if bestVotes == 0 {
+		return "", fmt.Errorf("no etcd member reports a leader (last error: %v)", lastErr)
+	}
+	name, ok := names[best]
+	if !ok {
+		return "", fmt.Errorf("the reported leader %x did not answer itself", best)
+	}
+	return name, nil
+}
+
+// memberStatus returns a member's own id and the leader it follows.
+func (t *Target) memberStatus(ctx context.Context, name string) (id, leader uint64, err error) {
+	url := t.memberURL(name)
+	if url == "" {
+		return 0, 0, fmt.Errorf("member %s has no container", name)
+	}
+	cli, err := hostClient([]string{url})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, url)
+	if err != nil {
+		return 0, 0, fmt.Errorf("status of %s: %w", name, err)
+	}
+	return st.Header.MemberId, st.Leader, nil
+}
+
+// hostClient is an etcd client for the harness itself, talking to members
+// through their published ports. It logs nothing: the harness's output is
+// for the run, and failures come back as errors.
+func hostClient(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+}
+
+// retryFor calls fn (each call bounded to 5 s) until it succeeds or limit
+// passes, and returns its last error.
+func retryFor(ctx context.Context, limit time.Duration, fn func(context.Context) error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(cctx)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// PauseNode freezes a member or an adapter (freezer cgroup).
+func (t *Target) PauseNode(ctx context.Context, name string) error {
+	if _, err := t.node(name); err != nil {
+		return err
+	}
+	return t.runtime().Pause(ctx, name)
+}
+
+// ResumeNode thaws it.
+func (t *Target) ResumeNode(ctx context.Context, name string) error {
+	if _, err := t.node(name); err != nil {
+		return err
+	}
+	return t.runtime().Unpause(ctx, name)
+}
+
+// KillNode sends SIGKILL: etcd gets no chance to flush, and must rely on
+// its fsynced WAL.
+func (t *Target) KillNode(ctx context.Context, name string) error {
+	if _, err := t.node(name); err != nil {
+		return err
+	}
+	return t.runtime().Kill(ctx, name)
+}
+
+// StartNode starts a killed node again with its data. With wipe, a member
+// comes back with an empty data dir the way an operator replaces a disk:
+// removed from the cluster and added again as a new member (a member that
+// simply lost its raft log would crash the cluster's raft invariants, which
+// is not a fault etcd claims to survive). Adapters hold no data.
+func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if wipe && n.role == roleMember {
+		return t.replaceMember(ctx, n)
+	}
+	return t.runtime().Start(ctx, name)
+}
+
+func (t *Target) replaceMember(ctx context.Context, n node) error {
+	rt := t.runtime()
+	var others []string
+	for _, m := range t.members() {
+		if m.name != n.name {
+			others = append(others, t.memberURL(m.name))
+		}
+	}
+	cli, err := hostClient(others)
+	if err != nil {
+		return fmt.Errorf("replacing %s: %w", n.name, err)
+	}
+	defer cli.Close()
+	// etcd refuses membership changes while it cannot prove quorum is safe
+	// ("unhealthy cluster": e.g. a peer reconnected less than 5 s ago), so
+	// both steps are retried for a while. A retried step whose first reply
+	// was lost finds its work done: that counts as success.
+	err = retryFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range list.Members {
+			if m.Name == n.name || (len(m.PeerURLs) == 1 && m.PeerURLs[0] == peerURL(n)) {
+				if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replacing %s: member remove: %w", n.name, err)
+	}
+	err = retryFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		_, err := cli.MemberAdd(ctx, []string{peerURL(n)})
+		if errors.Is(err, rpctypes.ErrPeerURLExist) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("replacing %s: member add: %w", n.name, err)
+	}
+	if err := os.RemoveAll(n.dataDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+		return err
+	}
+	old, err := rt.Container(n.name)
+	if err != nil {
+		return err
+	}
+	hostPorts := old.HostPorts
+	if err := rt.Remove(ctx, n.name); err != nil {
+		return err
+	}
+	_, err = rt.Run(ctx, t.memberSpec(n, "existing", t.initialCluster(), hostPorts))
+	return err
+}
+
+// Partition cuts every node of a group off from the nodes of every other
+// group, with iptables rules in each node's own network namespace; nodes in
+// no group keep full connectivity. The runtime re-applies the rules when a
+// node restarts.
+func (t *Target) Partition(ctx context.Context, groups [][]string) error {
+	rt := t.runtime()
+	if err := rt.HealAll(ctx); err != nil {
+		return err
+	}
+	group := map[string]int{}
+	for gi, g := range groups {
+		for _, name := range g {
+			if _, err := t.node(name); err != nil {
+				return err
+			}
+			group[name] = gi
+		}
+	}
+	for name, gi := range group {
+		var peers []string
+		for other, gj := range group {
+			if gj != gi {
+				o, _ := t.node(other)
+				peers = append(peers, o.ip)
+			}
+		}
+		if err := rt.Partition(ctx, name, peers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HealPartition removes every rule Partition made.
+func (t *Target) HealPartition(ctx context.Context) error { return t.runtime().HealAll(ctx) }
+
+// ClockNodes are the adapters: they read their clock through an offset file.
+// etcd members are not skewable: Go reads the time through the vDSO, where
+// no preload library reaches, and etcd's leases run on the monotonic clock
+// anyway.
+func (t *Target) ClockNodes() []string {
+	var out []string
+	for _, n := range t.adapters() {
+		out = append(out, n.name)
+	}
+	return out
+}
+
+// SetClockOffset shifts an adapter's clock by offset (0 resets it).
+func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Duration) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if n.role != roleAdapter {
+		return fmt.Errorf("clock skew does not apply to etcd member %s (Go reads the vDSO clock)", name)
+	}
+	return writeClockOffset(filepath.Join(n.clockDir, "offset"), offset)
+}
+
+// writeClockOffset replaces the offset file atomically (write, rename) so a
+// reader never sees half a number; that is why the directory, not the file,
+// is bind-mounted.
+func writeClockOffset(path string, offset time.Duration) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(int64(offset), 10)+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

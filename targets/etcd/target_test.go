@@ -1,0 +1,183 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/targets/fenced"
+)
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) { w.t.Logf("%s", p); return len(p), nil }
+
+// One cluster serves every subtest: starting three members and two
+// adapters is the expensive part, so the faults take turns on it, each
+// leaving it healthy for the next.
+func TestCluster(t *testing.T) {
+	dockertest.Require(t)
+	ctx := context.Background()
+	tg := New(Options{Log: logWriter{t}}).(*Target)
+	env := harness.Env{RunID: fmt.Sprintf("test-etcd-%d", time.Now().UnixNano()%1e9), Dir: t.TempDir(), Log: logWriter{t}}
+	begin := time.Now()
+	eps, err := tg.Start(ctx, env)
+	require.NoError(t, err)
+	t.Logf("Start took %.1fs", time.Since(begin).Seconds())
+	stopped := false
+	defer func() {
+		if !stopped {
+			tg.Stop(ctx)
+		}
+	}()
+	require.Len(t, eps.Issuers, 2)
+	require.Len(t, eps.Resources, 2)
+	a1 := fenced.NewClient(eps.Issuers[0].URL, nil)
+	a2 := fenced.NewClient(eps.Resources[1].URL, nil)
+	opCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
+
+	t.Run("fencing through both adapters", func(t *testing.T) {
+		c, cancel := opCtx()
+		defer cancel()
+		acq := a1.Acquire(c, "lock", "c1", 5*time.Second)
+		require.Equal(t, fenced.Ok, acq.Outcome, "%+v", acq)
+		held := a2.Acquire(c, "lock", "c2", 5*time.Second)
+		assert.Equal(t, fenced.Fail, held.Outcome)
+		assert.Equal(t, "held", held.Error)
+
+		w := a2.Write(c, "k", acq.Token, []byte("v1"))
+		require.Equal(t, fenced.Ok, w.Outcome, "%+v", w)
+		r := a1.Read(c, "k")
+		require.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
+		assert.Equal(t, "v1", string(r.Value))
+		assert.Equal(t, acq.Token, r.Token)
+		stale := a1.Write(c, "k", acq.Token, []byte("again"))
+		assert.Equal(t, fenced.Fail, stale.Outcome)
+		assert.Equal(t, "stale", stale.Error)
+		assert.Equal(t, acq.Token, stale.HighWater)
+		require.Equal(t, fenced.Ok, a1.Release(c, "lock", "c1", acq.Token).Outcome)
+	})
+
+	leader, err := tg.Leader(ctx)
+	require.NoError(t, err)
+	follower := "etcd-1"
+	if leader == follower {
+		follower = "etcd-2"
+	}
+
+	t.Run("paused member stops answering", func(t *testing.T) {
+		require.NoError(t, tg.PauseNode(ctx, follower))
+		hc := &http.Client{Timeout: 700 * time.Millisecond}
+		assert.Error(t, etcdHealth(ctx, hc, tg.memberURL(follower)), "a frozen member must not answer")
+		// A request the adapter's etcd client sends over its connection to
+		// the frozen member times out (info) until gRPC keep-alives give
+		// up on it; the majority serves the others.
+		token := 1000000
+		assert.Eventually(t, func() bool {
+			token++
+			c, cancel := opCtx()
+			defer cancel()
+			w := a1.Write(c, "k", fmt.Sprint(token), []byte("during-pause"))
+			t.Logf("write during pause: %s %s", w.Outcome, w.Message)
+			return w.Outcome == fenced.Ok
+		}, 30*time.Second, 100*time.Millisecond, "the majority keeps serving")
+		require.NoError(t, tg.ResumeNode(ctx, follower))
+		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(follower), 20*time.Second))
+	})
+
+	t.Run("partitioned leader loses leadership", func(t *testing.T) {
+		var rest []string
+		for _, n := range tg.members() {
+			if n.name != leader {
+				rest = append(rest, n.name)
+			}
+		}
+		require.NoError(t, tg.Partition(ctx, [][]string{{leader}, rest}))
+		require.Eventually(t, func() bool {
+			l, err := tg.Leader(ctx)
+			return err == nil && l != leader
+		}, 20*time.Second, 250*time.Millisecond, "the majority must elect a new leader")
+		// The old leader steps down (check-quorum) and cannot serve a
+		// linearizable read.
+		require.Eventually(t, func() bool {
+			_, lead, err := tg.memberStatus(ctx, leader)
+			if err != nil {
+				return false
+			}
+			id, _, _ := tg.memberStatus(ctx, leader)
+			return lead != id
+		}, 20*time.Second, 250*time.Millisecond, "the isolated leader must lose leadership")
+		c, cancel := opCtx()
+		w := a2.Write(c, "k", "2000000", []byte("during-partition"))
+		cancel()
+		assert.Equal(t, fenced.Ok, w.Outcome, "adapters reach the majority: %+v", w)
+		require.NoError(t, tg.HealPartition(ctx))
+		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(leader), 20*time.Second))
+	})
+
+	t.Run("restart keeps data, wipe replaces the member", func(t *testing.T) {
+		id, _, err := tg.memberStatus(ctx, follower)
+		require.NoError(t, err)
+		require.NoError(t, tg.KillNode(ctx, follower))
+		require.NoError(t, tg.StartNode(ctx, follower, false))
+		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(follower), 30*time.Second))
+		again, _, err := tg.memberStatus(ctx, follower)
+		require.NoError(t, err)
+		assert.Equal(t, id, again, "same member, same data")
+
+		require.NoError(t, tg.KillNode(ctx, follower))
+		require.NoError(t, tg.StartNode(ctx, follower, true))
+		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(follower), 30*time.Second))
+		fresh, _, err := tg.memberStatus(ctx, follower)
+		require.NoError(t, err)
+		assert.NotEqual(t, id, fresh, "a wiped member rejoins as a new member")
+
+		require.NoError(t, tg.KillNode(ctx, "adapter-1"))
+		require.NoError(t, tg.StartNode(ctx, "adapter-1", false))
+		require.NoError(t, harness.WaitHealthy(ctx, harness.Endpoints{Issuers: eps.Issuers[:1]}, 20*time.Second))
+		c, cancel := opCtx()
+		r := a1.Read(c, "k")
+		cancel()
+		assert.Equal(t, "during-partition", string(r.Value), "state lives in etcd, not in the adapter")
+	})
+
+	t.Run("clock applies to adapters only", func(t *testing.T) {
+		assert.Equal(t, []string{"adapter-1", "adapter-2"}, tg.ClockNodes())
+		require.NoError(t, tg.SetClockOffset(ctx, "adapter-2", 90*time.Second))
+		b, err := os.ReadFile(filepath.Join(tg.dataRoot, "adapter-2-clock", "offset"))
+		require.NoError(t, err)
+		assert.Equal(t, "90000000000\n", string(b))
+		assert.Error(t, tg.SetClockOffset(ctx, "etcd-1", time.Second))
+	})
+
+	require.NoError(t, tg.Stop(ctx))
+	stopped = true
+	require.NoError(t, tg.Stop(ctx), "Stop is idempotent")
+	for _, n := range tg.Nodes() {
+		_, err := os.Stat(filepath.Join(env.Dir, "logs", n.Name+".log"))
+		assert.NoError(t, err, "log of %s saved", n.Name)
+	}
+	cli, err := docker.Connect(ctx)
+	require.NoError(t, err)
+	defer cli.Close()
+	f := filters.NewArgs(filters.Arg("label", docker.LabelRun+"="+env.RunID))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	require.NoError(t, err)
+	assert.Empty(t, cs, "containers left after Stop")
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	require.NoError(t, err)
+	assert.Empty(t, ns, "networks left after Stop")
+}
