@@ -174,8 +174,12 @@ func (s *Set) Link(name, fromGroup, toNode, targetURL string) (string, error) {
 	return l.info.URL, nil
 }
 
-// Links lists the links, sorted by name.
+// Links lists the links, sorted by name (none for a nil set, so a nemesis
+// handed a typed nil sees no links rather than a crash).
 func (s *Set) Links() []Info {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Info, 0, len(s.links))
