@@ -1,0 +1,481 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Row is one line of the matrix: a configuration of the memory reference.
+type Row struct {
+	Name string
+	// Bug is the --bug switch ("" for the correct reference).
+	Bug string
+	// Args are extra flags for `fencecheck test`.
+	Args []string
+	// Mode says what the bug breaks (from the design's failure modes).
+	Mode string
+}
+
+// matrixSealKey authenticates tokens where a row needs sealed tokens; it is
+// a test key, not a secret.
+const matrixSealKey = "matrix-seal-key"
+
+// Rows is every bug of issue 4 and the correct reference, plain and sealed
+// with the forger writing beside the clients.
+var Rows = []Row{
+	{Name: "counter-in-memory", Bug: "counter-in-memory", Mode: "counter reset: the issuer forgets its counter on restart"},
+	{Name: "wallclock-tokens", Bug: "wallclock-tokens", Mode: "tokens are wall-clock milliseconds"},
+	{Name: "accept-equal", Bug: "accept-equal", Mode: "replay: a token equal to the high-water mark is accepted"},
+	{Name: "missing-as-zero", Bug: "missing-as-zero", Mode: "a missing token is read as zero"},
+	{Name: "forget-highwater", Bug: "forget-highwater", Mode: "the resource forgets its high-water marks on restart"},
+	{Name: "split-issuers", Bug: "split-issuers", Mode: "split brain: partitioned issuer replicas each issue"},
+	{Name: "accept-forged", Bug: "accept-forged", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "forgery: seals are not verified"},
+	{Name: "no-fencing", Bug: "no-fencing", Mode: "lease-only safety: tokens are not checked"},
+	{Name: "reference", Mode: "correct"},
+	{Name: "reference-sealed", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "correct, sealed tokens, forger writing"},
+}
+
+// Config is one matrix invocation.
+type Config struct {
+	Fencecheck string
+	Seeds      int
+	FirstSeed  uint64
+	Time       time.Duration
+	Parallel   int
+	Nemesis    string
+	Store      string
+	Keep       bool
+	// Rows names the rows to run (nil: all).
+	Rows    []string
+	Out     string
+	Command string
+}
+
+// Outcome is one run's result.
+type Outcome struct {
+	Row  string
+	Seed uint64
+	// Exit is fencecheck's exit code (0 valid, 1 invalid, 2 unknown, 3
+	// could not run).
+	Exit int
+	// Verdict, FirstInvalid (-1 if none) and Kinds come from results.json.
+	Verdict      string
+	FirstInvalid time.Duration
+	Kinds        map[string]int
+	AfterFault   string
+	Wall         time.Duration
+	Err          string
+	Dir          string
+}
+
+// Matrix is every outcome.
+type Matrix struct {
+	Config   Config
+	Rows     []Row
+	Outcomes map[string][]Outcome
+	Started  time.Time
+	Elapsed  time.Duration
+}
+
+// Run runs every row × seed, Parallel at a time.
+func Run(ctx context.Context, cfg Config, log io.Writer) (*Matrix, error) {
+	rows, err := selectRows(cfg.Rows)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(cfg.Fencecheck); err != nil {
+		return nil, fmt.Errorf("fencecheck binary: %w (build it: go build -o bin/fencecheck ./cmd/fencecheck)", err)
+	}
+	store := cfg.Store
+	if store == "" {
+		if store, err = os.MkdirTemp("", "fencecheck-matrix-"); err != nil {
+			return nil, err
+		}
+		if !cfg.Keep {
+			defer os.RemoveAll(store)
+		}
+	}
+	m := &Matrix{Config: cfg, Rows: rows, Outcomes: map[string][]Outcome{}, Started: time.Now()}
+	type job struct {
+		row  Row
+		seed uint64
+	}
+	var jobs []job
+	// Seeds outermost: an interrupted matrix still covers every row.
+	for i := 0; i < cfg.Seeds; i++ {
+		for _, r := range rows {
+			jobs = append(jobs, job{r, cfg.FirstSeed + uint64(i)})
+		}
+	}
+	var mu sync.Mutex
+	next := 0
+	done := 0
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.Parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= len(jobs) || ctx.Err() != nil {
+					mu.Unlock()
+					return
+				}
+				j := jobs[next]
+				next++
+				mu.Unlock()
+				o := runOne(ctx, cfg, store, j.row, j.seed)
+				mu.Lock()
+				m.Outcomes[j.row.Name] = append(m.Outcomes[j.row.Name], o)
+				done++
+				fmt.Fprintf(log, "[%d/%d] %-18s seed %-3d exit %d %-8s %s%s\n", done, len(jobs), j.row.Name, j.seed, o.Exit, o.Verdict,
+					ttd(o), errSuffix(o))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	m.Elapsed = time.Since(m.Started)
+	for _, os := range m.Outcomes {
+		sort.Slice(os, func(i, j int) bool { return os[i].Seed < os[j].Seed })
+	}
+	if ctx.Err() != nil {
+		return m, ctx.Err()
+	}
+	return m, nil
+}
+
+func ttd(o Outcome) string {
+	if o.FirstInvalid < 0 {
+		return ""
+	}
+	return fmt.Sprintf("detected at %.1f s", o.FirstInvalid.Seconds())
+}
+
+func errSuffix(o Outcome) string {
+	if o.Err == "" {
+		return ""
+	}
+	return " (" + o.Err + ")"
+}
+
+func selectRows(names []string) ([]Row, error) {
+	if len(names) == 0 {
+		return Rows, nil
+	}
+	var out []Row
+	for _, n := range names {
+		found := false
+		for _, r := range Rows {
+			if r.Name == n {
+				out = append(out, r)
+				found = true
+			}
+		}
+		if !found {
+			var known []string
+			for _, r := range Rows {
+				known = append(known, r.Name)
+			}
+			return nil, fmt.Errorf("unknown row %q (known: %s)", n, strings.Join(known, ", "))
+		}
+	}
+	return out, nil
+}
+
+// Args is the `fencecheck test` command line of one run (without the
+// binary).
+func (c Config) Args(r Row, seed uint64, store string) []string {
+	args := []string{"test", "--target=memory", "--nemesis=" + c.Nemesis, "--time=" + c.Time.String(),
+		"--seed=" + strconv.FormatUint(seed, 10), "--store=" + store, "--quiet"}
+	if r.Bug != "" {
+		args = append(args, "--bug="+r.Bug)
+	}
+	return append(args, r.Args...)
+}
+
+func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) Outcome {
+	o := Outcome{Row: r.Name, Seed: seed, FirstInvalid: -1, Exit: -1}
+	dir := filepath.Join(store, r.Name, strconv.FormatUint(seed, 10))
+	o.Dir = dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		o.Err = err.Error()
+		return o
+	}
+	logf, err := os.Create(filepath.Join(dir, "output.txt"))
+	if err != nil {
+		o.Err = err.Error()
+		return o
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, cfg.Fencecheck, cfg.Args(r, seed, dir)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	err = cmd.Run()
+	o.Wall = time.Since(start)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		o.Exit = 0
+	case errors.As(err, &ee):
+		o.Exit = ee.ExitCode()
+	default:
+		o.Err = err.Error()
+		return o
+	}
+	res, err := readResults(dir)
+	if err != nil {
+		o.Err = "results.json: " + err.Error()
+		return o
+	}
+	o.Verdict = res.Verdict
+	o.Kinds = res.AnomalyKinds
+	if res.FirstInvalidAt != nil {
+		o.FirstInvalid = time.Duration(*res.FirstInvalidAt)
+	}
+	if res.AfterFault != nil {
+		o.AfterFault = res.AfterFault.Nemesis
+	}
+	return o
+}
+
+// results is the part of results.json the matrix reads.
+type results struct {
+	Verdict        string         `json:"verdict"`
+	FirstInvalidAt *int64         `json:"first_invalid_at_ns"`
+	AnomalyKinds   map[string]int `json:"anomaly_kinds"`
+	AfterFault     *struct {
+		Nemesis string `json:"nemesis"`
+	} `json:"after_fault"`
+}
+
+// readResults finds the one results.json under a run's store folder.
+func readResults(dir string) (*results, error) {
+	var found []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "results.json" {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		return nil, fmt.Errorf("found %d results.json files", len(found))
+	}
+	b, err := os.ReadFile(found[0])
+	if err != nil {
+		return nil, err
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Detected is whether a run of a buggy row found it: invalid.
+func (o Outcome) Detected() bool { return o.Exit == 1 && o.Verdict == "invalid" }
+
+// Passed says whether the matrix meets issue 4's bar: every bug found in at
+// least 95% of its runs (19 of 20), the correct reference never invalid.
+func (m *Matrix) Passed() bool {
+	for _, r := range m.Rows {
+		os := m.Outcomes[r.Name]
+		if len(os) == 0 {
+			return false
+		}
+		det := 0
+		for _, o := range os {
+			if r.Bug == "" && o.Exit != 0 {
+				return false
+			}
+			if o.Detected() {
+				det++
+			}
+		}
+		if r.Bug != "" && det*20 < len(os)*19 {
+			return false
+		}
+	}
+	return true
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return -1
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+}
+
+// topKinds names the anomaly kinds seen over a row's runs, most common first.
+func topKinds(os []Outcome, limit int) string {
+	count := map[string]int{}
+	for _, o := range os {
+		for k := range o.Kinds {
+			count[k]++
+		}
+	}
+	var ks []string
+	for k := range count {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if count[ks[i]] != count[ks[j]] {
+			return count[ks[i]] > count[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
+	var parts []string
+	for i, k := range ks {
+		if i == limit {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d)", k, count[k]))
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Markdown renders docs/detection.md.
+func (m *Matrix) Markdown() string {
+	var b strings.Builder
+	c := m.Config
+	fmt.Fprintf(&b, "# Detection matrix\n\n")
+	fmt.Fprintf(&b, "<!-- Generated by cmd/matrix; do not edit by hand. -->\n\n")
+	fmt.Fprintf(&b, "Regenerate with `make matrix` (SEEDS, TIME and PARALLEL override the defaults 20, 30s, 2). This file came from:\n\n")
+	fmt.Fprintf(&b, "    %s\n\n", c.Command)
+	fmt.Fprintf(&b, "Every row is the embedded memory reference (`fencecheck test --target memory --nemesis %s --time %s --seed S`), with the row's `--bug` switch and flags, over seeds %d..%d; %d runs at a time on a machine with %d CPUs; the whole matrix took %s (%s).\n\n",
+		c.Nemesis, c.Time, c.FirstSeed, c.FirstSeed+uint64(c.Seeds)-1, c.Parallel, runtime.NumCPU(), m.Elapsed.Round(time.Second), m.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "A bug is **detected** when the run's verdict is invalid (exit code 1). **Time to detection** is when the history first became invalid (results.json `first_invalid_at_ns`), in seconds since the run's start. The issue's bar: every bug detected in at least 19 of 20 seeds, the correct reference valid in 20 of 20.\n\n")
+
+	fmt.Fprintf(&b, "## Seeded bugs\n\n")
+	fmt.Fprintf(&b, "| bug | what breaks | detected | median time to detection | slowest | anomalies named (runs) | first violation after |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
+	for _, r := range m.Rows {
+		if r.Bug == "" {
+			continue
+		}
+		os := m.Outcomes[r.Name]
+		var ds []time.Duration
+		det := 0
+		after := map[string]int{}
+		for _, o := range os {
+			if o.Detected() {
+				det++
+				if o.FirstInvalid >= 0 {
+					ds = append(ds, o.FirstInvalid)
+				}
+				if o.AfterFault != "" {
+					after[o.AfterFault]++
+				}
+			}
+		}
+		slowest := time.Duration(-1)
+		for _, d := range ds {
+			slowest = max(slowest, d)
+		}
+		mark := ""
+		if len(os) > 0 && det*20 < len(os)*19 {
+			mark = " ⚠"
+		}
+		fmt.Fprintf(&b, "| `%s`%s | %s | %d/%d%s | %s | %s | %s | %s |\n", r.Bug, flagsNote(r), r.Mode, det, len(os), mark,
+			secs(median(ds)), secs(slowest), topKinds(os, 4), countList(after))
+	}
+
+	fmt.Fprintf(&b, "\n## Correct reference (false alarms)\n\n")
+	fmt.Fprintf(&b, "| configuration | valid | invalid (false alarms) | unknown | could not run |\n|---|---|---|---|---|\n")
+	for _, r := range m.Rows {
+		if r.Bug != "" {
+			continue
+		}
+		n := map[int]int{}
+		for _, o := range m.Outcomes[r.Name] {
+			n[o.Exit]++
+		}
+		other := len(m.Outcomes[r.Name]) - n[0] - n[1] - n[2]
+		fmt.Fprintf(&b, "| %s%s | %d/%d | %d | %d | %d |\n", r.Mode, flagsNote(r), n[0], len(m.Outcomes[r.Name]), n[1], n[2], other)
+	}
+
+	fmt.Fprintf(&b, "\n## Runs that missed\n\n")
+	missed := false
+	for _, r := range m.Rows {
+		for _, o := range m.Outcomes[r.Name] {
+			bad := (r.Bug != "" && !o.Detected()) || (r.Bug == "" && o.Exit != 0)
+			if bad {
+				missed = true
+				fmt.Fprintf(&b, "- %s, seed %d: exit %d, verdict %q%s. Reproduce: `fencecheck %s`\n", r.Name, o.Seed, o.Exit, o.Verdict, errSuffix(o),
+					strings.Join(c.Args(r, o.Seed, "store"), " "))
+			}
+		}
+	}
+	if !missed {
+		fmt.Fprintf(&b, "None.\n")
+	}
+	if m.Passed() {
+		fmt.Fprintf(&b, "\n**Result: meets the bar.**\n")
+	} else {
+		fmt.Fprintf(&b, "\n**Result: does not meet the bar** (see the rows marked ⚠ and the runs above).\n")
+	}
+	return b.String()
+}
+
+func flagsNote(r Row) string {
+	if len(r.Args) == 0 {
+		return ""
+	}
+	var shown []string
+	for _, a := range r.Args {
+		if strings.HasPrefix(a, "--seal-key=") {
+			a = "--seal-key=…"
+		}
+		shown = append(shown, a)
+	}
+	return " (`" + strings.Join(shown, " ") + "`)"
+}
+
+func countList(m map[string]int) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if m[ks[i]] != m[ks[j]] {
+			return m[ks[i]] > m[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s (%d)", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
+}

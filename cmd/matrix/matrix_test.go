@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, time.Duration(-1), median(nil))
+	assert.Equal(t, 2*time.Second, median([]time.Duration{3 * time.Second, time.Second, 2 * time.Second}))
+	assert.Equal(t, 1500*time.Millisecond, median([]time.Duration{time.Second, 2 * time.Second}))
+}
+
+func TestArgsCarryTheRowsFlags(t *testing.T) {
+	c := Config{Nemesis: "all", Time: 30 * time.Second}
+	row, err := selectRows([]string{"accept-forged"})
+	require.NoError(t, err)
+	args := c.Args(row[0], 7, "/s")
+	assert.Contains(t, args, "--bug=accept-forged")
+	assert.Contains(t, args, "--forge")
+	assert.Contains(t, args, "--seed=7")
+	assert.Contains(t, args, "--nemesis=all")
+	assert.Contains(t, args, "--time=30s")
+	_, err = selectRows([]string{"nope"})
+	assert.Error(t, err)
+}
+
+func TestMarkdownAndBar(t *testing.T) {
+	rows, _ := selectRows([]string{"accept-equal", "reference"})
+	m := &Matrix{Config: Config{Seeds: 2, FirstSeed: 1, Time: time.Second, Parallel: 2, Nemesis: "all", Command: "make matrix"},
+		Rows: rows, Outcomes: map[string][]Outcome{
+			"accept-equal": {
+				{Row: "accept-equal", Seed: 1, Exit: 1, Verdict: "invalid", FirstInvalid: 2 * time.Second, Kinds: map[string]int{"replay-accepted": 3}, AfterFault: "pause"},
+				{Row: "accept-equal", Seed: 2, Exit: 1, Verdict: "invalid", FirstInvalid: 4 * time.Second, Kinds: map[string]int{"replay-accepted": 1}},
+			},
+			"reference": {{Row: "reference", Seed: 1, Exit: 0, Verdict: "valid", FirstInvalid: -1}, {Row: "reference", Seed: 2, Exit: 0, Verdict: "valid", FirstInvalid: -1}},
+		}}
+	assert.True(t, m.Passed())
+	md := m.Markdown()
+	assert.Contains(t, md, "make matrix")
+	assert.Contains(t, md, "| `accept-equal` |")
+	assert.Contains(t, md, "2/2")
+	assert.Contains(t, md, "3.0 s", "median of 2 s and 4 s")
+	assert.Contains(t, md, "replay-accepted (2)")
+	assert.Contains(t, md, "meets the bar")
+
+	m.Outcomes["reference"][1] = Outcome{Row: "reference", Seed: 2, Exit: 1, Verdict: "invalid"}
+	assert.False(t, m.Passed(), "one false alarm fails the bar")
+	assert.Contains(t, m.Markdown(), "reference, seed 2: exit 1")
+}
+
+func TestReadResults(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join(dir, "memory", "20260101T000000.000Z")
+	require.NoError(t, os.MkdirAll(run, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(run, "results.json"),
+		[]byte(`{"verdict":"invalid","first_invalid_at_ns":1500000000,"anomaly_kinds":{"stale-write-accepted":2},"after_fault":{"nemesis":"restart"}}`), 0o644))
+	r, err := readResults(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "invalid", r.Verdict)
+	assert.EqualValues(t, 1500000000, *r.FirstInvalidAt)
+	assert.Equal(t, "restart", r.AfterFault.Nemesis)
+}

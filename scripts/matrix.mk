@@ -1,0 +1,15 @@
+# The detection matrix (issue 4): every seeded bug of the memory reference ×
+# --nemesis all over SEEDS seeds of TIME each, PARALLEL runs at a time, and
+# the correct reference over the same seeds; writes docs/detection.md.
+# The defaults take about 50 minutes on 2 cores. Included from the Makefile.
+SEEDS ?= 20
+TIME ?= 30s
+PARALLEL ?= 2
+ROWS ?=
+
+.PHONY: matrix
+matrix:
+	go build -o bin/fencecheck ./cmd/fencecheck
+	go run ./cmd/matrix --fencecheck bin/fencecheck --seeds $(SEEDS) --time $(TIME) --parallel $(PARALLEL) \
+		$(if $(ROWS),--rows $(ROWS)) --out docs/detection.md \
+		--command "make matrix SEEDS=$(SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)$(if $(ROWS), ROWS=$(ROWS))"
