@@ -191,7 +191,7 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 		Ports: []int{RedisPort},
 		Binds: []docker.Bind{
 			{Host: t.dataDir(), Container: dataDirInContainer},
-			{Host: t.clockDir(RedisNode), Container: clockDirInContainer},
+			{Host: t.clockDir(RedisNode), Container: clockDirInContainer, ReadOnly: true},
 		},
 	})
 	if err != nil {
@@ -202,11 +202,11 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 
 // adapterCmd is the fenced command line of an adapter container.
 func (t *Target) adapterCmd() []string {
+	// The adapter's clock reads the offset file named by ClockFileEnv.
 	return []string{"/usr/local/bin/fenced",
-		"--listen", "0.0.0.0:" + strconv.Itoa(AdapterPort),
+		"--addr", "0.0.0.0:" + strconv.Itoa(AdapterPort),
 		"--backend", "redis",
 		"--redis-addr", t.ips[RedisNode] + ":" + strconv.Itoa(RedisPort),
-		"--clock-file", clockFileInContainer,
 	}
 }
 
@@ -220,7 +220,7 @@ func (t *Target) startAdapters(ctx context.Context, image string) (harness.Endpo
 			Env:   []string{ClockFileEnv + "=" + clockFileInContainer},
 			IP:    t.ips[name],
 			Ports: []int{AdapterPort},
-			Binds: []docker.Bind{{Host: t.clockDir(name), Container: clockDirInContainer}},
+			Binds: []docker.Bind{{Host: t.clockDir(name), Container: clockDirInContainer, ReadOnly: true}},
 		})
 		if err != nil {
 			return harness.Endpoints{}, fmt.Errorf("starting %s: %w", name, err)
