@@ -9,15 +9,17 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 )
 
-var cleanRun string
+var (
+	cleanRun    string
+	cleanImages bool
+)
 
 var cleanCmd = &cobra.Command{
 	Use:   "clean",
 	Short: "Remove every container and network fencecheck left behind",
 	Long: `Remove every Docker container and network labelled fencecheck=1 (only those
 of one run with --run), and print what was removed. Nothing unlabelled is
-touched. Images are kept: they are a cache (docker rmi fencecheck/... removes
-them).`,
+touched. Images are kept (they are a cache) unless --images is given.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		cli, err := docker.Connect(cmd.Context())
@@ -26,6 +28,11 @@ them).`,
 		}
 		defer cli.Close()
 		removed, err := docker.Sweep(cmd.Context(), cli, cleanRun)
+		if err == nil && cleanImages {
+			var images []docker.Removed
+			images, err = docker.RemoveImages(cmd.Context(), cli)
+			removed = append(removed, images...)
+		}
 		for _, r := range removed {
 			fmt.Println("removed", r)
 		}
@@ -64,6 +71,7 @@ var watchdogCmd = &cobra.Command{
 
 func init() {
 	cleanCmd.Flags().StringVar(&cleanRun, "run", "", "remove only the objects of this run id")
+	cleanCmd.Flags().BoolVar(&cleanImages, "images", false, "also remove the project's images (rebuilt on the next run)")
 	watchdogCmd.Flags().StringVar(&watchdogRun, "run", "", "run id whose objects to sweep")
 	watchdogCmd.Flags().IntVar(&watchdogParent, "parent", 0, "sweep as soon as this process is gone (0: wait for stdin to close)")
 	rootCmd.AddCommand(cleanCmd, watchdogCmd)

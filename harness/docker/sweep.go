@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
@@ -18,12 +19,17 @@ import (
 
 // Removed names one object a sweep removed.
 type Removed struct {
-	Kind  string // "container" or "network"
+	Kind  string // "container", "network" or "image"
 	Name  string
 	RunID string
 }
 
-func (r Removed) String() string { return fmt.Sprintf("%s %s (run %s)", r.Kind, r.Name, r.RunID) }
+func (r Removed) String() string {
+	if r.RunID == "" {
+		return r.Kind + " " + r.Name
+	}
+	return fmt.Sprintf("%s %s (run %s)", r.Kind, r.Name, r.RunID)
+}
 
 // labelFilter selects our objects, of one run when runID is not empty.
 func labelFilter(runID string) filters.Args {
@@ -121,4 +127,28 @@ func processAlive(pidLabel string) bool {
 	}
 	err = syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// RemoveImages removes every image labelled fencecheck=1 (the build cache:
+// the next run builds what it needs again). Images in use by a container
+// are left alone and reported in the error.
+func RemoveImages(ctx context.Context, cli *client.Client) ([]Removed, error) {
+	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: labelFilter("")})
+	if err != nil {
+		return nil, wrapUnavailable(err)
+	}
+	var removed []Removed
+	var errs []error
+	for _, img := range imgs {
+		name := img.ID
+		if len(img.RepoTags) > 0 {
+			name = img.RepoTags[0]
+		}
+		if _, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing image %s: %w", name, err))
+			continue
+		}
+		removed = append(removed, Removed{Kind: "image", Name: name})
+	}
+	return removed, errors.Join(errs...)
 }
