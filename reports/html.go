@@ -72,26 +72,29 @@ type pageData struct {
 	Checks          []checkRow
 	Anomalies       []anomalyView
 	AnomaliesHidden int
-	Findings        []anomalyView
-	Metrics         []keyValue
-	Faults          []faultRow
-	FaultLegend     []keyValue
-	Throughput      *plot
-	Latency         []*plot
-	LatencyRows     []latencyRow
-	Counts          []countRow
-	CountTotal      countRow
-	Lanes           int
-	TimelineOps     int
-	TimelineNote    string
-	Logs            []logView
-	Visualizations  []keyValue
-	Files           []string
-	Config          string
-	Generated       string
-	TimelineJSON    template.JS
-	CSS             template.CSS
-	JS              template.JS
+	// Omitted anomalies were found but not listed by the checkers (they
+	// list the earliest of each kind and count the rest).
+	Omitted        int
+	Findings       []anomalyView
+	Metrics        []keyValue
+	Faults         []faultRow
+	FaultLegend    []keyValue
+	Throughput     *plot
+	Latency        []*plot
+	LatencyRows    []latencyRow
+	Counts         []countRow
+	CountTotal     countRow
+	Lanes          int
+	TimelineOps    int
+	TimelineNote   string
+	Logs           []logView
+	Visualizations []keyValue
+	Files          []string
+	Config         string
+	Generated      string
+	TimelineJSON   template.JS
+	CSS            template.CSS
+	JS             template.JS
 }
 
 type keyValue struct{ Key, Value string }
@@ -173,13 +176,18 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 	for _, c := range res.Checks {
 		row := checkRow{Checker: clip(c.Checker, 60), Model: clip(c.Model, 60), Verdict: string(c.Verdict),
 			Reason: clip(c.Reason, displayTextLimit*2), Duration: formatDuration(c.Duration), Keys: c.Keys, Ops: c.Ops}
+		for _, n := range violationKinds(c) {
+			row.Anomalies += n
+		}
+		if c.Verdict != models.Valid {
+			d.Omitted += c.OmittedAnomalies
+		}
 		for _, an := range c.Anomalies {
-			if an.Finding {
+			if !isViolation(c, an) {
 				row.Findings++
 				d.Findings = append(d.Findings, anomalyFor(a, c, an, len(d.Findings)+1))
 				continue
 			}
-			row.Anomalies++
 			if len(d.Anomalies) >= maxHTMLAnomalies {
 				d.AnomaliesHidden++
 				continue
@@ -430,7 +438,7 @@ func timelineData(a *analysis, res *Results, colors map[string]string) (timeline
 	n := 0
 	for _, c := range res.Checks {
 		for _, an := range c.Anomalies {
-			if an.Finding || n >= maxHTMLAnomalies {
+			if !isViolation(c, an) || n >= maxHTMLAnomalies {
 				continue
 			}
 			n++

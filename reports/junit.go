@@ -88,7 +88,7 @@ func marshalJUnit(r *Results) ([]byte, error) {
 		}
 		var violations, findings []models.Anomaly
 		for _, a := range c.Anomalies {
-			if a.Finding {
+			if !isViolation(c, a) {
 				findings = append(findings, a)
 			} else {
 				violations = append(violations, a)

@@ -64,7 +64,7 @@ func invalidCheck() Check {
 				Text: "write c0-2 with token 1 accepted at 0.40 s after token 2 was accepted at 0.01 s", At: 403000000},
 			{Kind: "replay-accepted", Model: "fenced-register", Key: "r1", Ops: []int64{18, 16},
 				Text: "write c0-3 with token 1 accepted at 0.41 s although token 1 had already written c0-2", At: 405000000},
-		}},
+		}, KindCounts: map[string]int{"stale-write-accepted": 5, "replay-accepted": 1}, OmittedAnomalies: 4},
 		{Checker: "direct", Model: "issuer", Verdict: models.Invalid, Keys: 1, Ops: 3, Anomalies: []models.Anomaly{
 			{Kind: "token-regression", Model: "issuer", Key: "r1", Ops: []int64{14, 6},
 				Text: "acquire returned token 1 at 0.40 s after an acquire returned token 2 at 0.01 s", At: 401000000},
@@ -73,6 +73,10 @@ func invalidCheck() Check {
 		}},
 		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Invalid, Keys: 1, Ops: 11, Anomalies: []models.Anomaly{
 			{Kind: "not-linearizable", Model: "fenced-register", Key: "r1", Ops: []int64{16, 18, 20}, Text: "key r1: no linearization", At: 407000000},
+		}},
+		// A passing check may still report what it saw: those are findings.
+		{Checker: "direct", Model: "lease", Verdict: models.Valid, Ops: 4, Anomalies: []models.Anomaly{
+			{Kind: "lease-overlap", Model: "lease", Key: "r1", Ops: []int64{0, 6}, Text: "p0 and p1 both held r1 for 3 ms", At: 8000000},
 		}},
 	}, Metrics: map[string]any{"lease-overlap": 2, "max-token": "2"}, Visualizations: map[string]string{"r1": "porcupine-r1.html"}}
 }
@@ -118,12 +122,13 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	dir, res := runFixture(t, "invalid", invalidCheck(), nil)
 	assert.Equal(t, models.Invalid, res.Verdict)
 	assert.Equal(t, 1, res.ExitCode)
-	assert.Equal(t, map[string]int{"stale-write-accepted": 1, "replay-accepted": 1, "token-regression": 1, "not-linearizable": 1}, res.AnomalyKinds)
+	assert.Equal(t, map[string]int{"stale-write-accepted": 5, "replay-accepted": 1, "token-regression": 1, "not-linearizable": 1}, res.AnomalyKinds,
+		"counted from KindCounts where a checker lists only the earliest of each kind; the lease finding is no violation")
 	require.NotNil(t, res.FirstInvalidAt)
 	assert.EqualValues(t, 401000000, *res.FirstInvalidAt, "the earliest violation; findings do not count")
 	require.NotNil(t, res.AfterFault)
 	assert.Equal(t, FaultRef{Nemesis: "restart", Start: 200000000, Delay: 201000000}, *res.AfterFault)
-	assert.Contains(t, res.Summary, "4 anomalies")
+	assert.Contains(t, res.Summary, "8 anomalies")
 	assert.Contains(t, res.Summary, "after restart started")
 
 	page := readFile(t, dir, ReportFile)
@@ -136,12 +141,15 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	assertHas(t, page, `href="#op-16"`)
 	assertHas(t, page, `class="wrap">c0-2</td>`, "the anomaly's operations are tabulated")
 	assertHas(t, page, "tokens-unauthenticated", "findings are listed")
+	assertHas(t, page, "p0 and p1 both held r1 for 3 ms")
+	assertHas(t, page, "4 more anomalies", "omitted anomalies are said")
 	assertHas(t, page, `href="porcupine-r1.html"`)
 	assert.Equal(t, 4, strings.Count(page, `<li class="anomaly" id="anomaly-`))
 
 	suites := parseJUnit(t, readFile(t, dir, JUnitFile))
-	assert.Equal(t, 3, suites.Tests)
+	assert.Equal(t, 4, suites.Tests)
 	assert.Equal(t, 3, suites.Failures)
+	assert.Contains(t, suites.Suites[0].Cases[3].SystemOut, "lease-overlap")
 	var failures []string
 	for _, c := range suites.Suites[0].Cases {
 		if c.Failure != nil {
@@ -281,7 +289,7 @@ func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
 	b, err := os.ReadFile("testdata/valid.jsonl")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), b, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"seed":42,"nemesis":"pause,clock","command":"fencecheck test --target redis"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"seed":42,"nemesis":"pause,clock","command":["fencecheck","test","--target","redis"],"semantics":{"equal":"accept","scope":"global"}}`), 0o644))
 
 	_, err = Regenerate(dir, nil)
 	require.Error(t, err, "no results.json and no checker: nothing to render")
@@ -291,6 +299,9 @@ func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
 	assert.Equal(t, "redis", res.Run.Target, "target from the folder name")
 	assert.EqualValues(t, 42, res.Run.Seed)
 	assert.Equal(t, []string{"pause", "clock"}, res.Run.Nemeses)
+	assert.Equal(t, "fencecheck test --target redis", res.Run.Command)
+	require.NotNil(t, res.Run.Semantics)
+	assert.Equal(t, models.EqualAccept, res.Run.Semantics.Equal)
 	assert.Equal(t, testStart, res.Run.Start, "start from the folder name")
 }
 
@@ -368,5 +379,6 @@ func assertNoExternalResources(t *testing.T, page string) {
 	for _, bad := range []string{`src="http`, `href="http`, "@import", "url(http", "//fonts.", "cdn"} {
 		assertHasNot(t, page, bad)
 	}
-	assert.False(t, bytes.Contains([]byte(page), []byte("<link ")), "no linked stylesheets")
+	assert.Equal(t, 1, bytes.Count([]byte(page), []byte("<link ")), "no linked stylesheets")
+	assertHas(t, page, `<link rel="icon" href="data:,">`, "the only link: an empty icon, so the browser asks for no favicon")
 }

@@ -68,6 +68,9 @@ type Check struct {
 	// (any invalid -> invalid, else any unknown -> unknown, else valid).
 	Verdict models.Verdict
 	Results []models.Result
+	// Reason says why the verdict is what it is when the results alone do
+	// not (e.g. "only 4 operations completed": unknown).
+	Reason string
 	// FirstInvalidAt is the history time (ns) at which the history first
 	// showed a violation; 0 means "derive from the anomalies".
 	FirstInvalidAt int64
@@ -92,7 +95,9 @@ type Results struct {
 	// ExitCode is the process exit code this verdict maps to (0, 1, 2).
 	ExitCode int `json:"exit_code"`
 	// Summary is the verdict in one sentence.
-	Summary  string        `json:"summary"`
+	Summary string `json:"summary"`
+	// Reason is the overall reason given with the verdict, if any.
+	Reason   string        `json:"reason,omitempty"`
 	Run      RunInfo       `json:"run"`
 	Duration time.Duration `json:"duration_ns"`
 	// FirstInvalidAt is the time to detection: history time (ns since the
@@ -189,6 +194,7 @@ func buildResults(info RunInfo, check Check, a *analysis, files Files, now time.
 		ExitCode:      ExitCode(verdict),
 		Run:           info,
 		Duration:      info.Duration(),
+		Reason:        clip(check.Reason, 2000),
 		Checks:        check.Results,
 		Metrics:       check.Metrics,
 		Latency:       a.latencies(),
@@ -209,15 +215,14 @@ func buildResults(info RunInfo, check Check, a *analysis, files Files, now time.
 		ByOp: a.Counts, TamperedWrites: a.Tampered, Faults: len(a.Faults)}
 	first := int64(-1)
 	for _, res := range check.Results {
-		for _, an := range res.Anomalies {
-			if an.Finding {
-				continue
-			}
+		for kind, n := range violationKinds(res) {
 			if r.AnomalyKinds == nil {
 				r.AnomalyKinds = map[string]int{}
 			}
-			r.AnomalyKinds[an.Kind]++
-			if first < 0 || an.At < first {
+			r.AnomalyKinds[kind] += n
+		}
+		for _, an := range res.Anomalies {
+			if isViolation(res, an) && (first < 0 || an.At < first) {
 				first = an.At
 			}
 		}
@@ -232,6 +237,34 @@ func buildResults(info RunInfo, check Check, a *analysis, files Files, now time.
 	r.Notes = append(append([]string(nil), info.Notes...), a.Notes...)
 	r.Summary = summarize(r)
 	return r
+}
+
+// isViolation tells a violation from a finding. A check that passed can
+// still report observations (lease overlaps that fencing survived); those are
+// findings even when the checker did not mark them so.
+func isViolation(res models.Result, an models.Anomaly) bool {
+	return !an.Finding && res.Verdict != models.Valid
+}
+
+// violationKinds counts a result's violations by kind. A checker that lists
+// only the earliest anomaly of each kind counts them all in KindCounts.
+func violationKinds(res models.Result) map[string]int {
+	out := map[string]int{}
+	if res.Verdict == models.Valid {
+		return out
+	}
+	if len(res.KindCounts) > 0 {
+		for k, n := range res.KindCounts {
+			out[k] = n
+		}
+		return out
+	}
+	for _, an := range res.Anomalies {
+		if !an.Finding {
+			out[an.Kind]++
+		}
+	}
+	return out
 }
 
 // faultBefore is the latest fault that started at or before t.
@@ -285,10 +318,18 @@ func summarize(r *Results) string {
 		fmt.Fprintf(&b, ": %d operations on %d keys checked, no violation", r.Counts.Ops, r.Counts.Keys)
 	default:
 		var reasons []string
+		if r.Reason != "" {
+			reasons = append(reasons, r.Reason)
+		}
 		for _, c := range r.Checks {
 			if c.Verdict != models.Valid && c.Reason != "" {
 				reasons = append(reasons, c.Checker+"/"+c.Model+": "+c.Reason)
 			}
+		}
+		if len(reasons) == 0 {
+			// A gate (too few operations, a fault that never ran) turned a
+			// valid history into unknown: the run's notes say why.
+			reasons = r.Run.Notes
 		}
 		if len(reasons) > 0 {
 			b.WriteString(": ")

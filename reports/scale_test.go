@@ -25,7 +25,7 @@ func TestReportScales(t *testing.T) {
 				t.Skip("100k operations: run without -short")
 			}
 			dir := t.TempDir()
-			info, check := synthRun(t, dir, tc.ops)
+			info, check := synthRun(t, dir, tc.ops, true)
 			start := time.Now()
 			res, err := Write(dir, info, check)
 			elapsed := time.Since(start)

@@ -128,20 +128,31 @@ func loadRun(dir string) (RunInfo, Check, bool) {
 		return info, check, true
 	}
 	var loose struct {
-		RunID     string            `json:"run_id"`
-		Target    string            `json:"target"`
-		Seed      int64             `json:"seed"`
-		Command   string            `json:"command"`
-		Start     time.Time         `json:"start"`
-		End       time.Time         `json:"end"`
-		Nemesis   json.RawMessage   `json:"nemesis"`
-		Nemeses   []string          `json:"nemeses"`
-		Semantics *models.Semantics `json:"semantics"`
+		RunID      string            `json:"run_id"`
+		Target     string            `json:"target"`
+		TargetName string            `json:"target_name"`
+		Seed       json.Number       `json:"seed"`
+		Command    json.RawMessage   `json:"command"` // a string, or argv
+		Start      time.Time         `json:"start"`
+		End        time.Time         `json:"end"`
+		Nemesis    json.RawMessage   `json:"nemesis"`
+		Nemeses    []string          `json:"nemeses"`
+		Semantics  *models.Semantics `json:"semantics"`
 	}
 	if cfgErr == nil {
 		_ = json.Unmarshal(cfg, &loose) // best effort: any field may be missing
 	}
-	info.RunID, info.Target, info.Seed, info.Command = loose.RunID, loose.Target, loose.Seed, loose.Command
+	info.RunID, info.Target = loose.RunID, loose.Target
+	if info.Target == "" {
+		info.Target = loose.TargetName
+	}
+	if n, err := loose.Seed.Int64(); err == nil {
+		info.Seed = n
+	}
+	var argv []string
+	if json.Unmarshal(loose.Command, &info.Command) != nil && json.Unmarshal(loose.Command, &argv) == nil {
+		info.Command = strings.Join(argv, " ")
+	}
 	info.Start, info.End, info.Semantics, info.Nemeses = loose.Start, loose.End, loose.Semantics, loose.Nemeses
 	if info.Nemeses == nil && len(loose.Nemesis) > 0 {
 		var s string
