@@ -1,0 +1,356 @@
+package models
+
+// The fast checker: a polynomial-time decision procedure for the fenced
+// register and the issuer that uses what Porcupine cannot know: accepted
+// writes are totally ordered by their tokens.
+//
+// # The fenced register, per key
+//
+// The sequential specification (the same as the Porcupine model): the state
+// is (high-water, value, token of value), initially (none, "", none). A write
+// with a valid token t is accepted iff there is no high-water yet or t > hw
+// (equal=reject; t ≥ hw under equal=accept); it then sets all three. A write
+// whose token is missing or malformed (or, for an authenticated target,
+// unsealed) is never accepted. A stale rejection
+// (fail, error "stale") of a valid token t is legal iff a high-water exists
+// and hw ≥ t (equal=reject; hw > t under accept). Other failures change
+// nothing. A read returns (value, token of value). An info write may or may
+// not take effect, at any moment after its call.
+//
+// A history is linearizable iff the operations can be given points p(op) in
+// their closed intervals [Call, Return] (Return = ∞ for info) such that
+// executing them in order of p (ties broken suitably) is legal. (Given any
+// linear order extending real-time order, p(x) = max of the calls of x and
+// everything before it is such an assignment; the converse is immediate.)
+//
+// Elements. Every ok write with a valid token is accepted, and so is every
+// info write whose value some read returned (values are unique); these are
+// the forced elements. Info writes with a valid token that no read returned
+// are optional: the checker decides whether they took effect. Reads pin
+// themselves to the write whose value they returned ("" pins to the initial
+// state). Locally checkable facts (an accepted write without a valid token, a
+// read of a rejected or unknown value or with the wrong token) are reported
+// before the search.
+//
+// The chain. Accepted writes raise the high-water, so in any linearization
+// they appear in nondecreasing token order (strictly increasing under
+// reject: two forced writes with one token are a violation, an optional write
+// sharing a forced write's token can never be accepted, and of several
+// optional writes sharing a token at most one can be, and the one with the
+// earliest call dominates). Writes with equal tokens (accept only) form a
+// group whose inner order is free. For an element e let g(e) = max(Call(e),
+// calls of the reads of e) and R(e) = min(Return(e), returns of the reads of
+// e). A chain of chosen elements is realisable iff, walking it in order with
+// frontier f (initially the latest call of the reads of the initial state),
+// each element e can be placed at p(e) = max(f, Call(e)) ≤ R(e), after which
+// f := max(f, g(e)): the reads of e sit in [max(Call(r), p(e)), min(Return(r),
+// p(next))], which is non-empty exactly under these inequalities. This
+// earliest placement is optimal: p and f are monotone in every earlier
+// choice, and every constraint has the form "some maximum ≤ some deadline",
+// so any feasible placement has points at least as late as the greedy ones
+// (induction along the chain) and the greedy meets every deadline that it
+// meets. Inside an equal-token group the final f is the same for every order
+// (it is the max of all g), and an order exists iff the backward greedy —
+// repeatedly put last an element whose R is ≥ the largest g of the others,
+// choosing among those the one with the largest g — empties the group
+// (exchange argument: swapping that choice for any other candidate never
+// raises a prefix maximum).
+//
+// Stale rejections. A stale rejection s of token t needs some accepted write
+// w with token ≥ θ (θ = t under reject, t+1 under accept) and p(w) ≤
+// Return(s); s itself changes nothing, so it can then sit just after w. As p
+// is monotone along the chain, it suffices that the FIRST chosen element
+// with token ≥ θ meets the deadline Return(s).
+//
+// Choosing the optional writes exactly. Walk the token groups in increasing
+// order keeping a set of states (f, D): f the frontier, D the tightest
+// deadline of the stale rejections whose θ lies above the last chosen token
+// and at or below the current one (∞ if none). A state with smaller f and
+// larger D dominates: every future constraint is monotone in both. At a group
+// every state first folds in the deadlines of the stale rejections with θ in
+// (previous token, this token]; states with f > D are dead. An optional-only
+// group may be skipped (state unchanged) or entered through its earliest-
+// called write u, giving (max(f, Call(u)), ∞) when max(f, Call(u)) ≤ D. A
+// group with forced elements must be entered: its first element must meet D,
+// and it is either a forced e with g(e) ≤ R of every other member (option a)
+// or the group's earliest optional write (option b, a strictly worse f, so
+// only when a fails); the result is (max(f, max g of the group [, Call(u)]),
+// ∞). Other optional members would only raise f and are never chosen. The
+// non-dominated states form a staircase (f and D both increasing) with at
+// most one D = ∞ state; every step above is a binary search or a truncation
+// of it, so a key of n operations is checked in O(n log n) time after
+// sorting. The history is linearizable iff a state with D = ∞ survives the
+// last group and no stale rejection lies above every token. Because the
+// states are exactly the non-dominated summaries of every choice of optional
+// writes, this decision is exact, not greedy.
+//
+// # The issuer
+//
+// Per lock (scope per-lock) or over all locks (scope global): ok acquires
+// must be orderable by strictly increasing token consistently with real
+// time, i.e. no two share a token and none returns a token ≤ that of an
+// acquire that completed before it began. One sweep in call order against
+// the acquires sorted by return checks it.
+//
+// # Memory
+//
+// Add keeps one fixed-size record per client operation (fastOpBytes = 56
+// bytes) plus the bytes of its value, grouped by key; no event is kept. The
+// check then works one key at a time with about 100 more bytes per operation
+// of that key.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+)
+
+// fastKind is what a record is.
+type fastKind uint8
+
+const (
+	fastWriteOk    fastKind = iota // accepted write
+	fastWriteInfo                  // unknown outcome
+	fastWriteStale                 // definite rejection, error "stale"
+	fastWriteFail                  // any other definite rejection
+	fastRead                       // ok read
+	fastAcquire                    // ok acquire
+)
+
+// fastOp is the compact record of one operation. Value text lives in the
+// key's arena (text[off:off+n]).
+type fastOp struct {
+	id   int64
+	call int64
+	ret  int64 // Never for info
+	tok  uint64
+	val  uint64 // FNV-1a of the value, to match reads to writes
+	off  uint32
+	n    uint32
+	kind fastKind
+	ts   TokenState
+	// tampered: the strip proxy changed this write's token.
+	tampered bool
+	sealed   bool
+}
+
+const fastOpBytes = int(unsafe.Sizeof(fastOp{}))
+
+// fastKey holds one key's (or one issuer scope's) records.
+type fastKey struct {
+	name string
+	ops  []fastOp
+	text []byte
+}
+
+func (k *fastKey) value(o *fastOp) string { return string(k.text[o.off : o.off+o.n]) }
+
+// FastChecker is the streaming front of the fast checker: feed it every
+// operation the Pairer yields (in any order), then call Results.
+type FastChecker struct {
+	sem       Semantics
+	keys      map[string]*fastKey
+	keyOrder  []*fastKey
+	locks     map[string]*fastKey
+	lockOrder []*fastKey
+	regOps    int
+	acqOps    int
+	// MaxAnomaliesPerKey bounds the explanations kept per key (default 3).
+	MaxAnomaliesPerKey int
+	// ctx, when set, is checked between keys.
+	ctx context.Context
+}
+
+func (c *FastChecker) interrupted() error {
+	if c.ctx == nil {
+		return nil
+	}
+	return c.ctx.Err()
+}
+
+// NewFastChecker returns an empty checker for the declared semantics.
+func NewFastChecker(sem Semantics) *FastChecker {
+	if sem.Equal == "" {
+		sem.Equal = EqualReject
+	}
+	if sem.Scope == "" {
+		sem.Scope = ScopePerLock
+	}
+	return &FastChecker{sem: sem, keys: map[string]*fastKey{}, locks: map[string]*fastKey{}, MaxAnomaliesPerKey: 3}
+}
+
+func fnv64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Add records one paired operation. Operations the models ignore (failed
+// or unknown reads, renew, release, failed or unknown acquires) are dropped.
+func (c *FastChecker) Add(op *Op) {
+	switch op.F {
+	case history.Write, history.Read:
+		var kind fastKind
+		switch {
+		case op.F == history.Read && op.Outcome == OutcomeOk:
+			kind = fastRead
+		case op.F == history.Read:
+			return
+		case op.Outcome == OutcomeOk:
+			kind = fastWriteOk
+		case op.Outcome == OutcomeInfo:
+			kind = fastWriteInfo
+		case op.Error == "stale":
+			kind = fastWriteStale
+		default:
+			kind = fastWriteFail
+		}
+		k := c.keys[op.Key]
+		if k == nil {
+			k = &fastKey{name: op.Key}
+			c.keys[op.Key] = k
+			c.keyOrder = append(c.keyOrder, k)
+		}
+		ret := op.Return
+		if op.Outcome == OutcomeInfo {
+			ret = Never
+		}
+		k.ops = append(k.ops, fastOp{id: op.ID, call: op.Call, ret: ret, tok: op.Token.N, val: fnv64(op.Value),
+			off: uint32(len(k.text)), n: uint32(len(op.Value)), kind: kind, ts: op.Token.State, tampered: op.Tampered != "", sealed: op.Token.Seal != ""})
+		k.text = append(k.text, op.Value...)
+		c.regOps++
+	case history.Acquire:
+		if op.Outcome != OutcomeOk {
+			return
+		}
+		scope := op.Key
+		if c.sem.Scope == ScopeGlobal {
+			scope = ""
+		}
+		k := c.locks[scope]
+		if k == nil {
+			k = &fastKey{name: scope}
+			c.locks[scope] = k
+			c.lockOrder = append(c.lockOrder, k)
+		}
+		k.ops = append(k.ops, fastOp{id: op.ID, call: op.Call, ret: op.Return, tok: op.Token.N,
+			off: uint32(len(k.text)), n: uint32(len(op.Key)), kind: fastAcquire, ts: op.Token.State})
+		k.text = append(k.text, op.Key...)
+		c.acqOps++
+	}
+}
+
+// Results decides both models over everything added so far.
+func (c *FastChecker) Results() []Result {
+	return []Result{c.RegisterResult(), c.IssuerResult()}
+}
+
+// RegisterResult decides the fenced-register model.
+func (c *FastChecker) RegisterResult() Result {
+	start := time.Now()
+	res := Result{Checker: CheckerFast, Model: ModelRegister, Verdict: Valid, Keys: len(c.keyOrder), Ops: c.regOps}
+	var unknown []string
+	for i, k := range c.keyOrder {
+		if err := c.interrupted(); err != nil {
+			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d keys left", err, len(c.keyOrder)-i, len(c.keyOrder)))
+			break
+		}
+		out := checkRegisterKey(k, c.sem, c.MaxAnomaliesPerKey)
+		if out.unknown != "" {
+			unknown = append(unknown, fmt.Sprintf("key %s: %s", k.name, out.unknown))
+		}
+		res.Anomalies = append(res.Anomalies, out.anomalies...)
+	}
+	finishResult(&res, unknown)
+	res.Duration = time.Since(start)
+	return res
+}
+
+// IssuerResult decides the issuer model.
+func (c *FastChecker) IssuerResult() Result {
+	start := time.Now()
+	res := Result{Checker: CheckerFast, Model: ModelIssuer, Verdict: Valid, Keys: len(c.lockOrder), Ops: c.acqOps}
+	var unknown []string
+	for i, k := range c.lockOrder {
+		if err := c.interrupted(); err != nil {
+			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d locks left", err, len(c.lockOrder)-i, len(c.lockOrder)))
+			break
+		}
+		res.Anomalies = append(res.Anomalies, checkIssuerScope(k, c.sem, c.MaxAnomaliesPerKey)...)
+	}
+	finishResult(&res, unknown)
+	res.Duration = time.Since(start)
+	return res
+}
+
+func finishResult(res *Result, unknown []string) {
+	sort.SliceStable(res.Anomalies, func(i, j int) bool { return res.Anomalies[i].At < res.Anomalies[j].At })
+	for _, a := range res.Anomalies {
+		if !a.Finding {
+			res.Verdict = Invalid
+			break
+		}
+	}
+	if res.Verdict != Invalid && len(unknown) > 0 {
+		res.Verdict = Unknown
+	}
+	if len(unknown) > 0 {
+		res.Reason = strings.Join(unknown, "; ")
+	}
+}
+
+// CheckFast pairs an in-memory history and runs the fast checker on it.
+func CheckFast(events []history.Event, sem Semantics) ([]Result, error) {
+	c := NewFastChecker(sem)
+	p := NewPairer()
+	for _, e := range events {
+		op, err := p.Add(e)
+		if err != nil {
+			return nil, err
+		}
+		if op != nil {
+			c.Add(op)
+		}
+	}
+	for _, op := range p.Finish() {
+		c.Add(op)
+	}
+	return c.Results(), nil
+}
+
+// CheckFastStream reads a history from r, pairing and checking as it goes:
+// only the open operations and the compact records are held.
+func CheckFastStream(r io.Reader, sem Semantics) ([]Result, error) {
+	c := NewFastChecker(sem)
+	p := NewPairer()
+	rd := history.NewReader(r)
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		op, err := p.Add(e)
+		if err != nil {
+			return nil, err
+		}
+		if op != nil {
+			c.Add(op)
+		}
+	}
+	for _, op := range p.Finish() {
+		c.Add(op)
+	}
+	return c.Results(), nil
+}

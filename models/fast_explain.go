@@ -1,0 +1,256 @@
+package models
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Explanations for the fast checker's register search. They run once, when
+// the search has failed, and look for the smallest set of operations that
+// cannot be ordered: first a conflict among writes that certainly took
+// effect (two or three operations), then a stale rejection no write can
+// justify on its own, and only then the general case.
+
+// explainFailure is called when the search died at group gi (len(groups):
+// at the end).
+func (c *regCheck) explainFailure(gi int) {
+	upto := gi
+	if upto >= len(c.groups) {
+		upto = len(c.groups) - 1
+	}
+	fBefore, fByBefore, found := c.forcedConflict(upto)
+	if found {
+		return
+	}
+	// Stale rejections whose threshold the search had reached.
+	limit := uint64(0)
+	all := gi >= len(c.groups)
+	if !all {
+		limit = c.groups[gi].tok
+	}
+	for si := range c.stale {
+		s := &c.stale[si]
+		if !all && s.theta > limit {
+			break
+		}
+		if c.staleAlone(s, fBefore, fByBefore) {
+			return
+		}
+	}
+	// The general case: each requirement can be met alone, not all at once.
+	var ops []int32
+	var names []string
+	for si := range c.stale {
+		s := &c.stale[si]
+		if !all && s.theta > limit {
+			break
+		}
+		if len(ops) < 3 {
+			ops = append(ops, s.op)
+			names = append(names, fmt.Sprintf("%s (rejected as stale at %s)", c.name(s.op), secs(s.ret)))
+		}
+	}
+	var infos []string
+	for x := 0; x < len(c.groups) && (all || x <= gi); x++ {
+		if u := c.groups[x].optional; u != nil && len(infos) < 3 {
+			ops = append(ops, u.w)
+			infos = append(infos, c.name(u.w))
+		}
+	}
+	text := "no choice of which unknown-outcome writes took effect justifies "
+	text += joinNames(names)
+	if !all {
+		if g := &c.groups[gi]; len(g.forced) > 0 {
+			st := c.stats(g)
+			e := &g.forced[st.minRBy]
+			ops = append(ops, e.w)
+			text += fmt.Sprintf(" while letting %s take effect by %s", c.name(e.w), secs(e.r))
+		}
+	}
+	if len(infos) > 0 {
+		text += " (candidates: " + joinNames(infos) + ")"
+	}
+	c.report(KindNotLinearizable, text, ops...)
+}
+
+func joinNames(ns []string) string {
+	switch len(ns) {
+	case 0:
+		return "the history"
+	case 1:
+		return ns[0]
+	}
+	s := ns[0]
+	for _, n := range ns[1 : len(ns)-1] {
+		s += ", " + n
+	}
+	return s + " and " + ns[len(ns)-1]
+}
+
+// forcedConflict sweeps the forced writes of groups 0..upto alone (the
+// earliest possible frontier) and reports the first pair that cannot be
+// ordered. It returns the frontier before each group for staleAlone.
+func (c *regCheck) forcedConflict(upto int) (fBefore []int64, fBy []int32, found bool) {
+	f, by := c.f0, c.f0By
+	fBefore = make([]int64, len(c.groups)+1)
+	fBy = make([]int32, len(c.groups)+1)
+	for gi := range c.groups {
+		fBefore[gi], fBy[gi] = f, by
+		g := &c.groups[gi]
+		if len(g.forced) == 0 {
+			continue
+		}
+		if gi <= upto {
+			for i := range g.forced {
+				if e := &g.forced[i]; f > e.r {
+					c.explainPair(c.bestBlame(gi, by, e.r), e)
+					return fBefore, fBy, true
+				}
+			}
+			if st := c.stats(g); !st.orderable {
+				c.explainGroup(g, st.stuck)
+				return fBefore, fBy, true
+			}
+		}
+		for i := range g.forced {
+			if e := &g.forced[i]; e.g > f {
+				f, by = e.g, e.gBy
+			}
+		}
+	}
+	fBefore[len(c.groups)], fBy[len(c.groups)] = f, by
+	return fBefore, fBy, false
+}
+
+// bestBlame prefers, among the forced writes before group gi, one whose own
+// call came after deadline (a stale write accepted) over the read that
+// pushed the frontier (a stale read): the write is the root cause.
+func (c *regCheck) bestBlame(gi int, by int32, deadline int64) int32 {
+	for x := 0; x < gi; x++ {
+		for i := range c.groups[x].forced {
+			if e := &c.groups[x].forced[i]; e.call > deadline {
+				return e.w
+			}
+		}
+	}
+	return by
+}
+
+// readOf is the write whose value read i returned (-1: the initial state).
+func (c *regCheck) readOf(i int32) int32 {
+	o := &c.k.ops[i]
+	if o.n == 0 {
+		return -1
+	}
+	if wi, ok := c.byVal[o.val]; ok {
+		return wi
+	}
+	return -1
+}
+
+// explainPair: the op "by" (a write's call or a read's call) forces the
+// frontier past e's deadline e.r, although e's token is newer.
+func (c *regCheck) explainPair(by int32, e *regElem) {
+	ops := c.k.ops
+	later := fmt.Sprintf("%s %s", c.name(e.w), c.applied(e))
+	if e.rBy != e.w {
+		later = fmt.Sprintf("%s had returned %s at %s", c.name(e.rBy), c.readSaw(e.rBy), secs(ops[e.rBy].ret))
+	}
+	b := &ops[by]
+	if b.kind == fastRead {
+		w := c.readOf(by)
+		c.report(KindStaleRead, fmt.Sprintf("%s began at %s and returned %s, but %s, with a newer token, before that read began",
+			c.name(by), secs(b.call), c.readSaw(by), later), by, w, e.w, e.rBy)
+		return
+	}
+	c.report(KindStaleWriteAccepted, fmt.Sprintf("%s took effect (%s) although it was invoked only at %s, after %s: its token is older",
+		c.name(by), c.appliedOp(by), secs(b.call), later), by, e.w, e.rBy)
+}
+
+func (c *regCheck) appliedOp(w int32) string {
+	for gi := range c.groups {
+		for x := range c.groups[gi].forced {
+			if c.groups[gi].forced[x].w == w {
+				return c.applied(&c.groups[gi].forced[x])
+			}
+		}
+	}
+	return "returned at " + secs(c.k.ops[w].ret)
+}
+
+// explainGroup: writes sharing a token (equal=accept) whose reads pin them
+// in an impossible order.
+func (c *regCheck) explainGroup(g *regGroup, stuck []regElem) {
+	// Prefer a 2-cycle: each must come after the other.
+	for i := range stuck {
+		for j := range stuck {
+			x, y := &stuck[i], &stuck[j]
+			if i != j && x.g > y.r && y.g > x.r {
+				c.report(KindNotLinearizable, fmt.Sprintf("%s and %s both carried token %d and cannot be ordered: %s began at %s, after %s returned at %s, and %s began at %s, after %s returned at %s",
+					c.name(x.w), c.name(y.w), g.tok,
+					c.name(x.gBy), secs(x.g), c.name(y.rBy), secs(y.r),
+					c.name(y.gBy), secs(y.g), c.name(x.rBy), secs(x.r)),
+					x.w, x.gBy, y.rBy, y.w, y.gBy, x.rBy)
+				return
+			}
+		}
+	}
+	var ops []int32
+	var names []string
+	for i := range stuck {
+		if i < 4 {
+			ops = append(ops, stuck[i].w, stuck[i].gBy, stuck[i].rBy)
+			names = append(names, c.name(stuck[i].w))
+		}
+	}
+	c.report(KindNotLinearizable, fmt.Sprintf("the %d writes with token %d (%s) cannot be ordered consistently with the reads of their values", len(stuck), g.tok, joinNames(names)), ops...)
+}
+
+// staleAlone reports s if no write with a token at least θ can be placed
+// before s returned even on its own, and says whether it did.
+func (c *regCheck) staleAlone(s *staleReq, fBefore []int64, fBy []int32) bool {
+	best, bestW, bestBy := Never, int32(-1), int32(-1)
+	for gi := range c.groups {
+		g := &c.groups[gi]
+		if g.tok < s.theta {
+			continue
+		}
+		try := func(call int64, w int32) {
+			p, by := fBefore[gi], fBy[gi]
+			if call >= p {
+				p, by = call, w
+			}
+			if p < best {
+				best, bestW, bestBy = p, w, by
+			}
+		}
+		if len(g.forced) > 0 {
+			if st := c.stats(g); st.cABy >= 0 {
+				try(st.cA, st.cABy)
+			}
+		}
+		if g.optional != nil {
+			try(g.optional.call, g.optional.w)
+		}
+	}
+	if best <= s.ret {
+		return false
+	}
+	o := &c.k.ops[s.op]
+	cmp := "≥"
+	if c.sem.Equal == EqualAccept {
+		cmp = ">"
+	}
+	head := fmt.Sprintf("%s was rejected as stale at %s, but no write with a token %s %s could have taken effect by then",
+		c.name(s.op), secs(o.ret), cmp, strconv.FormatUint(o.tok, 10))
+	if bestW < 0 {
+		c.report(KindFalseStaleRejection, head+": the history has none", s.op)
+		return true
+	}
+	why := fmt.Sprintf("the earliest, %s, was invoked at %s", c.name(bestW), secs(c.k.ops[bestW].call))
+	if bestBy != bestW && bestBy >= 0 {
+		why = fmt.Sprintf("the earliest, %s, must follow %s, which began at %s", c.name(bestW), c.name(bestBy), secs(c.k.ops[bestBy].call))
+	}
+	c.report(KindFalseStaleRejection, head+": "+why, s.op, bestW, bestBy)
+	return true
+}
