@@ -60,8 +60,10 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: opts.Endpoints,
 		// Keep-alives let the client notice a frozen or cut-off member and
-		// move to another one instead of waiting on a dead connection.
-		DialKeepAliveTime:    2 * time.Second,
+		// move to another one instead of waiting on a dead connection; gRPC
+		// allows no ping interval below 10 s, so requests that land on such
+		// a member time out (info) for about that long.
+		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 	})
 	if err != nil {

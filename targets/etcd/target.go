@@ -277,17 +277,26 @@ func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 // memberURL is a member's client URL as the host reaches it: through its
 // published port on 127.0.0.1, never the container IP.
 func (t *Target) memberURL(name string) string {
-	c, err := t.runtime().Container(name)
+	rt, err := t.running()
+	if err != nil {
+		return ""
+	}
+	c, err := rt.Container(name)
 	if err != nil {
 		return ""
 	}
 	return "http://" + c.Addr(clientPort)
 }
 
-func (t *Target) runtime() *docker.Runtime {
+// running returns the runtime, or an error once the target is stopped (a
+// nemesis's final heal may come after Stop).
+func (t *Target) running() (*docker.Runtime, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.rt
+	if t.rt == nil {
+		return nil, errors.New("etcd target is not running")
+	}
+	return t.rt, nil
 }
 
 // Stop saves every node's log into env.Dir/logs, then removes the
@@ -384,7 +393,7 @@ func (t *Target) memberStatus(ctx context.Context, name string) (id, leader uint
 // through their published ports. It logs nothing: the harness's output is
 // for the run, and failures come back as errors.
 func hostClient(endpoints []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
 }
 
 // retryFor calls fn (each call bounded to 5 s) until it succeeds or limit
@@ -408,27 +417,39 @@ func retryFor(ctx context.Context, limit time.Duration, fn func(context.Context)
 
 // PauseNode freezes a member or an adapter (freezer cgroup).
 func (t *Target) PauseNode(ctx context.Context, name string) error {
+	rt, err := t.running()
+	if err != nil {
+		return err
+	}
 	if _, err := t.node(name); err != nil {
 		return err
 	}
-	return t.runtime().Pause(ctx, name)
+	return rt.Pause(ctx, name)
 }
 
 // ResumeNode thaws it.
 func (t *Target) ResumeNode(ctx context.Context, name string) error {
+	rt, err := t.running()
+	if err != nil {
+		return err
+	}
 	if _, err := t.node(name); err != nil {
 		return err
 	}
-	return t.runtime().Unpause(ctx, name)
+	return rt.Unpause(ctx, name)
 }
 
 // KillNode sends SIGKILL: etcd gets no chance to flush, and must rely on
 // its fsynced WAL.
 func (t *Target) KillNode(ctx context.Context, name string) error {
+	rt, err := t.running()
+	if err != nil {
+		return err
+	}
 	if _, err := t.node(name); err != nil {
 		return err
 	}
-	return t.runtime().Kill(ctx, name)
+	return rt.Kill(ctx, name)
 }
 
 // StartNode starts a killed node again with its data. With wipe, a member
@@ -441,14 +462,17 @@ func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 	if err != nil {
 		return err
 	}
-	if wipe && n.role == roleMember {
-		return t.replaceMember(ctx, n)
+	rt, err := t.running()
+	if err != nil {
+		return err
 	}
-	return t.runtime().Start(ctx, name)
+	if wipe && n.role == roleMember {
+		return t.replaceMember(ctx, rt, n)
+	}
+	return rt.Start(ctx, name)
 }
 
-func (t *Target) replaceMember(ctx context.Context, n node) error {
-	rt := t.runtime()
+func (t *Target) replaceMember(ctx context.Context, rt *docker.Runtime, n node) error {
 	var others []string
 	for _, m := range t.members() {
 		if m.name != n.name {
@@ -514,7 +538,10 @@ func (t *Target) replaceMember(ctx context.Context, n node) error {
 // no group keep full connectivity. The runtime re-applies the rules when a
 // node restarts.
 func (t *Target) Partition(ctx context.Context, groups [][]string) error {
-	rt := t.runtime()
+	rt, err := t.running()
+	if err != nil {
+		return err
+	}
 	if err := rt.HealAll(ctx); err != nil {
 		return err
 	}
@@ -543,7 +570,13 @@ func (t *Target) Partition(ctx context.Context, groups [][]string) error {
 }
 
 // HealPartition removes every rule Partition made.
-func (t *Target) HealPartition(ctx context.Context) error { return t.runtime().HealAll(ctx) }
+func (t *Target) HealPartition(ctx context.Context) error {
+	rt, err := t.running()
+	if err != nil {
+		return err
+	}
+	return rt.HealAll(ctx)
+}
 
 // ClockNodes are the adapters: they read their clock through an offset file.
 // etcd members are not skewable: Go reads the time through the vDSO, where

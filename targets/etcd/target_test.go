@@ -166,6 +166,7 @@ func TestCluster(t *testing.T) {
 	require.NoError(t, tg.Stop(ctx))
 	stopped = true
 	require.NoError(t, tg.Stop(ctx), "Stop is idempotent")
+	assert.Error(t, tg.HealPartition(ctx), "faults after Stop are errors, not panics")
 	for _, n := range tg.Nodes() {
 		_, err := os.Stat(filepath.Join(env.Dir, "logs", n.Name+".log"))
 		assert.NoError(t, err, "log of %s saved", n.Name)
