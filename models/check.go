@@ -1,3 +1,19 @@
+// Package models checks fencecheck histories against the fenced-register and
+// issuer models.
+//
+// Check (or CheckOps, for operations already paired by a streaming Pairer)
+// runs, on the same paired operations:
+//
+//   - the direct checks (direct.go, worded in explain.go): sound, fast
+//     checks that name each anomaly with its operations and the history time
+//     it became visible; always on;
+//   - Porcupine (porcupine.go), per key, within a time budget: complete, but
+//     exponential in a key's concurrency, so it may answer Unknown;
+//   - the fast checker (fast*.go), plugged in through RegisterFastChecker:
+//     complete and polynomial for these models.
+//
+// Report combines them (see Report.Verdict), gives the time to detection
+// (FirstInvalidAt) and writes Porcupine's visualization per key.
 package models
 
 import (
@@ -58,10 +74,13 @@ type Report struct {
 	Semantics Semantics `json:"semantics"`
 	Checker   string    `json:"checker"`
 	// Verdict is the overall verdict: invalid when a direct check found a
-	// violation, or a complete checker (porcupine, fast) said invalid and
-	// the other did not say valid; unknown when the complete checkers
-	// disagree, when none decided a model, or when the history is too
-	// short; valid otherwise.
+	// violation (each is a proof), or a complete checker said invalid and
+	// none said valid; unknown when complete checkers disagree (a checker
+	// bug: both answers are in Reason), when none decided a model, or when
+	// the history is too short; valid otherwise. The complete checkers are
+	// porcupine and fast, and for the issuer also direct (see
+	// issuerAnomalies); so a Porcupine timeout is decided by another
+	// complete checker when there is one, and is Unknown otherwise.
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason,omitempty"`
 	// Results holds one Result per checker and model.
@@ -403,18 +422,30 @@ func (r *Report) decide(minOps int) {
 		if d := find(CheckerDirect, m); d != nil && d.Verdict == Invalid {
 			invalid = append(invalid, fmt.Sprintf("%s: %s", m, kindSummary(d)))
 		}
-		p, f := find(CheckerPorcupine, m), find(CheckerFast, m)
+		// The complete checkers of this model: each decides it alone.
+		complete := []*Result{find(CheckerPorcupine, m), find(CheckerFast, m)}
+		if m == ModelIssuer {
+			complete = append(complete, find(CheckerDirect, m)) // see issuerAnomalies
+		}
+		var answers []string
+		verdicts := map[Verdict]bool{}
+		for _, c := range complete {
+			if decisive(c) {
+				verdicts[c.Verdict] = true
+				answers = append(answers, fmt.Sprintf("%s says %s", c.Checker, c.Verdict))
+			}
+		}
 		switch {
-		case decisive(p) && decisive(f) && p.Verdict != f.Verdict:
-			disagree = append(disagree, fmt.Sprintf("%s: porcupine says %s, fast says %s", m, p.Verdict, f.Verdict))
-		case decisive(p) || decisive(f):
-			for _, c := range []*Result{p, f} {
-				if c != nil && c.Verdict == Invalid {
+		case len(verdicts) > 1:
+			disagree = append(disagree, fmt.Sprintf("%s: %s", m, strings.Join(answers, ", ")))
+		case verdicts[Invalid]:
+			for _, c := range complete {
+				if decisive(c) && c.Checker != CheckerDirect {
 					invalid = append(invalid, fmt.Sprintf("%s: %s says invalid", m, c.Checker))
 				}
 			}
-		default:
-			for _, c := range []*Result{p, f} {
+		case !verdicts[Valid]:
+			for _, c := range complete {
 				if c != nil {
 					unknown = append(unknown, fmt.Sprintf("%s: %s: %s", m, c.Checker, c.Reason))
 				}

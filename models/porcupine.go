@@ -442,14 +442,11 @@ type KeyResult struct {
 
 // run checks one key with porcupine until deadline.
 func (k *porcupineKey) run(ctx context.Context, deadline time.Time) {
-	start := time.Now()
+	start, before := time.Now(), k.result.Elapsed
 	ops := k.operations(k.writes, k.reads, k.acquires)
 	k.result = KeyResult{Model: k.model, Key: k.key, Ops: len(ops), FirstInvalidAt: -1}
 	k.result.Verdict = k.check(ctx, ops, deadline)
-	if k.result.Verdict == Invalid {
-		k.findFirstInvalid(ctx, deadline)
-	}
-	k.result.Elapsed = time.Since(start)
+	k.result.Elapsed = before + time.Since(start)
 }
 
 func (k *porcupineKey) check(ctx context.Context, ops []porcupine.Operation, deadline time.Time) Verdict {
@@ -554,26 +551,70 @@ func prefixAt(ops []*Op, t int64) []*Op {
 	return out
 }
 
-// runPorcupine checks every key, a few at a time, sharing one deadline.
+// runPorcupine checks every key, a few at a time, within one deadline.
+//
+// One hard key must not starve the others: in a first pass each key gets a
+// fair share of the time left (time left × workers / keys left); keys not
+// decided in their share are retried in a second pass with all the time that
+// is left, easiest first. Only then, with what remains, are the first points
+// of violation of invalid keys narrowed down.
 func runPorcupine(ctx context.Context, keys []*porcupineKey, deadline time.Time) {
-	// Small keys first: a big key that times out must not starve them.
+	size := func(k *porcupineKey) int { return len(k.writes) + len(k.reads) + len(k.acquires) }
 	order := append([]*porcupineKey(nil), keys...)
-	sort.SliceStable(order, func(i, j int) bool {
-		return len(order[i].writes)+len(order[i].reads)+len(order[i].acquires) <
-			len(order[j].writes)+len(order[j].reads)+len(order[j].acquires)
+	sort.SliceStable(order, func(i, j int) bool { return size(order[i]) < size(order[j]) })
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(order)))
+
+	var mu sync.Mutex
+	left := len(order)
+	share := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		d := time.Until(deadline) * time.Duration(workers) / time.Duration(max(left, 1))
+		left--
+		if t := time.Now().Add(d); t.Before(deadline) {
+			return t
+		}
+		return deadline
+	}
+	parallel(order, workers, func(k *porcupineKey) { k.run(ctx, share()) })
+
+	var retry []*porcupineKey
+	for _, k := range order {
+		if k.result.Verdict == Unknown {
+			retry = append(retry, k)
+		}
+	}
+	if ctx.Err() == nil && time.Now().Before(deadline) {
+		parallel(retry, workers, func(k *porcupineKey) { k.run(ctx, deadline) })
+	}
+
+	var invalid []*porcupineKey
+	for _, k := range order {
+		if k.result.Verdict == Invalid {
+			invalid = append(invalid, k)
+		}
+	}
+	parallel(invalid, workers, func(k *porcupineKey) {
+		start := time.Now()
+		k.findFirstInvalid(ctx, deadline)
+		k.result.Elapsed += time.Since(start)
 	})
+}
+
+// parallel calls fn on every key, with at most workers at once.
+func parallel(keys []*porcupineKey, workers int, fn func(*porcupineKey)) {
 	work := make(chan *porcupineKey)
 	var wg sync.WaitGroup
-	for range max(1, min(runtime.GOMAXPROCS(0), len(order))) {
+	for range min(workers, len(keys)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				k.run(ctx, deadline)
+				fn(k)
 			}
 		}()
 	}
-	for _, k := range order {
+	for _, k := range keys {
 		work <- k
 	}
 	close(work)

@@ -158,6 +158,10 @@ func TestPorcupineTimeoutIsUnknown(t *testing.T) {
 	assert.Contains(t, resultOf(rep, CheckerPorcupine, ModelRegister).Reason, "no answer within 1ms")
 	assert.Equal(t, Unknown, rep.Verdict, rep.Reason)
 	assert.Equal(t, 2, rep.ExitCode())
+	// The issuer is decided by its (complete) direct check even when
+	// Porcupine runs out of time on it.
+	assert.Equal(t, Unknown, resultOf(rep, CheckerPorcupine, ModelIssuer).Verdict)
+	assert.NotContains(t, rep.Reason, ModelIssuer)
 	assert.Equal(t, int64(-1), rep.FirstInvalidAt)
 }
 
