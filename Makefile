@@ -14,7 +14,7 @@ GO      ?= go
 BIN     := bin/fencecheck
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test check vet fmt-check unit images deps deps-docker matrix bench perf serve clean help
+.PHONY: all build test check vet fmt-check unit images deps-docker bench perf serve clean help
 
 all: build
 
@@ -55,9 +55,6 @@ deps-docker:
 images: build deps-docker
 	./$(BIN) images
 
-matrix: build
-	./scripts/matrix.sh
-
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./models/...
 
@@ -70,3 +67,5 @@ serve: build
 clean:
 	-./$(BIN) clean 2>/dev/null
 	rm -rf bin
+
+include scripts/matrix.mk
