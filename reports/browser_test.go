@@ -126,6 +126,7 @@ type pageState struct {
 	TimelineBands  int    `json:"timelineBands"`
 	VisibleBands   int    `json:"visibleBands"`
 	BandLabels     string `json:"bandLabels"`
+	AnomalyMarks   int    `json:"anomalyMarks"`
 	PlotBands      int    `json:"plotBands"`
 	Drawn          int    `json:"drawn"`
 	CanvasHeight   int    `json:"canvasHeight"`
@@ -148,6 +149,7 @@ const readState = `(() => {
     timelineBands: bands.length,
     visibleBands: bands.filter(r => r.getBoundingClientRect().width > 0 && r.getBoundingClientRect().height > 0).length,
     bandLabels: [...document.querySelectorAll("#tl-faults text")].map(t => t.textContent).join(","),
+    anomalyMarks: document.querySelectorAll("#tl-faults .anomaly-mark").length,
     plotBands: document.querySelectorAll("#performance rect.fault-band").length,
     drawn: Number(document.getElementById("tl-wrap").dataset.drawnOps || 0),
     canvasHeight: document.getElementById("tl-canvas").getBoundingClientRect().height,
@@ -192,6 +194,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	assert.Contains(t, s.BandLabels, "restart")
 	assert.Contains(t, s.BandLabels, "pause")
 	assert.Greater(t, s.PlotBands, 0, "the plots shade the fault periods")
+	assert.Equal(t, 2, s.AnomalyMarks, "each violation is marked where it became visible")
 	assert.Greater(t, s.Drawn, 5000, "the timeline drew the operations")
 	assert.Greater(t, s.CanvasHeight, 100)
 	assert.Equal(t, 2, s.ScriptElements)
@@ -264,4 +267,37 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	  return true;
 	})()`, nil)))
 	b.assertClean(t, "the hostile report")
+}
+
+// TestLargeReportInBrowser opens the report of a 100k-operation history and
+// holds its load-and-draw time to a budget (skipped with -short).
+func TestLargeReportInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100k operations: run without -short")
+	}
+	b := newBrowser(t)
+	dir := t.TempDir()
+	info, check := synthRun(t, dir, 100_000, true)
+	_, err := Write(dir, info, check)
+	require.NoError(t, err)
+
+	start := time.Now()
+	require.NoError(t, chromedp.Run(b.ctx,
+		chromedp.Navigate("file://"+filepath.Join(dir, ReportFile)),
+		chromedp.WaitReady(`#tl-wrap[data-drawn-ops]`, chromedp.ByQuery),
+	))
+	loaded := time.Since(start)
+	var redraw float64
+	require.NoError(t, chromedp.Run(b.ctx, chromedp.Evaluate(`(() => {
+	  const t0 = performance.now();
+	  document.querySelector('[data-tl="in"]').click();
+	  document.querySelector('[data-tl="reset"]').click();
+	  return (performance.now() - t0) / 2;
+	})()`, &redraw)))
+	s := b.state(t)
+	t.Logf("100k operations: page loaded and timeline drawn in %v; one redraw of the whole run takes %.0f ms", loaded.Round(time.Millisecond), redraw)
+	assert.Greater(t, s.Drawn, 99_000)
+	assert.Less(t, loaded, 15*time.Second)
+	assert.Less(t, redraw, 1000.0, "zooming must stay interactive")
+	b.assertClean(t, "the 100k-operation report")
 }

@@ -348,7 +348,13 @@ type timelineJS struct {
 	Val    []string  `json:"val"`
 	Err    []string  `json:"err"`
 	Faults []faultJS `json:"faults"`
-	Anom   [][]int64 `json:"anom"` // ops of each anomaly shown on the page
+	Anom   []anomJS  `json:"anom"` // the violations listed on the page
+}
+
+type anomJS struct {
+	Kind string  `json:"k"`
+	At   int64   `json:"at"`
+	Ops  []int64 `json:"ops"`
 }
 
 type faultJS struct {
@@ -442,7 +448,7 @@ func timelineData(a *analysis, res *Results, colors map[string]string) (timeline
 				continue
 			}
 			n++
-			t.Anom = append(t.Anom, an.Ops)
+			t.Anom = append(t.Anom, anomJS{Kind: clip(an.Kind, 60), At: an.At, Ops: an.Ops})
 		}
 	}
 	return t, len(t.C)

@@ -206,6 +206,22 @@
         overlay.appendChild(label);
       }
     });
+    // Where each violation became visible: a red mark the eye finds at once.
+    (D.anom || []).forEach(function (a) {
+      if (a.at < view.t0 || a.at > view.t1) { return; }
+      var x = X(a.at);
+      var g = document.createElementNS(SVGNS, "g");
+      g.setAttribute("class", "anomaly-mark");
+      var line = document.createElementNS(SVGNS, "line");
+      line.setAttribute("x1", x); line.setAttribute("x2", x);
+      line.setAttribute("y1", 4); line.setAttribute("y2", h);
+      var tri = document.createElementNS(SVGNS, "path");
+      tri.setAttribute("d", "M" + (x - 5) + " 2L" + (x + 5) + " 2L" + x + " 11Z");
+      var title = document.createElementNS(SVGNS, "title");
+      title.textContent = a.k + " visible at " + (a.at / 1e9).toFixed(3) + " s";
+      g.appendChild(line); g.appendChild(tri); g.appendChild(title);
+      overlay.appendChild(g);
+    });
   }
 
   function opAt(px, py) {
