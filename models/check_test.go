@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/harness/history"
 	"github.com/fencecheck/fencecheck/models/historytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,4 +123,30 @@ func TestPairingErrorsAreReturned(t *testing.T) {
 	events = append(events, events[0])
 	_, err := Check(context.Background(), events, Options{})
 	assert.ErrorContains(t, err, "still open")
+}
+
+// The histories in testdata are small stories of the failure modes, read
+// through the history reader as `fencecheck check` reads them.
+func TestTestdataHistories(t *testing.T) {
+	cases := []struct {
+		file    string
+		verdict Verdict
+		kinds   []string
+	}{
+		{"valid-paused-holder-fenced.jsonl", Valid, []string{}},
+		{"invalid-counter-reset.jsonl", Invalid, []string{KindTokenRegression}},
+		{"invalid-missing-token-accepted.jsonl", Invalid, []string{KindMissingTokenAccepted}},
+		{"invalid-resource-forgets.jsonl", Invalid, []string{KindStaleWriteAccepted}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			events, err := history.ReadFile("testdata/" + tc.file)
+			require.NoError(t, err)
+			rep, err := Check(context.Background(), events, Options{Checker: CheckerPorcupine})
+			require.NoError(t, err)
+			assert.Equal(t, tc.verdict, rep.Verdict, rep.Reason)
+			assert.Equal(t, tc.verdict, porcupineVerdict(rep))
+			assert.Equal(t, tc.kinds, directKinds(rep), "%+v", rep.Anomalies())
+		})
+	}
 }
