@@ -202,23 +202,26 @@ func sortAnomalies(as []Anomaly) {
 func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issuedTokens) []Anomaly {
 	sink := &anomalySink{model: ModelRegister, key: key}
 	facts := make([]*writeFact, 0, len(writes))
+	// Values identify writes only when unique (the workloads make them so).
+	// A value written twice (a retry reusing it) or an empty one tells
+	// nothing for sure: reads of it are left out of the value-based checks.
 	byValue := make(map[string]*writeFact, len(writes))
+	ambiguous := map[string]bool{}
 	for _, w := range writes {
 		f := &writeFact{op: w, appliedBy: Never}
 		if w.Outcome == OutcomeOk {
 			f.appliedBy = w.Return
 		}
 		facts = append(facts, f)
-		if w.Value != "" {
-			if _, dup := byValue[w.Value]; !dup {
-				byValue[w.Value] = f
-			}
+		if _, dup := byValue[w.Value]; dup || w.Value == "" {
+			ambiguous[w.Value] = true
 		}
+		byValue[w.Value] = f
 	}
 
 	// What each read's value says about its write.
 	for _, r := range reads {
-		if r.Value == "" {
+		if r.Value == "" || ambiguous[r.Value] {
 			continue
 		}
 		f := byValue[r.Value]
@@ -439,6 +442,9 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 	for _, r := range reads {
 		j := knownBefore(r.Call)
 		if j == 0 {
+			continue
+		}
+		if ambiguous[r.Value] || (r.Value == "" && r.Token.State != TokenNone) {
 			continue
 		}
 		if r.Value == "" {

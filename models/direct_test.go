@@ -369,3 +369,19 @@ func TestAnomaliesAreCappedPerKindButCounted(t *testing.T) {
 	assert.Equal(t, 50-MaxAnomaliesPerKind, r.OmittedAnomalies)
 	assert.Equal(t, int64(30e6), rep.FirstInvalidAt)
 }
+
+// Values identify writes only when unique; a value written twice must not
+// be pinned on the wrong write.
+func TestDuplicateValuesAreNotPinnedOnOneWrite(t *testing.T) {
+	// The first attempt was rejected, the retry with a newer token and the
+	// same value was accepted, and a read saw it.
+	b := historytest.New().Write("r1", "5", "a", 0, 10).
+		WriteStale("r1", "4", "x", 20, 30, "5").Write("r1", "6", "x", 40, 50).Read("r1", 60, 70, "x", "6")
+	rep := checkHistory(t, b, strict)
+	assert.Equal(t, Valid, rep.Verdict, "%+v", rep.Anomalies())
+
+	// A read of an empty value with a token saw an empty write.
+	b = historytest.New().Write("r1", "1", "", 0, 10).Read("r1", 20, 30, "", "1")
+	rep = checkHistory(t, b, strict)
+	assert.Equal(t, Valid, rep.Verdict, "%+v", rep.Anomalies())
+}

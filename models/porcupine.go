@@ -122,8 +122,10 @@ func registerModel(sem Semantics, abort *abortFlag) porcupine.Model {
 			}
 			s, in, out := state.(porcRegState), input.(porcRegInput), output.(porcRegOutput)
 			if in.Kind == porcRead {
-				if out.Value == "" {
-					return !s.Written, s
+				if out.Value == "" && !out.TokOK {
+					// Never written (or, should a write have stored an
+					// empty value, that value).
+					return !s.Written || s.Value == "", s
 				}
 				return s.Written && s.Value == out.Value && (!out.TokOK || out.Tok == s.HW), s
 			}
