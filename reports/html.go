@@ -76,6 +76,7 @@ type pageData struct {
 	// list the earliest of each kind and count the rest).
 	Omitted        int
 	Findings       []anomalyView
+	FindingsHidden int
 	Metrics        []keyValue
 	Faults         []faultRow
 	FaultLegend    []keyValue
@@ -173,6 +174,11 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 		}
 	}
 
+	type found struct {
+		c  models.Result
+		an models.Anomaly
+	}
+	var violations, findings []found
 	for _, c := range res.Checks {
 		row := checkRow{Checker: clip(c.Checker, 60), Model: clip(c.Model, 60), Verdict: string(c.Verdict),
 			Reason: clip(c.Reason, displayTextLimit*2), Duration: formatDuration(c.Duration), Keys: c.Keys, Ops: c.Ops}
@@ -183,21 +189,32 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 			d.Omitted += c.OmittedAnomalies
 		}
 		for _, an := range c.Anomalies {
-			if !isViolation(c, an) {
+			if isViolation(c, an) {
+				violations = append(violations, found{c, an})
+			} else {
 				row.Findings++
-				d.Findings = append(d.Findings, anomalyFor(a, c, an, len(d.Findings)+1))
-				continue
+				findings = append(findings, found{c, an})
 			}
-			if len(d.Anomalies) >= maxHTMLAnomalies {
-				d.AnomaliesHidden++
-				continue
-			}
-			d.Anomalies = append(d.Anomalies, anomalyFor(a, c, an, len(d.Anomalies)+1))
 		}
 		d.Checks = append(d.Checks, row)
 	}
-	if len(d.Findings) > maxHTMLAnomalies {
-		d.Findings = d.Findings[:maxHTMLAnomalies]
+	// Earliest first: the first violation is where a reader starts.
+	sort.SliceStable(violations, func(i, j int) bool { return violations[i].an.At < violations[j].an.At })
+	var marks []anomJS
+	for i, f := range violations {
+		if i >= maxHTMLAnomalies {
+			d.AnomaliesHidden = len(violations) - i
+			break
+		}
+		d.Anomalies = append(d.Anomalies, anomalyFor(a, f.c, f.an, i+1))
+		marks = append(marks, anomJS{Kind: clip(f.an.Kind, 60), At: f.an.At, Ops: f.an.Ops})
+	}
+	for i, f := range findings {
+		if i >= maxHTMLAnomalies {
+			d.FindingsHidden = len(findings) - i
+			break
+		}
+		d.Findings = append(d.Findings, anomalyFor(a, f.c, f.an, i+1))
 	}
 
 	metricKeys := make([]string, 0, len(res.Metrics))
@@ -270,7 +287,7 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 		}
 	}
 
-	tl, kept := timelineData(a, res, colors)
+	tl, kept := timelineData(a, res, colors, marks)
 	d.TimelineOps = kept
 	if kept < len(a.Ops) {
 		d.TimelineNote = fmt.Sprintf("The timeline shows %d of %d operations (every operation named by an anomaly, and an even sample of the rest); history.jsonl has them all.", kept, len(a.Ops))
@@ -368,7 +385,7 @@ type faultJS struct {
 
 const timelineUnit = 1000 // µs
 
-func timelineData(a *analysis, res *Results, colors map[string]string) (timelineJS, int) {
+func timelineData(a *analysis, res *Results, colors map[string]string, marks []anomJS) (timelineJS, int) {
 	t := timelineJS{End: a.End, Unit: timelineUnit, Keys: make([]string, len(a.Keys))}
 	for i, k := range a.Keys {
 		t.Keys[i] = clip(k, timelineTextLimit)
@@ -441,16 +458,7 @@ func timelineData(a *analysis, res *Results, colors map[string]string) (timeline
 	for _, f := range a.Faults {
 		t.Faults = append(t.Faults, faultJS{Nemesis: f.Nemesis, Start: f.Start, Stop: f.Stop, Open: f.Open, Label: f.Label(), Color: colors[f.Nemesis]})
 	}
-	n := 0
-	for _, c := range res.Checks {
-		for _, an := range c.Anomalies {
-			if !isViolation(c, an) || n >= maxHTMLAnomalies {
-				continue
-			}
-			n++
-			t.Anom = append(t.Anom, anomJS{Kind: clip(an.Kind, 60), At: an.At, Ops: an.Ops})
-		}
-	}
+	t.Anom = marks
 	return t, len(t.C)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -143,6 +144,8 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	assertHas(t, page, "tokens-unauthenticated", "findings are listed")
 	assertHas(t, page, "p0 and p1 both held r1 for 3 ms")
 	assertHas(t, page, "4 more anomalies", "omitted anomalies are said")
+	assert.Less(t, strings.Index(page, `<span class="kind">token-regression`), strings.Index(page, `<span class="kind">stale-write-accepted`),
+		"violations are listed earliest first")
 	assertHas(t, page, `href="porcupine-r1.html"`)
 	assert.Equal(t, 4, strings.Count(page, `<li class="anomaly" id="anomaly-`))
 
@@ -158,6 +161,28 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	}
 	assert.Contains(t, strings.Join(failures, "\n"), "[replay-accepted] write c0-3 with token 1")
 	assert.Contains(t, suites.Suites[0].Cases[1].SystemOut, "tokens-unauthenticated", "a finding is not a failure")
+}
+
+func TestManyAnomaliesAreBounded(t *testing.T) {
+	res := models.Result{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid}
+	lease := models.Result{Checker: "direct", Model: "lease", Verdict: models.Valid}
+	for i := 0; i < 450; i++ {
+		res.Anomalies = append(res.Anomalies, models.Anomaly{Kind: "stale-read", Model: "fenced-register", Key: "r1",
+			Text: fmt.Sprintf("read %d saw an old value", i), Ops: []int64{20, 23}, At: int64(450-i) * 1e6})
+		lease.Anomalies = append(lease.Anomalies, models.Anomaly{Kind: "lease-overlap", Model: "lease", Text: fmt.Sprintf("overlap %d", i)})
+	}
+	dir, r := runFixture(t, "valid", Check{Results: []models.Result{res, lease}}, nil)
+	assert.Equal(t, map[string]int{"stale-read": 450}, r.AnomalyKinds)
+	page := readFile(t, dir, ReportFile)
+	assert.Equal(t, maxHTMLAnomalies, strings.Count(page, `<li class="anomaly" id="anomaly-`))
+	assertHas(t, page, "… and 250 more anomalies")
+	assertHas(t, page, "… and 250 more findings")
+	assertHas(t, page, "read 449 saw an old value", "the earliest are kept")
+	assertHasNot(t, page, "read 0 saw an old value")
+	assert.Len(t, timelineFromPage(t, page).Anom, maxHTMLAnomalies)
+
+	ju := parseJUnit(t, readFile(t, dir, JUnitFile))
+	assert.Contains(t, ju.Suites[0].Cases[0].Failure.Text, "and 400 more (see results.json)")
 }
 
 func TestUnknownVerdictIsAnErrorInJUnit(t *testing.T) {
