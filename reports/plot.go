@@ -77,6 +77,9 @@ func (p *plot) x(t, end int64) float64 {
 // timeAxis puts second ticks on the x axis and shades the faults.
 func (p *plot) timeAxis(end int64, faults []Fault, colors map[string]string) {
 	for _, v := range niceTicks(0, float64(end)/1e9, 8) {
+		if v*1e9 > float64(end)*1.001 {
+			continue // niceTicks rounds up past the end of the run
+		}
 		p.XTicks = append(p.XTicks, tick{Pos: p.x(int64(v*1e9), end), Label: trimFloat(v) + " s"})
 	}
 	for _, f := range faults {

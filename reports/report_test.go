@@ -319,7 +319,8 @@ func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
 	_, err = Regenerate(dir, nil)
 	require.Error(t, err, "no results.json and no checker: nothing to render")
 
-	res, err := Regenerate(dir, func(string, RunInfo) (Check, error) { return validCheck(), nil })
+	require.NoError(t, UpdateLatest(store, dir))
+	res, err := Regenerate(filepath.Join(store, LatestLink), func(string, RunInfo) (Check, error) { return validCheck(), nil })
 	require.NoError(t, err)
 	assert.Equal(t, "redis", res.Run.Target, "target from the folder name")
 	assert.EqualValues(t, 42, res.Run.Seed)

@@ -162,12 +162,16 @@ func loadRun(dir string) (RunInfo, Check, bool) {
 			_ = json.Unmarshal(loose.Nemesis, &info.Nemeses)
 		}
 	}
+	resolved := filepath.Clean(dir)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		resolved = r // store/latest names no target; the folder it points at does
+	}
 	if info.Target == "" {
 		// STORE/<target>/<timestamp>: the folder names the target.
-		info.Target = filepath.Base(filepath.Dir(filepath.Clean(dir)))
+		info.Target = filepath.Base(filepath.Dir(resolved))
 	}
 	if info.Start.IsZero() {
-		if t, err := time.Parse(timestampLayout, strings.SplitN(filepath.Base(dir), "-", 2)[0]); err == nil {
+		if t, err := time.Parse(timestampLayout, strings.SplitN(filepath.Base(resolved), "-", 2)[0]); err == nil {
 			info.Start = t
 		}
 	}
