@@ -1,0 +1,98 @@
+package memory
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/targets/fenced"
+)
+
+// Bug names one deliberate fault of the reference: each is one way real
+// fencing implementations break (design §2), and each changes only what it
+// names so that the checker's report can be held against a known cause.
+type Bug string
+
+const (
+	// CounterInMemory: the issuer's counter is not persisted; a restart hands
+	// out small tokens again. Everything else stays durable.
+	CounterInMemory Bug = "counter-in-memory"
+	// WallclockTokens: a token is the issuer's clock in milliseconds, so a
+	// clock step back (or two acquires in one millisecond) repeats tokens.
+	WallclockTokens Bug = "wallclock-tokens"
+	// AcceptEqual: the resource accepts a token equal to its high-water mark
+	// (a replay).
+	AcceptEqual Bug = "accept-equal"
+	// MissingAsZero: a write without a token is treated as token 0 and the
+	// check is skipped (server layer).
+	MissingAsZero Bug = "missing-as-zero"
+	// ForgetHighwater: the resource keeps high-water marks and values only in
+	// memory; a restart forgets them.
+	ForgetHighwater Bug = "forget-highwater"
+	// SplitIssuers: the lock service is two replicas that share one counter
+	// through a leader while they can reach each other and issue from their
+	// own copies when they cannot (see NewSplitIssuers).
+	SplitIssuers Bug = "split-issuers"
+	// AcceptForged: tokens are sealed but the resource does not verify the
+	// seal (server layer).
+	AcceptForged Bug = "accept-forged"
+	// NoFencing: the resource accepts any write that carries a token,
+	// whatever its high-water mark (lease-only safety). It still records the
+	// token of each value.
+	NoFencing Bug = "no-fencing"
+)
+
+// AllBugs lists every bug switch, in the design's order.
+func AllBugs() []Bug {
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing}
+}
+
+// Bugs is a set of bug switches; the zero value is the correct reference.
+type Bugs map[Bug]bool
+
+// ParseBugs reads bug names; each argument may hold several, comma
+// separated. An unknown name is an error that lists the valid ones.
+func ParseBugs(names ...string) (Bugs, error) {
+	valid := map[Bug]bool{}
+	for _, b := range AllBugs() {
+		valid[b] = true
+	}
+	bugs := Bugs{}
+	for _, arg := range names {
+		for _, n := range strings.Split(arg, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			if !valid[Bug(n)] {
+				all := make([]string, 0, len(valid))
+				for _, b := range AllBugs() {
+					all = append(all, string(b))
+				}
+				return nil, fmt.Errorf("unknown bug %q; valid bugs: %s", n, strings.Join(all, ", "))
+			}
+			bugs[Bug(n)] = true
+		}
+	}
+	return bugs, nil
+}
+
+// Has reports whether b is switched on.
+func (bs Bugs) Has(b Bug) bool { return bs[b] }
+
+// String lists the switched-on bugs, comma separated and sorted.
+func (bs Bugs) String() string {
+	var out []string
+	for b, on := range bs {
+		if on {
+			out = append(out, string(b))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// Server returns the bugs that live in the HTTP layer.
+func (bs Bugs) Server() fenced.ServerBugs {
+	return fenced.ServerBugs{MissingAsZero: bs.Has(MissingAsZero), AcceptForged: bs.Has(AcceptForged)}
+}

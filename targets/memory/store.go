@@ -1,0 +1,381 @@
+// Package memory is fencecheck's reference fencing implementation: a durable
+// file-backed fenced.Store, the deliberate bug switches that break it in each
+// known way, and Node, an in-process server the harness and nemeses drive
+// (start, kill, restart, pause, clock skew).
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencecheck/fencecheck/targets/fenced"
+)
+
+// Persistence: one JSON snapshot of the whole state, rewritten on every
+// change (write temp file, fsync, rename, fsync dir), with group commit.
+//
+// Why a snapshot and not an append-only log: the reference's state is tiny
+// (a counter and a holder per lock, a mark and a short value per key), so a
+// snapshot costs about what a log append does, and it needs no replay, no
+// compaction and no torn-tail handling, which are where durable logs hide
+// their bugs. A reference must be obviously right first.
+//
+// Why group commit: an fsync'd rename takes milliseconds, and clients run
+// concurrently. Every operation applies its change in memory under the lock,
+// notes the state version it has seen, and then waits until a snapshot of at
+// least that version is on disk; whoever finds no commit running writes the
+// newest state for everyone waiting. Reads and rejections wait too: an answer
+// based on a change that is not yet durable could be contradicted after a
+// crash (a read that saw a value the disk never got).
+const (
+	snapshotName = "state.json"
+	formatV1     = 1
+)
+
+// ErrKilled is returned to operations still in flight when the store was
+// killed or closed; the server answers them 5xx (info), as a crash would.
+var ErrKilled = errors.New("store stopped")
+
+type holder struct {
+	Owner   string `json:"owner"`
+	Token   uint64 `json:"token"`
+	Expires int64  `json:"expires_unix_ns"`
+}
+
+type resource struct {
+	HighWater uint64 `json:"high_water"`
+	Token     uint64 `json:"token"`
+	Value     []byte `json:"value"`
+}
+
+type snapshot struct {
+	Format   int                 `json:"format"`
+	Version  uint64              `json:"version"`
+	Counters map[string]uint64   `json:"counters,omitempty"`
+	Locks    map[string]holder   `json:"locks,omitempty"`
+	Keys     map[string]resource `json:"keys,omitempty"`
+}
+
+// StoreOptions configure OpenStore.
+type StoreOptions struct {
+	// Clock drives lease expiry (and tokens, under wallclock-tokens); nil is
+	// the system clock. A forward step expires leases early on purpose: the
+	// resource's check must keep writes safe anyway.
+	Clock fenced.Clock
+	// Bugs switches on deliberate faults; only the store-layer ones act here.
+	Bugs Bugs
+	// Upstream, when set, is asked for each new token first (the
+	// split-issuers follower asking its leader); when it fails the store
+	// issues from its own copy of the counter.
+	Upstream func(ctx context.Context, lock string) (uint64, error)
+}
+
+// Store is the reference's durable fenced.Store. It is safe for concurrent
+// use; every answer is given only once the state it reflects is on disk.
+type Store struct {
+	dir  string
+	opts StoreOptions
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	counters   map[string]uint64
+	locks      map[string]holder
+	keys       map[string]resource
+	version    uint64 // bumped by every change
+	durable    uint64 // newest version on disk
+	committing bool
+	dead       atomic.Bool
+
+	fileMu sync.Mutex // serialises snapshot files and fences them off after kill
+}
+
+var (
+	_ fenced.Store           = (*Store)(nil)
+	_ fenced.UncheckedWriter = (*Store)(nil)
+)
+
+// OpenStore opens (creating if needed) the store in dir and restores the
+// state persisted there.
+func OpenStore(dir string, opts StoreOptions) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("memory: a data dir is needed")
+	}
+	if opts.Clock == nil {
+		opts.Clock = fenced.SystemClock
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}}
+	s.cond = sync.NewCond(&s.mu)
+	b, err := os.ReadFile(filepath.Join(dir, snapshotName))
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return nil, err
+	default:
+		var snap snapshot
+		if err := json.Unmarshal(b, &snap); err != nil {
+			return nil, fmt.Errorf("memory: %s is corrupt: %w", filepath.Join(dir, snapshotName), err)
+		}
+		if snap.Format != formatV1 {
+			return nil, fmt.Errorf("memory: %s has format %d, want %d", filepath.Join(dir, snapshotName), snap.Format, formatV1)
+		}
+		for k, v := range snap.Counters {
+			s.counters[k] = v
+		}
+		for k, v := range snap.Locks {
+			s.locks[k] = v
+		}
+		for k, v := range snap.Keys {
+			s.keys[k] = v
+		}
+		s.version, s.durable = snap.Version, snap.Version
+	}
+	// A temp file left by a crash mid-commit was never renamed, so it was
+	// never acknowledged.
+	os.Remove(filepath.Join(dir, snapshotName+".tmp"))
+	return s, nil
+}
+
+// Dir is the store's data directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) now() int64 { return s.opts.Clock.Now().UnixNano() }
+
+// snapshotLocked serialises what is durable; the bug switches leave out
+// what they name.
+func (s *Store) snapshotLocked() ([]byte, uint64) {
+	snap := snapshot{Format: formatV1, Version: s.version, Locks: s.locks}
+	if !s.opts.Bugs.Has(CounterInMemory) {
+		snap.Counters = s.counters
+	}
+	if !s.opts.Bugs.Has(ForgetHighwater) {
+		snap.Keys = s.keys
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		panic(err) // maps of strings and numbers always marshal
+	}
+	return b, s.version
+}
+
+// settleLocked waits until version need is on disk, committing it itself
+// when no one else is. Called with s.mu held; returns with it held.
+func (s *Store) settleLocked(need uint64) error {
+	for s.durable < need {
+		if s.dead.Load() {
+			return ErrKilled
+		}
+		if s.committing {
+			s.cond.Wait()
+			continue
+		}
+		s.committing = true
+		data, v := s.snapshotLocked()
+		s.mu.Unlock()
+		err := s.writeSnapshot(data)
+		s.mu.Lock()
+		s.committing = false
+		if err == nil && v > s.durable {
+			s.durable = v
+		}
+		s.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) writeSnapshot(data []byte) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if s.dead.Load() {
+		return ErrKilled
+	}
+	final := filepath.Join(s.dir, snapshotName)
+	tmp := final + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// do runs fn under the lock, then waits until the state fn saw is durable.
+// fn reports whether it changed anything.
+func (s *Store) do(fn func() (changed bool, err error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead.Load() {
+		return ErrKilled
+	}
+	changed, err := fn()
+	if changed {
+		s.version++
+	}
+	if serr := s.settleLocked(s.version); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// nextTokenLocked issues the next token for lock.
+func (s *Store) nextTokenLocked(ctx context.Context, lock string) uint64 {
+	if s.opts.Bugs.Has(WallclockTokens) {
+		return uint64(s.opts.Clock.Now().UnixMilli())
+	}
+	if s.opts.Upstream != nil {
+		if n, err := s.opts.Upstream(ctx, lock); err == nil {
+			if n > s.counters[lock] {
+				s.counters[lock] = n
+			}
+			return n
+		}
+	}
+	s.counters[lock]++
+	return s.counters[lock]
+}
+
+// NextToken issues a token for lock without taking the lock: the
+// split-issuers leader's side of the shared counter.
+func (s *Store) NextToken(ctx context.Context, lock string) (token uint64, err error) {
+	err = s.do(func() (bool, error) {
+		token = s.nextTokenLocked(ctx, lock)
+		return true, nil
+	})
+	return token, err
+}
+
+// Acquire implements fenced.Store: the lock is free, expired, or already
+// the owner's (a re-acquire gets a fresh token and lease).
+func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (token uint64, err error) {
+	err = s.do(func() (bool, error) {
+		now := s.now()
+		if h, ok := s.locks[lock]; ok && h.Owner != owner && now < h.Expires {
+			return false, fenced.ErrHeld
+		}
+		token = s.nextTokenLocked(ctx, lock)
+		s.locks[lock] = holder{Owner: owner, Token: token, Expires: now + int64(ttl)}
+		return true, nil
+	})
+	return token, err
+}
+
+// Renew implements fenced.Store: only the current holder with its token,
+// before its lease ran out.
+func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
+	return s.do(func() (bool, error) {
+		now := s.now()
+		h, ok := s.locks[lock]
+		if !ok || h.Owner != owner || h.Token != token || now >= h.Expires {
+			return false, fenced.ErrLost
+		}
+		h.Expires = now + int64(ttl)
+		s.locks[lock] = h
+		return true, nil
+	})
+}
+
+// Release implements fenced.Store: like Renew, an expired lease is lost.
+func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) error {
+	return s.do(func() (bool, error) {
+		h, ok := s.locks[lock]
+		if !ok || h.Owner != owner || h.Token != token || s.now() >= h.Expires {
+			return false, fenced.ErrLost
+		}
+		delete(s.locks, lock)
+		return true, nil
+	})
+}
+
+// Write implements fenced.Store: strict fencing, token must be newer than
+// the key's high-water mark (bugs: accept-equal, no-fencing).
+func (s *Store) Write(ctx context.Context, key string, token uint64, value []byte) error {
+	return s.do(func() (bool, error) {
+		r := s.keys[key]
+		ok := token > r.HighWater ||
+			(token == r.HighWater && s.opts.Bugs.Has(AcceptEqual)) ||
+			s.opts.Bugs.Has(NoFencing)
+		if !ok {
+			return false, &fenced.StaleError{HighWater: r.HighWater}
+		}
+		r.Value = append([]byte{}, value...)
+		r.Token = token
+		if token > r.HighWater {
+			r.HighWater = token
+		}
+		s.keys[key] = r
+		return true, nil
+	})
+}
+
+// WriteUnchecked implements fenced.UncheckedWriter (missing-as-zero): the
+// value and its token change, the high-water mark does not.
+func (s *Store) WriteUnchecked(ctx context.Context, key string, token uint64, value []byte) error {
+	return s.do(func() (bool, error) {
+		r := s.keys[key]
+		r.Value = append([]byte{}, value...)
+		r.Token = token
+		s.keys[key] = r
+		return true, nil
+	})
+}
+
+// Read implements fenced.Store.
+func (s *Store) Read(ctx context.Context, key string) (value []byte, token uint64, err error) {
+	err = s.do(func() (bool, error) {
+		r, ok := s.keys[key]
+		if !ok {
+			return false, fenced.ErrNotFound
+		}
+		value, token = r.Value, r.Token
+		return false, nil
+	})
+	return value, token, err
+}
+
+// Close stops the store; operations still waiting for their commit fail
+// with ErrKilled. State that only lived in memory (the bug switches') is gone.
+func (s *Store) Close() error {
+	s.kill()
+	return nil
+}
+
+// kill fences the store off from its data dir: once it returns, this
+// instance never writes there again, so a new instance can open the dir.
+func (s *Store) kill() {
+	s.dead.Store(true)
+	s.fileMu.Lock()
+	s.fileMu.Unlock() //nolint:staticcheck // waiting for an in-progress snapshot is the point
+	s.mu.Lock()
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
