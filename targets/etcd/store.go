@@ -94,8 +94,32 @@ func (s *Store) valKey(key string) string   { return s.prefix + "val/" + key }
 // at most 20 decimal digits).
 func padToken(t uint64) string { return fmt.Sprintf("%020d", t) }
 
+// opContext bounds an operation and asks etcd to refuse it at once on a
+// member that has no leader (one cut off from the majority), instead of
+// letting it wait there for the whole timeout.
 func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return clientv3.WithRequireLeader(ctx), cancel
+}
+
+// retryNoLeader runs one etcd request until it gets an answer other than
+// "no leader" or the operation's deadline passes. A member refuses a
+// require-leader request before looking at it, so the refused request had
+// no effect and sending it again (the client's balancer picks the next
+// member) is safe even for writes. Any other error is returned as is: the
+// request may have been applied.
+func retryNoLeader(ctx context.Context, call func() error) error {
+	for {
+		err := call()
+		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // leaseSeconds rounds a TTL up to etcd's whole seconds (at least 1; etcd
@@ -116,15 +140,23 @@ func leaseSeconds(ttl time.Duration) int64 {
 func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (uint64, error) {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	lease, err := s.cli.Grant(ctx, leaseSeconds(ttl))
+	var lease *clientv3.LeaseGrantResponse
+	err := retryNoLeader(ctx, func() (err error) {
+		lease, err = s.cli.Grant(ctx, leaseSeconds(ttl))
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("etcd grant: %w", err)
 	}
 	key := s.lockKey(lock)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, owner, clientv3.WithLease(lease.ID))).
-		Commit()
+	var resp *clientv3.TxnResponse
+	err = retryNoLeader(ctx, func() (err error) {
+		resp, err = s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, owner, clientv3.WithLease(lease.ID))).
+			Commit()
+		return err
+	})
 	if err != nil {
 		// The lock may or may not be ours now; the lease expires by itself
 		// if nobody renews it.
@@ -139,7 +171,11 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 
 // holder returns the lock key if owner holds it with token.
 func (s *Store) holder(ctx context.Context, lock, owner string, token uint64) (*clientv3.GetResponse, bool, error) {
-	resp, err := s.cli.Get(ctx, s.lockKey(lock))
+	var resp *clientv3.GetResponse
+	err := retryNoLeader(ctx, func() (err error) {
+		resp, err = s.cli.Get(ctx, s.lockKey(lock))
+		return err
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("etcd get lock: %w", err)
 	}
@@ -164,7 +200,10 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 	if !ok {
 		return fenced.ErrLost
 	}
-	if _, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := retryNoLeader(ctx, func() error {
+		_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+		return err
+	}); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return fenced.ErrLost
 		}
@@ -184,11 +223,15 @@ func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) e
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
 	key := s.lockKey(lock)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(key), "=", owner),
-			clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
-		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
-		Commit()
+	var resp *clientv3.TxnResponse
+	err := retryNoLeader(ctx, func() (err error) {
+		resp, err = s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(key), "=", owner),
+				clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
+			Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+			Commit()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("etcd release: %w", err)
 	}
@@ -220,15 +263,19 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	hw, val := s.hwKey(key), s.valKey(key)
 	tok := padToken(token)
 	store := []clientv3.Op{clientv3.OpPut(hw, tok), clientv3.OpPut(val, string(value))}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(hw), "=", 0)).
-		Then(store...).
-		Else(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(hw), "<", tok)},
-			store,
-			[]clientv3.Op{clientv3.OpGet(hw)},
-		)).
-		Commit()
+	var resp *clientv3.TxnResponse
+	err := retryNoLeader(ctx, func() (err error) {
+		resp, err = s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(hw), "=", 0)).
+			Then(store...).
+			Else(clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(hw), "<", tok)},
+				store,
+				[]clientv3.Op{clientv3.OpGet(hw)},
+			)).
+			Commit()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("etcd write: %w", err)
 	}
@@ -255,7 +302,11 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.valKey(key)), clientv3.OpGet(s.hwKey(key))).Commit()
+	var resp *clientv3.TxnResponse
+	err := retryNoLeader(ctx, func() (err error) {
+		resp, err = s.cli.Txn(ctx).Then(clientv3.OpGet(s.valKey(key)), clientv3.OpGet(s.hwKey(key))).Commit()
+		return err
+	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("etcd read: %w", err)
 	}
@@ -269,6 +320,20 @@ func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("etcd read: bad high-water mark %q for %s", hws[0].Value, key)
 	}
 	return vals[0].Value, mark, nil
+}
+
+// Health is a linearizable read: it succeeds only when a quorum of members
+// answers, which is when the adapter can serve anything at all.
+func (s *Store) Health(ctx context.Context) error {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	if err := retryNoLeader(ctx, func() error {
+		_, err := s.cli.Get(ctx, s.prefix+"health")
+		return err
+	}); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	return nil
 }
 
 // Close closes the etcd client.

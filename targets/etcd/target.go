@@ -162,19 +162,14 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		}
 	}
 
+	// Everything starts at once: the adapters connect to etcd lazily and
+	// report healthy only once a quorum answers them.
 	start := time.Now()
 	for _, n := range t.members() {
 		if _, err := rt.Run(ctx, t.memberSpec(n, "new", t.initialCluster(), nil)); err != nil {
 			return fail(err)
 		}
 	}
-	for _, n := range t.members() {
-		if err := waitEtcdHealthy(ctx, t.memberURL(n.name), 60*time.Second); err != nil {
-			return fail(fmt.Errorf("member %s: %w", n.name, err))
-		}
-	}
-	t.logf("%d members healthy in %.1fs", len(t.members()), time.Since(start).Seconds())
-
 	var eps harness.Endpoints
 	for _, n := range t.adapters() {
 		c, err := rt.Run(ctx, t.adapterSpec(n))
@@ -184,6 +179,11 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		ep := harness.Endpoint{Node: n.name, URL: "http://" + c.Addr(adapterPort)}
 		eps.Issuers = append(eps.Issuers, ep)
 		eps.Resources = append(eps.Resources, ep)
+	}
+	for _, n := range t.members() {
+		if err := waitEtcdHealthy(ctx, t.memberURL(n.name), 60*time.Second); err != nil {
+			return fail(fmt.Errorf("member %s: %w", n.name, err))
+		}
 	}
 	if err := harness.WaitHealthy(ctx, eps, 30*time.Second); err != nil {
 		return fail(fmt.Errorf("adapters: %w", err))
