@@ -108,6 +108,27 @@ func (b *browser) add(format string, args ...any) {
 	b.problems = append(b.problems, fmt.Sprintf(format, args...))
 }
 
+// open loads url and waits until the report (or serve page) is drawn. A
+// page whose script died never gets there: fail soon, with what the console
+// said, instead of waiting for the test's deadline.
+func (b *browser) open(t *testing.T, url, ready string) {
+	t.Helper()
+	b.run(t, "open "+url, chromedp.Navigate(url), chromedp.WaitReady(ready, chromedp.ByQuery))
+}
+
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		t.Fatalf("%s: %v; browser problems: %q", what, err, b.problems)
+	}
+}
+
+const reportReady = `#tl-wrap[data-drawn-ops]`
+
 func (b *browser) assertClean(t *testing.T, where string) {
 	t.Helper()
 	b.mu.Lock()
@@ -178,11 +199,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	require.NoError(t, UpdateLatest(store, dir))
 
 	// 1. The report opened as a file, as a user does from a CI artifact.
-	require.NoError(t, chromedp.Run(b.ctx,
-		chromedp.Navigate("file://"+filepath.Join(dir, ReportFile)),
-		chromedp.WaitVisible("#verdict", chromedp.ByID),
-		chromedp.WaitReady(`#tl-wrap[data-drawn-ops]`, chromedp.ByQuery),
-	))
+	b.open(t, "file://"+filepath.Join(dir, ReportFile), reportReady)
 	s := b.state(t)
 	assert.Equal(t, "invalid", s.Verdict)
 	assert.True(t, s.BannerVisible)
@@ -210,10 +227,10 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	}
 
 	// "show in timeline" zooms to the anomaly's operations.
-	require.NoError(t, chromedp.Run(b.ctx,
+	b.run(t, "show an anomaly in the timeline",
 		chromedp.Click(`#anomaly-list a.show-ops`, chromedp.ByQuery),
 		chromedp.Sleep(100*time.Millisecond),
-	))
+	)
 	zoomed := b.state(t)
 	assert.Equal(t, 1, zoomed.Selected)
 	assert.Less(t, zoomed.Drawn, s.Drawn/10, "zoomed in on the anomaly")
@@ -228,33 +245,38 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	defer ts.Close()
 	var rows int
 	var verdicts string
-	require.NoError(t, chromedp.Run(b.ctx,
+	b.run(t, "the serve page",
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible("#run-table", chromedp.ByID),
 		chromedp.Evaluate(`document.querySelectorAll("#run-table tr.run").length`, &rows),
 		chromedp.Evaluate(`[...document.querySelectorAll("#run-table .pill")].map(p => p.innerText).join(",")`, &verdicts),
-	))
+	)
 	assert.Equal(t, 1, rows)
 	assert.Equal(t, "invalid", verdicts)
 	b.assertClean(t, "the serve page")
 
-	require.NoError(t, chromedp.Run(b.ctx,
+	b.run(t, "follow the report link",
 		chromedp.Click(`#run-table tr.run td.files a`, chromedp.ByQuery),
-		chromedp.WaitVisible("#verdict", chromedp.ByID),
-		chromedp.WaitReady(`#tl-wrap[data-drawn-ops]`, chromedp.ByQuery),
-	))
+		chromedp.WaitReady(reportReady, chromedp.ByQuery),
+	)
 	served := b.state(t)
 	assert.Equal(t, "invalid", served.Verdict)
 	assert.Equal(t, s.TimelineBands, served.TimelineBands)
 	b.assertClean(t, "report.html through serve")
 
-	// 3. A report full of hostile strings runs none of them.
+	// 3. A run killed before any operation: an empty history, no check.
+	empty := filepath.Join(t.TempDir(), "run")
+	require.NoError(t, os.MkdirAll(empty, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(empty, HistoryFile), nil, 0o644))
+	_, err = Write(empty, RunInfo{Target: "etcd"}, Check{})
+	require.NoError(t, err)
+	b.open(t, "file://"+filepath.Join(empty, ReportFile), reportReady)
+	assert.Equal(t, "unknown", b.state(t).Verdict)
+	b.assertClean(t, "the report of an empty history")
+
+	// 4. A report full of hostile strings runs none of them.
 	hostileDir, _ := runFixture(t, "hostile", Check{Results: invalidCheck().Results}, map[string][]byte{"n1.log": []byte("<script>alert('log')</script>")})
-	require.NoError(t, chromedp.Run(b.ctx,
-		chromedp.Navigate("file://"+filepath.Join(hostileDir, ReportFile)),
-		chromedp.WaitVisible("#verdict", chromedp.ByID),
-		chromedp.WaitReady(`#tl-wrap[data-drawn-ops]`, chromedp.ByQuery),
-	))
+	b.open(t, "file://"+filepath.Join(hostileDir, ReportFile), reportReady)
 	h := b.state(t)
 	assert.Equal(t, 2, h.ScriptElements, "no script element injected")
 	assert.Greater(t, h.Drawn, 0)
@@ -282,10 +304,7 @@ func TestLargeReportInBrowser(t *testing.T) {
 	require.NoError(t, err)
 
 	start := time.Now()
-	require.NoError(t, chromedp.Run(b.ctx,
-		chromedp.Navigate("file://"+filepath.Join(dir, ReportFile)),
-		chromedp.WaitReady(`#tl-wrap[data-drawn-ops]`, chromedp.ByQuery),
-	))
+	b.open(t, "file://"+filepath.Join(dir, ReportFile), reportReady)
 	loaded := time.Since(start)
 	var redraw float64
 	require.NoError(t, chromedp.Run(b.ctx, chromedp.Evaluate(`(() => {

@@ -386,7 +386,10 @@ type faultJS struct {
 const timelineUnit = 1000 // µs
 
 func timelineData(a *analysis, res *Results, colors map[string]string, marks []anomJS) (timelineJS, int) {
-	t := timelineJS{End: a.End, Unit: timelineUnit, Keys: make([]string, len(a.Keys))}
+	// Every column is a JSON array, never null, even for an empty history.
+	t := timelineJS{End: a.End, Unit: timelineUnit, Keys: make([]string, len(a.Keys)), Lanes: []string{}, Fs: []string{},
+		ID: []int64{}, Lane: []int{}, P: []int{}, C: []int64{}, D: []int64{}, F: []int{}, K: []int{}, O: []int{},
+		Tok: []string{}, Val: []string{}, Err: []string{}, Faults: []faultJS{}, Anom: []anomJS{}}
 	for i, k := range a.Keys {
 		t.Keys[i] = clip(k, timelineTextLimit)
 	}
@@ -458,7 +461,9 @@ func timelineData(a *analysis, res *Results, colors map[string]string, marks []a
 	for _, f := range a.Faults {
 		t.Faults = append(t.Faults, faultJS{Nemesis: f.Nemesis, Start: f.Start, Stop: f.Stop, Open: f.Open, Label: f.Label(), Color: colors[f.Nemesis]})
 	}
-	t.Anom = marks
+	if marks != nil {
+		t.Anom = marks
+	}
 	return t, len(t.C)
 }
 

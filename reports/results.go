@@ -41,8 +41,8 @@ type RunInfo struct {
 	Seed   int64  `json:"seed"`
 	// Command is the exact command line that reproduces the run.
 	Command string    `json:"command,omitempty"`
-	Start   time.Time `json:"start"`
-	End     time.Time `json:"end"`
+	Start   time.Time `json:"start,omitzero"`
+	End     time.Time `json:"end,omitzero"`
 	Nemeses []string  `json:"nemeses,omitempty"`
 	// Semantics is what the target declared (shown, and given to a recheck).
 	Semantics *models.Semantics `json:"semantics,omitempty"`
