@@ -39,6 +39,16 @@ type Config struct {
 // defaultForgedKey seals tokens under accept-forged when no key was given.
 var defaultForgedKey = []byte("fencecheck-accept-forged-default-key")
 
+// ServerOptions are the HTTP layer's options for a reference with sealKey
+// and bugs: the server-layer bugs, and a fixed seal key under accept-forged
+// when none was given (the bug only means something when tokens are sealed).
+func ServerOptions(sealKey []byte, bugs Bugs) fenced.ServerOptions {
+	if bugs.Has(AcceptForged) && len(sealKey) == 0 {
+		sealKey = defaultForgedKey
+	}
+	return fenced.ServerOptions{SealKey: sealKey, Bugs: bugs.Server()}
+}
+
 // Node is a reference server running in this process: the embedded target.
 // Start, Stop, Kill, Restart, Pause and Resume are what the harness and the
 // restart and pause nemeses call; Clock is what the clock nemesis sets. The
@@ -76,9 +86,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Name == "" {
 		cfg.Name = "reference"
 	}
-	if cfg.Bugs.Has(AcceptForged) && len(cfg.SealKey) == 0 {
-		cfg.SealKey = defaultForgedKey
-	}
+	cfg.SealKey = ServerOptions(cfg.SealKey, cfg.Bugs).SealKey
 	return &Node{cfg: cfg, clock: fenced.NewOffsetClock()}, nil
 }
 
@@ -149,7 +157,7 @@ func (n *Node) startLocked(addr string) error {
 		return err
 	}
 	g := &gate{}
-	api := fenced.NewServer(st, fenced.ServerOptions{SealKey: n.cfg.SealKey, Bugs: n.cfg.Bugs.Server()})
+	api := fenced.NewServer(st, ServerOptions(n.cfg.SealKey, n.cfg.Bugs))
 	mux := http.NewServeMux()
 	if n.extra != nil {
 		n.extra(mux, st)
