@@ -95,15 +95,17 @@ package models
 // # Memory
 //
 // Add keeps one fixed-size record per client operation (fastOpBytes = 56
-// bytes) plus the bytes of its value, grouped by key; no event is kept. The
-// check then works one key at a time with about 100 more bytes per operation
-// of that key.
+// bytes) plus the bytes of its value, in per-key slices grown by doubling;
+// no event is kept. Fed by the streaming Pairer (CheckFastStream), that is
+// about 90 bytes per operation in all (measured in docs/performance.md:
+// 86-95). Deciding works one key at a time and needs, on top, about 150
+// bytes per write of that key (value index, elements, groups), freed before
+// the next key.
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 	"unsafe"
@@ -293,7 +295,7 @@ func (c *FastChecker) IssuerResult() Result {
 }
 
 func finishResult(res *Result, unknown []string) {
-	sort.SliceStable(res.Anomalies, func(i, j int) bool { return res.Anomalies[i].At < res.Anomalies[j].At })
+	capAnomalies(res, MaxAnomaliesPerKind)
 	for _, a := range res.Anomalies {
 		if !a.Finding {
 			res.Verdict = Invalid
@@ -328,12 +330,23 @@ func CheckFast(events []history.Event, sem Semantics) ([]Result, error) {
 }
 
 // CheckFastStream reads a history from r, pairing and checking as it goes:
-// only the open operations and the compact records are held.
-func CheckFastStream(r io.Reader, sem Semantics) ([]Result, error) {
+// only the open operations and the compact records are held. progress, if
+// not nil, is called with the bytes read so far every 4 MiB and at the end.
+func CheckFastStream(r io.Reader, sem Semantics, progress func(bytesRead int64)) ([]Result, error) {
 	c := NewFastChecker(sem)
 	p := NewPairer()
 	rd := history.NewReader(r)
+	var next int64 = 4 << 20
+	defer func() {
+		if progress != nil {
+			progress(rd.BytesRead)
+		}
+	}()
 	for {
+		if progress != nil && rd.BytesRead >= next {
+			progress(rd.BytesRead)
+			next = rd.BytesRead + 4<<20
+		}
 		e, err := rd.Next()
 		if err == io.EOF {
 			break

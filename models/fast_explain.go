@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 )
 
@@ -28,12 +29,13 @@ func (c *regCheck) explainFailure(gi int) {
 	if !all {
 		limit = c.groups[gi].tok
 	}
+	ws := c.witnesses(fBefore, fByBefore)
 	for si := range c.stale {
 		s := &c.stale[si]
 		if !all && s.theta > limit {
 			break
 		}
-		if c.staleAlone(s, fBefore, fByBefore) {
+		if c.staleAlone(s, ws) {
 			return
 		}
 	}
@@ -206,22 +208,28 @@ func (c *regCheck) explainGroup(g *regGroup, stuck []regElem) {
 	c.report(KindNotLinearizable, fmt.Sprintf("the %d writes with token %d (%s) cannot be ordered consistently with the reads of their values", len(stuck), g.tok, joinNames(names)), ops...)
 }
 
-// staleAlone reports s if no write with a token at least θ can be placed
-// before s returned even on its own, and says whether it did.
-func (c *regCheck) staleAlone(s *staleReq, fBefore []int64, fBy []int32) bool {
-	best, bestW, bestBy := Never, int32(-1), int32(-1)
-	for gi := range c.groups {
+// witness is the earliest point at which some write with a token at least
+// a group's could take effect, ignoring every other requirement.
+type witness struct {
+	p     int64
+	w, by int32
+}
+
+// witnesses[gi] is the best witness among groups gi.. (a suffix minimum),
+// so each stale rejection is judged alone in O(log groups).
+func (c *regCheck) witnesses(fBefore []int64, fBy []int32) []witness {
+	out := make([]witness, len(c.groups)+1)
+	out[len(c.groups)] = witness{p: Never, w: -1, by: -1}
+	for gi := len(c.groups) - 1; gi >= 0; gi-- {
+		best := out[gi+1]
 		g := &c.groups[gi]
-		if g.tok < s.theta {
-			continue
-		}
 		try := func(call int64, w int32) {
 			p, by := fBefore[gi], fBy[gi]
 			if call >= p {
 				p, by = call, w
 			}
-			if p < best {
-				best, bestW, bestBy = p, w, by
+			if p < best.p {
+				best = witness{p: p, w: w, by: by}
 			}
 		}
 		if len(g.forced) > 0 {
@@ -232,8 +240,17 @@ func (c *regCheck) staleAlone(s *staleReq, fBefore []int64, fBy []int32) bool {
 		if g.optional != nil {
 			try(g.optional.call, g.optional.w)
 		}
+		out[gi] = best
 	}
-	if best <= s.ret {
+	return out
+}
+
+// staleAlone reports s if no write with a token at least θ can be placed
+// before s returned even on its own, and says whether it did.
+func (c *regCheck) staleAlone(s *staleReq, ws []witness) bool {
+	gi := sort.Search(len(c.groups), func(i int) bool { return c.groups[i].tok >= s.theta })
+	best := ws[gi]
+	if best.p <= s.ret {
 		return false
 	}
 	o := &c.k.ops[s.op]
@@ -243,14 +260,14 @@ func (c *regCheck) staleAlone(s *staleReq, fBefore []int64, fBy []int32) bool {
 	}
 	head := fmt.Sprintf("%s was rejected as stale at %s, but no write with a token %s %s could have taken effect by then",
 		c.name(s.op), secs(o.ret), cmp, strconv.FormatUint(o.tok, 10))
-	if bestW < 0 {
+	if best.w < 0 {
 		c.report(KindFalseStaleRejection, head+": the history has none", s.op)
 		return true
 	}
-	why := fmt.Sprintf("the earliest, %s, was invoked at %s", c.name(bestW), secs(c.k.ops[bestW].call))
-	if bestBy != bestW && bestBy >= 0 {
-		why = fmt.Sprintf("the earliest, %s, must follow %s, which began at %s", c.name(bestW), c.name(bestBy), secs(c.k.ops[bestBy].call))
+	why := fmt.Sprintf("the earliest, %s, was invoked at %s", c.name(best.w), secs(c.k.ops[best.w].call))
+	if best.by != best.w && best.by >= 0 {
+		why = fmt.Sprintf("the earliest, %s, must follow %s, which began at %s", c.name(best.w), c.name(best.by), secs(c.k.ops[best.by].call))
 	}
-	c.report(KindFalseStaleRejection, head+": "+why, s.op, bestW, bestBy)
+	c.report(KindFalseStaleRejection, head+": "+why, s.op, best.w, best.by)
 	return true
 }

@@ -301,7 +301,8 @@ func TestFastStreamMatchesInMemory(t *testing.T) {
 	events, err := history.ReadAll(bytes.NewReader(buf.Bytes()))
 	require.NoError(t, err)
 	require.Equal(t, h.Events(), events, "the JSONL writer and Events agree")
-	streamed, err := CheckFastStream(bytes.NewReader(buf.Bytes()), reject)
+	var read int64
+	streamed, err := CheckFastStream(bytes.NewReader(buf.Bytes()), reject, func(n int64) { read = n })
 	require.NoError(t, err)
 	inMemory, err := CheckFast(events, reject)
 	require.NoError(t, err)
@@ -309,6 +310,7 @@ func TestFastStreamMatchesInMemory(t *testing.T) {
 		streamed[i].Duration, inMemory[i].Duration = 0, 0
 	}
 	assert.Equal(t, inMemory, streamed)
+	assert.Equal(t, int64(buf.Len()), read, "progress reaches the end")
 	assert.Equal(t, Invalid, streamed[0].Verdict)
 	assert.Equal(t, Valid, streamed[1].Verdict)
 }

@@ -1,0 +1,310 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+)
+
+// Performance measurement of the checkers on simulated histories, shared by
+// models/bench_test.go (go test -bench) and cmd/perfdoc (docs/performance.md).
+
+// PerfCase is one benchmark history.
+type PerfCase struct {
+	Ops           int
+	Keys          int
+	ClientsPerKey int
+	InfoRate      float64
+	// Planted: one read returns an overwritten value (a stale read).
+	Planted bool
+	Seed    uint64
+}
+
+func (c PerfCase) String() string {
+	v := "valid"
+	if c.Planted {
+		v = "stale-read"
+	}
+	return fmt.Sprintf("ops=%d/clients=%d/info=%g%%/%s", c.Ops, c.ClientsPerKey, c.InfoRate*100, v)
+}
+
+// PerfMatrix is the issue's matrix: 10k, 100k and 1M operations at 5, 20 and
+// 50 clients per key, 0% and 5% unknown-outcome writes, valid and with one
+// planted stale read. Ten keys throughout.
+func PerfMatrix() []PerfCase {
+	var out []PerfCase
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		for _, c := range []int{5, 20, 50} {
+			for _, info := range []float64{0, 0.05} {
+				for _, planted := range []bool{false, true} {
+					out = append(out, PerfCase{Ops: n, Keys: 10, ClientsPerKey: c, InfoRate: info, Planted: planted, Seed: 1})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// SimulatePerf simulates the case's history, unplanted (see
+// SimHistory.PlantStaleRead).
+func SimulatePerf(c PerfCase) *SimHistory {
+	return Simulate(SimConfig{Seed: c.Seed, Ops: c.Ops, Keys: c.Keys, ClientsPerKey: c.ClientsPerKey,
+		InfoRate: c.InfoRate, Tick: 1_000_000, MaxDur: 40, MaxThink: 10, Acquires: true})
+}
+
+// WritePerfHistory simulates the case's history and writes it to path as
+// JSON Lines, as `fencecheck check` would read it.
+func WritePerfHistory(c PerfCase, path string) error {
+	h := SimulatePerf(c)
+	if c.Planted && !h.PlantStaleRead() {
+		return fmt.Errorf("%v: no read to plant a stale value in", c)
+	}
+	return h.WriteFile(path)
+}
+
+// WriteFile writes the history to path as JSON Lines.
+func (h *SimHistory) WriteFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := h.WriteJSONL(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Measured is one measurement: wall time, and the peak of the Go heap above
+// what was live before it started.
+type Measured struct {
+	Time     time.Duration
+	PeakHeap uint64
+}
+
+const heapObjects = "/memory/classes/heap/objects:bytes"
+
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: heapObjects}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// Measure runs fn once, sampling the heap every millisecond for its peak.
+func Measure(fn func()) Measured {
+	runtime.GC()
+	base := heapBytes()
+	peak := base
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				peak = max(peak, heapBytes())
+			}
+		}
+	}()
+	start := time.Now()
+	fn()
+	d := time.Since(start)
+	close(stop)
+	wg.Wait()
+	peak = max(peak, heapBytes())
+	return Measured{Time: d, PeakHeap: peak - base}
+}
+
+// ParseFile reads every event of a JSONL history and discards it: the
+// floor any checker of the file pays.
+func ParseFile(path string) (events int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	rd := history.NewReader(f)
+	for {
+		_, err := rd.Next()
+		if err == io.EOF {
+			return events, nil
+		}
+		if err != nil {
+			return events, err
+		}
+		events++
+	}
+}
+
+// FastFile runs the streaming fast checker on a history file. With
+// retained != nil it also stores the heap the checker holds once every
+// operation is added (after a GC), before deciding.
+func FastFile(path string, sem Semantics, retained *uint64) ([]Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var base uint64
+	if retained != nil {
+		runtime.GC()
+		base = heapBytes()
+	}
+	c := NewFastChecker(sem)
+	p := NewPairer()
+	rd := history.NewReader(f)
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		op, err := p.Add(e)
+		if err != nil {
+			return nil, err
+		}
+		if op != nil {
+			c.Add(op)
+		}
+	}
+	for _, op := range p.Finish() {
+		c.Add(op)
+	}
+	if retained != nil {
+		runtime.GC()
+		*retained = heapBytes() - base
+	}
+	return c.Results(), nil
+}
+
+// PerfRow is the measurement of one case.
+type PerfRow struct {
+	Case   PerfCase
+	Bytes  int64
+	Events int
+	// Parse: reading the events alone. FastStream: reading, pairing and the
+	// fast checker, streaming (what a streaming `fencecheck check --checker
+	// fast` does). FastCheck: the fast checker alone on paired operations;
+	// Porcupine: the Porcupine path alone on the same paired operations
+	// (both only when PorcupineRan).
+	Parse, FastStream, FastCheck, Porcupine Measured
+	// Retained is the heap the streaming fast checker (and the pairer)
+	// held once every operation was added; ClientOps the operations.
+	Retained                      uint64
+	ClientOps                     int
+	FastVerdict, PorcupineVerdict Verdict
+	PorcupineRan                  bool
+}
+
+// MeasureFile measures one history file: parse and fast (streaming), the
+// retained heap (unless skipRetained), and, when porcupineTimeout > 0, the
+// fast checker and Porcupine with that timeout on the paired operations.
+//
+// Parse and fast are measured reps times, interleaved, and the fastest run
+// of each is kept: on a shared machine the minimum is the least disturbed
+// estimate of the work itself.
+func MeasureFile(c PerfCase, path string, porcupineTimeout time.Duration, skipRetained bool, reps int) (PerfRow, error) {
+	row := PerfRow{Case: c}
+	if st, err := os.Stat(path); err == nil {
+		row.Bytes = st.Size()
+	}
+	sem := DefaultSemantics()
+	var err error
+	var res []Result
+	for i := 0; i < max(reps, 1); i++ {
+		m := Measure(func() { row.Events, err = ParseFile(path) })
+		if err != nil {
+			return row, err
+		}
+		row.Parse = fastest(row.Parse, m, i)
+		m = Measure(func() { res, err = FastFile(path, sem, nil) })
+		if err != nil {
+			return row, err
+		}
+		row.FastStream = fastest(row.FastStream, m, i)
+	}
+	row.FastVerdict = combined(res)
+	if !skipRetained {
+		if _, err := FastFile(path, sem, &row.Retained); err != nil {
+			return row, err
+		}
+	}
+	if porcupineTimeout <= 0 {
+		return row, nil
+	}
+	events, err := history.ReadFile(path)
+	if err != nil {
+		return row, err
+	}
+	ops, err := Pair(events)
+	events = nil
+	if err != nil {
+		return row, err
+	}
+	row.ClientOps = len(ops)
+	for i := 0; i < max(reps, 1); i++ {
+		row.FastCheck = fastest(row.FastCheck, Measure(func() {
+			fc := NewFastChecker(sem)
+			for _, op := range ops {
+				fc.Add(op)
+			}
+			res = fc.Results()
+		}), i)
+	}
+	if v := combined(res); v != row.FastVerdict {
+		return row, fmt.Errorf("%v: streaming and in-memory fast verdicts differ: %s vs %s", c, row.FastVerdict, v)
+	}
+	row.PorcupineRan = true
+	var rep *Report
+	row.Porcupine = Measure(func() {
+		rep, err = CheckOps(context.Background(), ops, Options{Semantics: sem, Checker: CheckerPorcupine, Timeout: porcupineTimeout})
+	})
+	if err != nil {
+		return row, err
+	}
+	var pr []Result
+	for _, r := range rep.Results {
+		if r.Checker == CheckerPorcupine {
+			pr = append(pr, r)
+		}
+	}
+	row.PorcupineVerdict = combined(pr)
+	return row, nil
+}
+
+// fastest keeps the quicker of two measurements (the first when i == 0).
+func fastest(best, m Measured, i int) Measured {
+	if i == 0 || m.Time < best.Time {
+		return m
+	}
+	return best
+}
+
+// combined is the verdict over both models: invalid if either is, else
+// unknown if either is, else valid.
+func combined(res []Result) Verdict {
+	v := Valid
+	for _, r := range res {
+		switch r.Verdict {
+		case Invalid:
+			return Invalid
+		case Unknown:
+			v = Unknown
+		}
+	}
+	return v
+}
