@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -407,4 +408,24 @@ func assertNoExternalResources(t *testing.T, page string) {
 	}
 	assert.Equal(t, 1, bytes.Count([]byte(page), []byte("<link ")), "no linked stylesheets")
 	assertHas(t, page, `<link rel="icon" href="data:,">`, "the only link: an empty icon, so the browser asks for no favicon")
+}
+
+// TestReportOfRealCheck renders what the models really say about a stored
+// history: the contract between the two packages (anomaly ops are invoke
+// indices of this history, kinds and verdicts are the documented ones).
+func TestReportOfRealCheck(t *testing.T) {
+	events, err := history.ReadFile("testdata/invalid.jsonl")
+	require.NoError(t, err)
+	rep, err := models.Check(context.Background(), events, models.Options{Semantics: models.DefaultSemantics(), MinOps: -1})
+	require.NoError(t, err)
+	check := Check{Verdict: rep.Verdict, Results: rep.Results, Reason: rep.Reason}
+	if rep.FirstInvalidAt >= 0 {
+		check.FirstInvalidAt = rep.FirstInvalidAt
+	}
+	dir, res := runFixture(t, "invalid", check, nil)
+	assert.Equal(t, models.Invalid, res.Verdict)
+	assert.Contains(t, res.AnomalyKinds, "stale-write-accepted")
+	page := readFile(t, dir, ReportFile)
+	assertHasNot(t, page, "not a client operation of this history", "every anomaly's operations are found in the history")
+	assert.Positive(t, parseJUnit(t, readFile(t, dir, JUnitFile)).Failures)
 }
