@@ -30,7 +30,8 @@ var reportCSS string
 var reportJS string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f1": func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"f1":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"plural": plural,
 	"pct": func(n, total int) string {
 		if total == 0 {
 			return "0%"

@@ -315,7 +315,8 @@ func summarize(r *Results) string {
 			}
 		}
 	case models.Valid:
-		fmt.Fprintf(&b, ": %d operations on %d keys checked, no violation", r.Counts.Ops, r.Counts.Keys)
+		fmt.Fprintf(&b, ": %d %s on %d %s checked, no violation", r.Counts.Ops, plural(r.Counts.Ops, "operation", "operations"),
+			r.Counts.Keys, plural(r.Counts.Keys, "key", "keys"))
 	default:
 		var reasons []string
 		if r.Reason != "" {
