@@ -1,0 +1,95 @@
+package memory
+
+import (
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/targets/fenced"
+)
+
+func startSplit(t *testing.T) (*IssuerPair, *fenced.Client, *fenced.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := NewSplitIssuers(Config{Dir: filepath.Join(dir, "a")}, Config{Dir: filepath.Join(dir, "b"), Bugs: Bugs{SplitIssuers: true}})
+	require.NoError(t, err)
+	lu, fu, err := s.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Stop() })
+	return s, fenced.NewClient(lu, nil), fenced.NewClient(fu, nil)
+}
+
+// acquireRelease takes and gives back lock l on c, returning the token.
+func acquireRelease(t *testing.T, c *fenced.Client, owner string) uint64 {
+	t.Helper()
+	r := c.Acquire(bg, "l", owner, time.Minute)
+	require.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
+	require.Equal(t, fenced.Ok, c.Release(bg, "l", owner, r.Token).Outcome)
+	n, _, err := fenced.ParseToken(r.Token)
+	require.NoError(t, err)
+	return n
+}
+
+func TestSplitIssuersShareOneCounterWhileConnected(t *testing.T) {
+	s, leader, follower := startSplit(t)
+	var got []uint64
+	for i := 0; i < 3; i++ {
+		got = append(got, acquireRelease(t, leader, "a"), acquireRelease(t, follower, "b"))
+	}
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6}, got, "one shared sequence")
+	from, local := s.Counts()
+	assert.Equal(t, 3, from)
+	assert.Equal(t, 0, local)
+
+	// The follower's copy survives its restart; the leader's counter too.
+	require.NoError(t, s.Follower.Restart(false))
+	require.NoError(t, follower.Health(bg))
+	assert.Equal(t, uint64(7), acquireRelease(t, follower, "b"))
+}
+
+func TestSplitIssuersDivergeWhenCut(t *testing.T) {
+	s, leader, follower := startSplit(t)
+	acquireRelease(t, leader, "a")   // 1
+	acquireRelease(t, follower, "b") // 2 from the leader; the follower's copy is 2
+	acquireRelease(t, leader, "a")   // 3
+	s.Cut(true)
+	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"), "the follower reissues 3 from its own copy")
+	assert.Equal(t, uint64(4), acquireRelease(t, leader, "a"))
+	s.Cut(false)
+	assert.Equal(t, uint64(5), acquireRelease(t, follower, "b"))
+}
+
+func TestSplitIssuersBlackholedPeerURL(t *testing.T) {
+	// A listener that accepts and never answers: a black-holing proxy.
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer hole.Close()
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	s, leader, follower := startSplit(t)
+	s.SetPeerTimeout(50 * time.Millisecond)
+	acquireRelease(t, leader, "a") // 1
+	leaderURL := s.PeerURL()
+	s.SetPeerURL("http://" + hole.Addr().String())
+	start := time.Now()
+	assert.Equal(t, uint64(1), acquireRelease(t, follower, "b"), "unreachable leader: the follower issues from its copy (0+1)")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	s.SetPeerURL(leaderURL)
+	assert.Equal(t, uint64(2), acquireRelease(t, follower, "b"))
+}
+
+func TestNewNodeRejectsSplitIssuers(t *testing.T) {
+	_, err := NewNode(Config{Dir: t.TempDir(), Bugs: Bugs{SplitIssuers: true}})
+	assert.ErrorContains(t, err, "NewSplitIssuers")
+}
