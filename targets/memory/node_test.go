@@ -309,3 +309,52 @@ func TestServeStopsOnCancel(t *testing.T) {
 		t.Fatal("Serve did not return")
 	}
 }
+
+func TestAcknowledgedSurvivesKills(t *testing.T) {
+	n, c := startNode(t)
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	maxAcquired, maxWritten := uint64(0), uint64(0)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+				r := c.Acquire(ctx, "l", fmt.Sprintf("c%d", w), time.Millisecond)
+				if r.Outcome == fenced.Ok {
+					tok, _, _ := fenced.ParseToken(r.Token)
+					mu.Lock()
+					maxAcquired = max(maxAcquired, tok)
+					mu.Unlock()
+					if c.Write(ctx, "k", r.Token, []byte(fmt.Sprintf("c%d-%d", w, i))).Outcome == fenced.Ok {
+						mu.Lock()
+						maxWritten = max(maxWritten, tok)
+						mu.Unlock()
+					}
+				}
+				cancel()
+			}
+		}(w)
+	}
+	for i := 0; i < 5; i++ {
+		time.Sleep(60 * time.Millisecond)
+		require.NoError(t, n.Kill())
+		time.Sleep(10 * time.Millisecond)
+		require.NoError(t, n.Restart(false))
+	}
+	close(stop)
+	wg.Wait()
+	restart(t, n, c, false)
+	require.Positive(t, maxWritten, "some writes got through between kills")
+	time.Sleep(2 * time.Millisecond)
+	assert.Greater(t, acquire(t, c, "l", "after"), maxAcquired, "no acknowledged token is reissued")
+	r := write(c, "k", maxWritten, "replay")
+	assert.Equal(t, "stale", r.Error, "no acknowledged write is forgotten")
+}
