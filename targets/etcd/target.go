@@ -20,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Ports inside the containers.
@@ -154,7 +155,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		case roleAdapter:
 			n.clockDir = filepath.Join(t.dataRoot, n.name+"-clock")
 			if err = os.MkdirAll(n.clockDir, 0o755); err == nil {
-				err = writeClockOffset(filepath.Join(n.clockDir, "offset"), 0)
+				err = fenced.WriteClockOffset(filepath.Join(n.clockDir, "offset"), 0)
 			}
 		}
 		if err != nil {
@@ -250,10 +251,6 @@ func (t *Target) memberSpec(n node, state, cluster string, hostPorts map[int]int
 	}
 }
 
-// clockFileEnv names the clock offset file (nanoseconds, decimal) that the
-// adapter's clock reads.
-const clockFileEnv = "FENCECHECK_CLOCK_FILE"
-
 func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 	var endpoints []string
 	for _, m := range t.members() {
@@ -268,7 +265,7 @@ func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 			"--backend", "etcd",
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 		},
-		Env:   []string{clockFileEnv + "=/clock/offset"},
+		Env:   []string{fenced.ClockFileEnv + "=/clock/offset"},
 		Ports: []int{adapterPort},
 		Binds: []docker.Bind{{Host: n.clockDir, Container: "/clock", ReadOnly: true}},
 	}
@@ -578,10 +575,11 @@ func (t *Target) HealPartition(ctx context.Context) error {
 	return rt.HealAll(ctx)
 }
 
-// ClockNodes are the adapters: they read their clock through an offset file.
-// etcd members are not skewable: Go reads the time through the vDSO, where
-// no preload library reaches, and etcd's leases run on the monotonic clock
-// anyway.
+// ClockNodes are the adapters: they read their clock through an offset file
+// (the etcd backend itself consults no clock, so a skewed adapter must
+// change nothing, which is what the nemesis checks). etcd members are not
+// skewable: Go reads the time through the vDSO, where no preload library
+// reaches, and etcd's leases run on the monotonic clock anyway.
 func (t *Target) ClockNodes() []string {
 	var out []string
 	for _, n := range t.adapters() {
@@ -599,16 +597,5 @@ func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Du
 	if n.role != roleAdapter {
 		return fmt.Errorf("clock skew does not apply to etcd member %s (Go reads the vDSO clock)", name)
 	}
-	return writeClockOffset(filepath.Join(n.clockDir, "offset"), offset)
-}
-
-// writeClockOffset replaces the offset file atomically (write, rename) so a
-// reader never sees half a number; that is why the directory, not the file,
-// is bind-mounted.
-func writeClockOffset(path string, offset time.Duration) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(int64(offset), 10)+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fenced.WriteClockOffset(filepath.Join(n.clockDir, "offset"), offset)
 }
