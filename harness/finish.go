@@ -65,7 +65,7 @@ func CheckEvents(ctx context.Context, events []history.Event, dir string, sem mo
 	if err != nil {
 		return reports.Check{}, nil, fmt.Errorf("check: %w", err)
 	}
-	check := reports.Check{Verdict: rep.Verdict, Results: rep.Results, Metrics: map[string]any{}}
+	check := reports.Check{Verdict: rep.Verdict, Results: rep.Results, Reason: rep.Reason, Metrics: map[string]any{}}
 	if rep.FirstInvalidAt >= 0 {
 		check.FirstInvalidAt = rep.FirstInvalidAt
 	}

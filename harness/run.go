@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness/history"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/workloads"
 )
 
@@ -71,7 +72,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	defer rec.Close()
 
 	logf("setup: starting target %s (run folder %s)", target.Name(), dir)
-	runID := filepath.Base(dir)
+	runID := reports.TargetDirName(target.Name()) + "-" + filepath.Base(dir)
 	env := Env{RunID: runID, Dir: dir, Log: orDiscard(cfg.Log), Recorder: rec}
 	eps, err := target.Start(ctx, env)
 	// Stop always runs: a target that half-started must still clean up.
@@ -169,43 +170,13 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// newRunDir makes STORE/<target>/<timestamp>/ (unique even for two runs in
-// the same millisecond) and points STORE/latest at it.
+// newRunDir makes STORE/<target>/<timestamp>/ and points STORE/latest at it.
 func newRunDir(store, target string, t time.Time) (string, error) {
-	base := filepath.Join(store, sanitize(target))
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", err
-	}
-	stamp := t.UTC().Format("20060102T150405.000Z")
-	dir := filepath.Join(base, stamp)
-	for i := 1; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			break
-		}
-		if !os.IsExist(err) {
-			return "", err
-		}
-		dir = filepath.Join(base, fmt.Sprintf("%s-%d", stamp, i))
-	}
-	if err := pointLatest(store, dir); err != nil {
-		return "", err
-	}
-	return dir, nil
-}
-
-// pointLatest replaces STORE/latest atomically (symlink, then rename).
-func pointLatest(store, dir string) error {
-	rel, err := filepath.Rel(store, dir)
+	dir, err := reports.NewRunDir(store, target, t)
 	if err != nil {
-		return err
+		return "", err
 	}
-	tmp := filepath.Join(store, fmt.Sprintf(".latest-%d", os.Getpid()))
-	_ = os.Remove(tmp)
-	if err := os.Symlink(rel, tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(store, "latest"))
+	return dir, reports.UpdateLatest(store, dir)
 }
 
 func sanitize(s string) string {
