@@ -126,8 +126,9 @@ func (n *Node) Running() bool {
 	return n.inst != nil
 }
 
-// Start opens the data dir and listens on addr ("" means Config.Addr, then
-// 127.0.0.1:0), returning the base URL. Later restarts reuse the address.
+// Start opens the data dir and listens on addr ("" means the address of the
+// previous start, else Config.Addr, else 127.0.0.1:0), returning the base
+// URL. Restarts reuse the address so clients' URLs stay valid.
 func (n *Node) Start(addr string) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -135,10 +136,7 @@ func (n *Node) Start(addr string) (string, error) {
 		return "", errors.New("memory: node already running")
 	}
 	if addr == "" {
-		addr = n.cfg.Addr
-	}
-	if addr == "" {
-		addr = "127.0.0.1:0"
+		addr = n.defaultAddrLocked()
 	}
 	if err := n.startLocked(addr); err != nil {
 		return "", err
@@ -245,8 +243,8 @@ func (n *Node) killLocked() error {
 }
 
 // Restart kills the node if it runs and starts it again on the same
-// address; wipe removes the data dir first (the counter-reset fault every
-// implementation fails).
+// address, not paused; wipe removes the data dir first (the counter-reset
+// fault every implementation fails).
 func (n *Node) Restart(wipe bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -258,14 +256,17 @@ func (n *Node) Restart(wipe bool) error {
 			return err
 		}
 	}
-	addr := n.addr
-	if addr == "" {
-		addr = n.cfg.Addr
-		if addr == "" {
-			addr = "127.0.0.1:0"
-		}
+	return n.startLocked(n.defaultAddrLocked())
+}
+
+func (n *Node) defaultAddrLocked() string {
+	switch {
+	case n.addr != "":
+		return n.addr
+	case n.cfg.Addr != "":
+		return n.cfg.Addr
 	}
-	return n.startLocked(addr)
+	return "127.0.0.1:0"
 }
 
 func wipeDir(dir string) error {

@@ -358,3 +358,16 @@ func TestAcknowledgedSurvivesKills(t *testing.T) {
 	r := write(c, "k", maxWritten, "replay")
 	assert.Equal(t, "stale", r.Error, "no acknowledged write is forgotten")
 }
+
+func TestStopThenStartKeepsAddress(t *testing.T) {
+	n, c := startNode(t)
+	require.Equal(t, fenced.Ok, write(c, "k", 1, "v").Outcome)
+	url := n.URL()
+	require.NoError(t, n.Stop())
+	assert.False(t, n.Running())
+	got, err := n.Start("")
+	require.NoError(t, err)
+	assert.Equal(t, url, got)
+	require.NoError(t, c.Health(bg))
+	assert.Equal(t, "v", string(c.Read(bg, "k").Value))
+}
