@@ -195,7 +195,7 @@ func (a answer) brief() string {
 		return "no answer (" + a.err.Error() + ")"
 	}
 	s := fmt.Sprintf("%d", a.status)
-	if b := strings.TrimSpace(string(a.body)); b != "" {
+	if b := strings.Join(strings.Fields(string(a.body)), " "); b != "" {
 		if len(b) > 160 {
 			b = b[:160] + "..."
 		}
@@ -274,7 +274,7 @@ func (c *checker) errorBody(check string, e harness.Endpoint, a answer, word str
 }
 
 func clip(b []byte) string {
-	s := strings.TrimSpace(string(b))
+	s := strings.Join(strings.Fields(string(b)), " ")
 	if len(s) > 120 {
 		s = s[:120] + "..."
 	}

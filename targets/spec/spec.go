@@ -234,10 +234,22 @@ func parse(data []byte, file string) (*Spec, error) {
 	d := &decoder{}
 	var s Spec
 	d.object(data, "", &s, specFields)
-	if len(d.problems) > 0 {
-		return nil, &Error{File: file, Problems: d.problems}
+	probs := d.problems
+	// Validation runs even after decoding problems, so one attempt lists
+	// everything; but a field that failed to decode is not also "missing",
+	// and a file that is not a JSON object has nothing more to say.
+	if len(probs) == 0 || probs[0].Path != "" {
+		bad := map[string]bool{}
+		for _, p := range probs {
+			bad[p.Path] = true
+		}
+		for _, p := range s.validate() {
+			if !bad[p.Path] {
+				probs = append(probs, p)
+			}
+		}
 	}
-	if probs := s.validate(); len(probs) > 0 {
+	if len(probs) > 0 {
 		return nil, &Error{File: file, Problems: probs}
 	}
 	return &s, nil
@@ -389,7 +401,8 @@ func describeJSONError(raw []byte, err error, want string) string {
 
 func position(b []byte, off int64) (line, col int) {
 	line, col = 1, 1
-	for i := int64(0); i < off && i < int64(len(b)); i++ {
+	// Offset counts the bytes read up to and including the bad one.
+	for i := int64(0); i < off-1 && i < int64(len(b)); i++ {
 		if b[i] == '\n' {
 			line, col = line+1, 1
 		} else {

@@ -1,0 +1,84 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/targets"
+	"github.com/fencecheck/fencecheck/targets/conform"
+	"github.com/fencecheck/fencecheck/targets/spec"
+)
+
+// ConformConfig is one conformance check of a target.
+type ConformConfig struct {
+	// Target, Bugs and SealKey choose the target as in Config.
+	Target  string
+	Bugs    []string
+	SealKey string
+	// Timeout bounds each request (default 5 s).
+	Timeout time.Duration
+	// Keep keeps the folder with the nodes' logs and data (it is kept
+	// anyway when the target does not start or deviates).
+	Keep bool
+	Log  io.Writer
+	_    struct{}
+}
+
+// Conform starts the target, runs the conformance preflight against it and
+// stops it. The error is set only when the check could not be made: a bad
+// config (IsUsage) or a target that did not start (ExitCannot). dir is the
+// folder with the nodes' logs, "" when it was removed.
+func Conform(ctx context.Context, cfg ConformConfig) (rep *conform.Report, dir string, err error) {
+	if cfg.Target == "" {
+		cfg.Target = "memory"
+	}
+	var target harness.Target
+	if path, ok := strings.CutPrefix(cfg.Target, "spec:"); ok {
+		if len(cfg.Bugs) > 0 || cfg.SealKey != "" {
+			return nil, "", &usageError{fmt.Errorf("--bug and --seal-key apply to the memory reference only")}
+		}
+		// The preflight is what is asked for: the report, not Start's error.
+		target, err = spec.Open(path, spec.Options{Log: cfg.Log, NoPreflight: true})
+	} else {
+		target, err = targets.New(cfg.Target, targets.Options{Bugs: cfg.Bugs, SealKey: cfg.SealKey, Log: cfg.Log})
+	}
+	if err != nil {
+		return nil, "", &usageError{err}
+	}
+	dir, err = os.MkdirTemp("", "fencecheck-conform-*")
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", harness.ErrCannotRun, err)
+	}
+	rec, err := history.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, dir, fmt.Errorf("%w: %v", harness.ErrCannotRun, err)
+	}
+	defer rec.Close()
+	log := cfg.Log
+	if log == nil {
+		log = io.Discard
+	}
+	env := harness.Env{RunID: "conform-" + filepath.Base(dir)[len("fencecheck-conform-"):], Dir: dir, Log: log, Recorder: rec}
+	eps, err := target.Start(ctx, env)
+	defer func() {
+		if serr := target.Stop(context.WithoutCancel(ctx)); serr != nil {
+			fmt.Fprintf(log, "conform: stopping %s: %v\n", cfg.Target, serr)
+		}
+		if err == nil && rep.Conformant() && !cfg.Keep {
+			os.RemoveAll(dir)
+			dir = ""
+		}
+	}()
+	if err != nil {
+		return nil, dir, fmt.Errorf("%w: target %s did not start: %v", harness.ErrCannotRun, target.Name(), err)
+	}
+	rep, err = conform.Check(ctx, eps, conform.Options{Semantics: target.Semantics(), Timeout: cfg.Timeout})
+	return rep, dir, err
+}

@@ -1,0 +1,744 @@
+package spec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/targets/conform"
+)
+
+// Options configure a spec target.
+type Options struct {
+	// Log receives setup messages (nil: the run's log).
+	Log io.Writer
+	// NoPreflight skips the conformance preflight in Start (fencecheck
+	// conform runs it itself and wants the report, not an error).
+	NoPreflight bool
+	_           struct{}
+}
+
+// Target runs the system a spec describes. It implements harness.Target
+// and the nemesis capabilities Cluster, Pauser, Restarter and ClockSkewer
+// (the clock only reaches nodes that opt in; url nodes are outside every
+// node fault). New adds Partitioner when two or more nodes run in
+// containers, the only nodes whose links the harness can cut without
+// touching this machine's firewall; links between clients and nodes are
+// cut, stripped and delayed by the harness's proxies for every kind.
+type Target struct {
+	spec *Spec
+	opts Options
+
+	mu        sync.Mutex
+	env       harness.Env
+	log       io.Writer
+	nodes     map[string]*node
+	order     []string // command and image nodes, in spec order
+	rt        *docker.Runtime
+	eps       harness.Endpoints
+	preflight *conform.Report
+	started   bool
+	stopping  bool
+}
+
+// node is the live state of one command or image node.
+type node struct {
+	spec Node
+	// dir is env.Dir/nodes/<name> (data/ and clock/ inside).
+	dir string
+	// url is where clients reach the node (host port for both kinds).
+	url  string
+	port int // command: the loopback port; image: the container port
+	vars map[string]string
+	// command nodes
+	proc    *process
+	logPath string
+	logFile *os.File
+	// image nodes
+	ip string
+}
+
+func (n *node) dataDir() string   { return filepath.Join(n.dir, "data") }
+func (n *node) clockDir() string  { return filepath.Join(n.dir, "clock") }
+func (n *node) clockFile() string { return filepath.Join(n.clockDir(), "offset") }
+
+// Paths inside an image node's container.
+const (
+	clockDirInContainer  = "/fencecheck/clock"
+	clockFileInContainer = clockDirInContainer + "/offset"
+)
+
+var (
+	_ harness.Target      = (*Target)(nil)
+	_ nemesis.Cluster     = (*Target)(nil)
+	_ nemesis.Pauser      = (*Target)(nil)
+	_ nemesis.Restarter   = (*Target)(nil)
+	_ nemesis.ClockSkewer = (*Target)(nil)
+	_ nemesis.Partitioner = partitionable{}
+)
+
+// New returns the target for s; nothing runs until Start.
+func New(s *Spec, opts Options) harness.Target {
+	t := &Target{spec: s, opts: opts}
+	images := 0
+	for _, n := range s.Nodes {
+		if n.Kind() == KindImage {
+			images++
+		}
+		if n.Kind() == KindCommand {
+			images = -1 << 20 // a command node cannot be cut from the others
+		}
+	}
+	if images >= 2 {
+		return partitionable{t}
+	}
+	return t
+}
+
+// Open loads the spec at path and returns its target.
+func Open(path string, opts Options) (harness.Target, error) {
+	s, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return New(s, opts), nil
+}
+
+// Spec is the spec the target runs.
+func (t *Target) Spec() *Spec { return t.spec }
+
+// Name implements harness.Target.
+func (t *Target) Name() string { return t.spec.Name }
+
+// Semantics implements harness.Target.
+func (t *Target) Semantics() models.Semantics { return t.spec.ModelSemantics() }
+
+// Preflight is the conformance report of the last Start (nil when skipped).
+func (t *Target) Preflight() *conform.Report {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.preflight
+}
+
+func (t *Target) logf(format string, args ...any) {
+	if t.log != nil {
+		fmt.Fprintf(t.log, "spec %s: "+format+"\n", append([]any{t.spec.Name}, args...)...)
+	}
+}
+
+// Start implements harness.Target: it starts every command and image node,
+// waits until every node answers GET /v1/health, and runs the conformance
+// preflight (unless Options.NoPreflight): a system that breaks the contract
+// fails to start, so a gate stops with "could not run" rather than report
+// a verdict on answers it misread.
+func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints, error) {
+	dir, err := filepath.Abs(env.Dir)
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	env.Dir = dir
+	t.mu.Lock()
+	if t.started {
+		t.mu.Unlock()
+		return harness.Endpoints{}, errors.New("spec target started twice")
+	}
+	t.started = true
+	t.env = env
+	t.log = t.opts.Log
+	if t.log == nil {
+		t.log = env.Log
+	}
+	t.nodes = map[string]*node{}
+	t.mu.Unlock()
+
+	if err := t.prepare(ctx); err != nil {
+		return harness.Endpoints{}, err
+	}
+	for _, name := range t.order {
+		n := t.nodes[name]
+		var err error
+		if n.spec.Kind() == KindCommand {
+			err = t.startProcess(n)
+		} else {
+			err = t.startContainer(ctx, n)
+		}
+		if err != nil {
+			return harness.Endpoints{}, fmt.Errorf("starting node %s: %w", name, err)
+		}
+	}
+	var eps harness.Endpoints
+	for _, sn := range t.spec.Nodes {
+		url := sn.URL
+		if n, ok := t.nodes[sn.Name]; ok {
+			url = n.url
+		}
+		ep := harness.Endpoint{Node: sn.Name, URL: strings.TrimRight(url, "/")}
+		if sn.HasRole(RoleIssuer) {
+			eps.Issuers = append(eps.Issuers, ep)
+		}
+		if sn.HasRole(RoleResource) {
+			eps.Resources = append(eps.Resources, ep)
+		}
+	}
+	for _, sn := range t.spec.Nodes {
+		if err := t.waitNode(ctx, sn.Name); err != nil {
+			return harness.Endpoints{}, err
+		}
+	}
+	t.mu.Lock()
+	t.eps = eps
+	t.mu.Unlock()
+	t.describeFaults()
+	if t.opts.NoPreflight {
+		return eps, nil
+	}
+	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics()})
+	t.mu.Lock()
+	t.preflight = rep
+	t.mu.Unlock()
+	if err != nil {
+		return harness.Endpoints{}, err
+	}
+	if err := rep.Err(); err != nil {
+		return harness.Endpoints{}, fmt.Errorf("conformance preflight: %w", err)
+	}
+	t.logf("conformance preflight passed (%d checks)", rep.Checks)
+	return eps, nil
+}
+
+// describeFaults says up front which node faults can act, so a user who
+// asks for the clock nemesis learns why it does not apply.
+func (t *Target) describeFaults() {
+	var clocks, urls []string
+	for _, n := range t.spec.Nodes {
+		if n.Kind() == KindURL {
+			urls = append(urls, n.Name)
+		} else if n.ClockOptIn() {
+			clocks = append(clocks, n.Name)
+		}
+	}
+	if len(urls) > 0 {
+		t.logf("url nodes %s are not started by fencecheck: pause, restart and clock do not reach them; client-side faults (holder pause, partition, strip, delay) do", strings.Join(urls, ", "))
+	}
+	if len(clocks) == 0 {
+		t.logf("no node opts in to clock faults (\"clock\": %q): the clock nemesis does not apply", ClockOffsetFile)
+	}
+}
+
+// prepare makes each node's folders, picks ports and addresses, and fills
+// the placeholders.
+func (t *Target) prepare(ctx context.Context) error {
+	vars := map[string]string{}
+	for _, sn := range t.spec.Nodes {
+		if sn.Kind() == KindURL {
+			continue
+		}
+		n := &node{spec: sn, dir: filepath.Join(t.env.Dir, "nodes", sn.Name)}
+		if err := os.MkdirAll(n.dataDir(), 0o755); err != nil {
+			return err
+		}
+		if sn.ClockOptIn() {
+			if err := os.MkdirAll(n.clockDir(), 0o755); err != nil {
+				return err
+			}
+			if err := writeClockOffset(n.clockFile(), 0); err != nil {
+				return err
+			}
+		}
+		t.nodes[sn.Name] = n
+		t.order = append(t.order, sn.Name)
+	}
+	imageIndex := 0
+	for _, sn := range t.spec.Nodes {
+		switch sn.Kind() {
+		case KindURL:
+			if u, err := parseHost(sn.URL); err == nil {
+				vars["addr:"+sn.Name] = u
+			}
+		case KindCommand:
+			n := t.nodes[sn.Name]
+			port, err := freeLoopbackPort()
+			if err != nil {
+				return fmt.Errorf("finding a port for %s: %w", sn.Name, err)
+			}
+			n.port = port
+			n.url = "http://127.0.0.1:" + strconv.Itoa(port)
+			vars["addr:"+sn.Name] = "127.0.0.1:" + strconv.Itoa(port)
+		case KindImage:
+			n := t.nodes[sn.Name]
+			if t.rt == nil {
+				rt, err := docker.New(ctx, t.env.RunID, docker.Options{Log: t.log})
+				if err != nil {
+					return err
+				}
+				t.mu.Lock()
+				t.rt = rt
+				t.mu.Unlock()
+			}
+			nw, err := t.rt.Network(ctx)
+			if err != nil {
+				return err
+			}
+			n.ip = nw.HostIP(imageIndex)
+			imageIndex++
+			n.port = sn.Port
+			vars["addr:"+sn.Name] = n.ip + ":" + strconv.Itoa(sn.Port)
+		}
+	}
+	for _, name := range t.order {
+		n := t.nodes[name]
+		v := map[string]string{"name": name}
+		for k, val := range vars {
+			v[k] = val
+		}
+		if n.spec.Kind() == KindCommand {
+			v["port"] = portString(n.port)
+			v["data"] = n.dataDir()
+			if n.spec.ClockOptIn() {
+				v["clock_file"] = n.clockFile()
+			}
+		} else {
+			v["port"] = portString(n.spec.Port)
+			v["data"] = n.spec.Data
+			if n.spec.ClockOptIn() {
+				v["clock_file"] = clockFileInContainer
+			}
+		}
+		n.vars = v
+	}
+	return nil
+}
+
+func parseHost(raw string) (string, error) {
+	u, err := http.NewRequest(http.MethodGet, raw, nil)
+	if err != nil {
+		return "", err
+	}
+	return u.URL.Host, nil
+}
+
+// freeLoopbackPort asks the kernel for a port nobody listens on; the node
+// keeps it across restarts because clients hold their endpoint for the run.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// env is the node's environment: the harness's, the spec's, and the
+// FENCECHECK_* variables that tell the program where things are.
+func (n *node) environ(base []string) []string {
+	env := append([]string{}, base...)
+	env = append(env, "FENCECHECK_NODE="+n.spec.Name, "FENCECHECK_PORT="+n.vars["port"], "FENCECHECK_DATA="+n.vars["data"])
+	if n.spec.ClockOptIn() {
+		env = append(env, ClockFileEnv+"="+n.vars["clock_file"])
+	}
+	for k, v := range n.spec.Env {
+		env = append(env, k+"="+substitute(v, n.vars))
+	}
+	return env
+}
+
+func (n *node) argv() []string {
+	out := make([]string, len(n.spec.Command))
+	for i, a := range n.spec.Command {
+		out[i] = substitute(a, n.vars)
+	}
+	return out
+}
+
+// startProcess (re)starts a command node's program, its output appended to
+// env.Dir/logs/<node>.log.
+func (t *Target) startProcess(n *node) error {
+	if n.logFile == nil {
+		if err := os.MkdirAll(filepath.Join(t.env.Dir, "logs"), 0o755); err != nil {
+			return err
+		}
+		n.logPath = filepath.Join(t.env.Dir, "logs", n.spec.Name+".log")
+		f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		n.logFile = f
+	}
+	argv := n.argv()
+	fmt.Fprintf(n.logFile, "=== fencecheck %s: starting %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), n.spec.Name, strings.Join(argv, " "))
+	p, err := startProcess(argv, t.spec.Dir, n.environ(os.Environ()), n.logFile)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	n.proc = p
+	t.mu.Unlock()
+	go t.watch(n, p)
+	return nil
+}
+
+// watch notes a program that exits on its own: the run goes on (its
+// requests now fail), but the log says why.
+func (t *Target) watch(n *node, p *process) {
+	<-p.done
+	how := "killed by fencecheck"
+	if !p.expectedExit() {
+		how = "exited on its own"
+		t.mu.Lock()
+		stopping := t.stopping
+		t.mu.Unlock()
+		if !stopping {
+			t.logf("node %s exited on its own (%v); see %s", n.spec.Name, p.err, n.logPath)
+		}
+	}
+	fmt.Fprintf(n.logFile, "=== fencecheck %s: %s %s: %v\n", time.Now().UTC().Format(time.RFC3339Nano), n.spec.Name, how, p.err)
+}
+
+// startContainer runs an image node on the run network, its data path and
+// clock folder bind-mounted from the node's host folder.
+func (t *Target) startContainer(ctx context.Context, n *node) error {
+	var binds []docker.Bind
+	if n.spec.Data != "" {
+		binds = append(binds, docker.Bind{Host: n.dataDir(), Container: n.spec.Data})
+	}
+	if n.spec.ClockOptIn() {
+		// The folder, not the file: the offset file is replaced by rename.
+		binds = append(binds, docker.Bind{Host: n.clockDir(), Container: clockDirInContainer, ReadOnly: true})
+	}
+	var cmd []string
+	if len(n.spec.Command) > 0 {
+		cmd = n.argv()
+	}
+	c, err := t.rt.Run(ctx, docker.ContainerSpec{Node: n.spec.Name, Image: n.spec.Image, Cmd: cmd,
+		Env: n.environ(nil), IP: n.ip, Ports: []int{n.spec.Port}, Binds: binds})
+	if err != nil {
+		return err
+	}
+	n.url = "http://" + c.Addr(n.spec.Port)
+	return nil
+}
+
+// waitNode polls the node's GET /v1/health until 200, failing early when a
+// command node's program exits.
+func (t *Target) waitNode(ctx context.Context, name string) error {
+	var url string
+	var p *process
+	var logPath string
+	t.mu.Lock()
+	if n, ok := t.nodes[name]; ok {
+		url, p, logPath = n.url, n.proc, n.logPath
+	} else {
+		for _, sn := range t.spec.Nodes {
+			if sn.Name == name {
+				url = sn.URL
+			}
+		}
+	}
+	t.mu.Unlock()
+	limit := t.spec.Timeout()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second}
+	last := "no answer yet"
+	for {
+		if p != nil && p.exited() {
+			msg := fmt.Sprintf("node %s exited before it answered GET /v1/health (%v)", name, p.err)
+			if tl := tail(logPath, 10); tl != "" {
+				msg += "; last lines of " + logPath + ":\n" + tl
+			}
+			return errors.New(msg)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/health", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = "answered " + resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("node %s did not answer GET /v1/health with 200 within %s (%s)", name, limit, last)
+			if logPath != "" {
+				msg += "; see " + logPath
+			}
+			return errors.New(msg)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop implements harness.Target: programs get SIGTERM (then SIGKILL),
+// containers' logs are saved and the containers removed. Data folders stay
+// in the run folder as evidence.
+func (t *Target) Stop(ctx context.Context) error {
+	t.mu.Lock()
+	if !t.started || t.stopping {
+		t.mu.Unlock()
+		return nil
+	}
+	t.stopping = true
+	nodes := make([]*node, 0, len(t.order))
+	for _, name := range t.order {
+		nodes = append(nodes, t.nodes[name])
+	}
+	rt := t.rt
+	t.mu.Unlock()
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for _, n := range nodes {
+		if n.proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.proc.terminate(3 * time.Second); err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", n.spec.Name, err))
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		if n.logFile != nil {
+			n.logFile.Close()
+		}
+	}
+	if rt != nil {
+		errs = append(errs, rt.SaveLogs(ctx, filepath.Join(t.env.Dir, "logs")))
+		errs = append(errs, rt.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Nodes implements nemesis.Cluster: the nodes fencecheck started (url nodes
+// are not its to pause or restart).
+func (t *Target) Nodes() []nemesis.Node {
+	var out []nemesis.Node
+	for _, sn := range t.spec.Nodes {
+		if sn.Kind() != KindURL {
+			out = append(out, nemesis.Node{Name: sn.Name, Role: strings.Join(sn.Roles, "+")})
+		}
+	}
+	return out
+}
+
+func (t *Target) node(name string) (*node, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.nodes[name]
+	if !ok {
+		return nil, fmt.Errorf("%s has no node %q that fencecheck started", t.spec.Name, name)
+	}
+	return n, nil
+}
+
+// PauseNode implements nemesis.Pauser: SIGSTOP to a program's process
+// group, the freezer cgroup for a container.
+func (t *Target) PauseNode(ctx context.Context, name string) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if n.spec.Kind() == KindImage {
+		return t.rt.Pause(ctx, name)
+	}
+	t.mu.Lock()
+	p := n.proc
+	t.mu.Unlock()
+	return p.signal(syscall.SIGSTOP)
+}
+
+// ResumeNode implements nemesis.Pauser.
+func (t *Target) ResumeNode(ctx context.Context, name string) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if n.spec.Kind() == KindImage {
+		return t.rt.Unpause(ctx, name)
+	}
+	t.mu.Lock()
+	p := n.proc
+	t.mu.Unlock()
+	return p.signal(syscall.SIGCONT)
+}
+
+// KillNode implements nemesis.Restarter: SIGKILL (the program gets no
+// chance to flush anything it has not made durable).
+func (t *Target) KillNode(ctx context.Context, name string) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if n.spec.Kind() == KindImage {
+		return t.rt.Kill(ctx, name)
+	}
+	t.mu.Lock()
+	p := n.proc
+	t.mu.Unlock()
+	return p.kill(10 * time.Second)
+}
+
+// StartNode implements nemesis.Restarter: the same command line, port and
+// data folder, or an emptied data folder when wipe is set. It returns once
+// the node answers GET /v1/health.
+func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if wipe {
+		if err := emptyDir(n.dataDir()); err != nil {
+			return fmt.Errorf("wiping %s: %w", name, err)
+		}
+	}
+	if n.spec.Kind() == KindImage {
+		if err := t.rt.Start(ctx, name); err != nil {
+			return err
+		}
+	} else {
+		t.mu.Lock()
+		p := n.proc
+		t.mu.Unlock()
+		if p != nil && !p.exited() {
+			return fmt.Errorf("node %s is still running", name)
+		}
+		if err := t.startProcess(n); err != nil {
+			return err
+		}
+	}
+	return t.waitNode(ctx, name)
+}
+
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClockNodes implements nemesis.ClockSkewer: only nodes whose spec says
+// "clock": "offset-file" read the offset file.
+func (t *Target) ClockNodes() []string {
+	var out []string
+	for _, sn := range t.spec.Nodes {
+		if sn.Kind() != KindURL && sn.ClockOptIn() {
+			out = append(out, sn.Name)
+		}
+	}
+	return out
+}
+
+// SetClockOffset implements nemesis.ClockSkewer.
+func (t *Target) SetClockOffset(_ context.Context, name string, offset time.Duration) error {
+	n, err := t.node(name)
+	if err != nil {
+		return err
+	}
+	if !n.spec.ClockOptIn() {
+		return fmt.Errorf("node %s does not read a clock offset file", name)
+	}
+	return writeClockOffset(n.clockFile(), offset)
+}
+
+// writeClockOffset replaces the offset file by rename: a reader sees the
+// old number or the new one, never half of one.
+func writeClockOffset(path string, offset time.Duration) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".offset-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.WriteString(strconv.FormatInt(int64(offset), 10) + "\n")
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		// Readable by a container process under any uid.
+		werr = os.Chmod(tmp.Name(), 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing clock offset %s: %w", path, werr)
+	}
+	return nil
+}
+
+// partitionable is a target whose started nodes all run in containers, so
+// the harness can cut links between them (iptables in each container's own
+// network namespace).
+type partitionable struct{ *Target }
+
+// Partition implements nemesis.Partitioner.
+func (p partitionable) Partition(ctx context.Context, groups [][]string) error {
+	group := map[string]int{}
+	for i, g := range groups {
+		for _, name := range g {
+			n, err := p.node(name)
+			if err != nil {
+				return err
+			}
+			if n.spec.Kind() != KindImage {
+				return fmt.Errorf("node %s is not a container; only containers can be partitioned", name)
+			}
+			if j, dup := group[name]; dup && j != i {
+				return fmt.Errorf("node %s is in two partition groups", name)
+			}
+			group[name] = i
+		}
+	}
+	if err := p.rt.HealAll(ctx); err != nil {
+		return err
+	}
+	for name, gi := range group {
+		var peers []string
+		for other, gj := range group {
+			if gj != gi {
+				peers = append(peers, p.nodes[other].ip)
+			}
+		}
+		if len(peers) > 0 {
+			if err := p.rt.Partition(ctx, name, peers); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// HealPartition implements nemesis.Partitioner.
+func (p partitionable) HealPartition(ctx context.Context) error {
+	if p.rt == nil {
+		return nil
+	}
+	return p.rt.HealAll(ctx)
+}
