@@ -25,6 +25,10 @@ type ContainerSpec struct {
 	// images here set no entrypoint).
 	Cmd []string
 	Env []string
+	// User runs the command as "uid:gid" (default: the image's, root for
+	// ours). A container writing into a host directory should run as the
+	// harness's own user, or the harness cannot delete what it wrote.
+	User string
 	// IP is the static address on the run network (Network.HostIP).
 	IP string
 	// Ports are container TCP ports to publish on 127.0.0.1, each on a free
@@ -58,6 +62,9 @@ type Container struct {
 func (c *Container) Addr(port int) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.HostPorts[port]))
 }
+
+// HostUser is "uid:gid" of this process, for ContainerSpec.User.
+func HostUser() string { return fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()) }
 
 // freeLoopbackPort asks the kernel for a port nobody listens on. Docker's
 // own random allocation would pick a new port at every start, and clients
@@ -128,6 +135,7 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 			Image:        spec.Image,
 			Cmd:          spec.Cmd,
 			Env:          spec.Env,
+			User:         spec.User,
 			Hostname:     spec.Node,
 			ExposedPorts: exposed,
 			Labels:       r.labels(map[string]string{LabelNode: spec.Node}),

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/docker/docker/client"
 )
 
 // The project's images. Each is a static binary in a scratch image with a
@@ -61,70 +63,77 @@ func EnsureImages(ctx context.Context, progress io.Writer, names ...string) (map
 	if len(names) == 0 {
 		names = KnownImages()
 	}
+	for _, name := range names {
+		_, known := knownImages[name]
+		if _, registered := registeredImages[name]; !known && !registered {
+			return nil, fmt.Errorf("unknown image %q (known: %s)", name, strings.Join(KnownImages(), ", "))
+		}
+	}
 	cli, err := Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cli.Close()
-	src, err := SourceRoot()
-	if err != nil {
-		return nil, err
-	}
 	cache, err := CacheDir()
 	if err != nil {
 		return nil, err
 	}
-	// Test packages build images concurrently; compiling etcd twice at once
-	// on two cores would double everyone's wait.
-	unlock, err := lockFile(filepath.Join(cache, "build.lock"))
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-
 	tags := map[string]string{}
 	for _, name := range names {
-		if ensure, ok := registeredImages[name]; ok {
-			tag, err := ensure(ctx, progress)
-			if err != nil {
-				return nil, err
-			}
-			tags[name] = tag
-			continue
-		}
-		known, ok := knownImages[name]
-		if !ok {
-			return nil, fmt.Errorf("unknown image %q (known: %s)", name, strings.Join(KnownImages(), ", "))
-		}
-		start := time.Now()
-		bin, err := known.build(ctx, src, cache, progress)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", name, err)
-		}
-		data, err := os.ReadFile(bin)
+		tag, err := ensureImage(ctx, cli, cache, name, progress)
 		if err != nil {
 			return nil, err
 		}
-		spec := ImageSpec{
-			Repository: "fencecheck/" + name,
-			Dockerfile: scratchDockerfile,
-			Files: []File{
-				{Name: "rootfs/tmp", Dir: true, Mode: 0o1777},
-				{Name: "rootfs" + known.binary, Mode: 0o755, Data: data},
-			},
-		}
-		tag, built, err := BuildImage(ctx, cli, spec, nil)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", name, err)
-		}
-		verb := "cached"
-		if built {
-			verb = "built"
-		}
-		fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
 		tags[name] = tag
 	}
 	return tags, nil
+}
+
+// ensureImage builds one image under a lock of its own: test packages run
+// in parallel, and compiling the same binary twice at once on two cores
+// would double everyone's wait, while a caller that needs another image
+// need not wait at all.
+func ensureImage(ctx context.Context, cli *client.Client, cache, name string, progress io.Writer) (string, error) {
+	unlock, err := lockFile(filepath.Join(cache, "build-"+name+".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if ensure, ok := registeredImages[name]; ok {
+		return ensure(ctx, progress)
+	}
+	known := knownImages[name]
+	src, err := SourceRoot()
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	bin, err := known.build(ctx, src, cache, progress)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", name, err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	spec := ImageSpec{
+		Repository: "fencecheck/" + name,
+		Dockerfile: scratchDockerfile,
+		Files: []File{
+			{Name: "rootfs/tmp", Dir: true, Mode: 0o1777},
+			{Name: "rootfs" + known.binary, Mode: 0o755, Data: data},
+		},
+	}
+	tag, built, err := BuildImage(ctx, cli, spec, nil)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", name, err)
+	}
+	verb := "cached"
+	if built {
+		verb = "built"
+	}
+	fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
+	return tag, nil
 }
 
 // buildEtcdBinary compiles the nested module images/etcd, once per content

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,6 +45,9 @@ func helperHarness(run, image string) {
 		os.Exit(1)
 	}
 	nw, err := rt.Network(ctx)
+	if err == nil {
+		_, err = rt.RunDir()
+	}
 	if err == nil {
 		_, err = rt.Run(ctx, etcdSpec("victim", image, nw.HostIP(0), ""))
 	}
@@ -244,6 +248,7 @@ func TestWatchdogSweepsAfterSIGKILL(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	require.Equal(t, "ready\n", line)
+	require.DirExists(t, filepath.Join(os.TempDir(), "fencecheck-run-"+run))
 	c, n := labelled(t, run)
 	require.Equal(t, 1, c)
 	require.Equal(t, 1, n)
@@ -253,8 +258,9 @@ func TestWatchdogSweepsAfterSIGKILL(t *testing.T) {
 	killed := time.Now()
 	require.Eventually(t, func() bool {
 		c, n := labelled(t, run)
-		return c == 0 && n == 0
-	}, 30*time.Second, 100*time.Millisecond, "the watchdog did not sweep run %s", run)
+		_, err := os.Stat(filepath.Join(os.TempDir(), "fencecheck-run-"+run))
+		return c == 0 && n == 0 && os.IsNotExist(err)
+	}, 30*time.Second, 100*time.Millisecond, "the watchdog did not sweep run %s (containers, network, run directory)", run)
 	t.Logf("swept %.1fs after SIGKILL", time.Since(killed).Seconds())
 }
 

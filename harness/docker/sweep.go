@@ -19,7 +19,7 @@ import (
 
 // Removed names one object a sweep removed.
 type Removed struct {
-	Kind  string // "container", "network" or "image"
+	Kind  string // "container", "network", "directory" or "image"
 	Name  string
 	RunID string
 }
@@ -42,7 +42,8 @@ func labelFilter(runID string) filters.Args {
 
 // Sweep removes every container and network labelled fencecheck=1 (of run
 // runID only, when it is not empty), containers first since a network with
-// endpoints cannot go. Images are kept: they are a cache shared by runs.
+// endpoints cannot go, then the runs' host directories (RunDir). Images are
+// kept: they are a cache shared by runs.
 func Sweep(ctx context.Context, cli *client.Client, runID string) ([]Removed, error) {
 	var removed []Removed
 	var errs []error
@@ -72,6 +73,11 @@ func Sweep(ctx context.Context, cli *client.Client, runID string) ([]Removed, er
 			continue
 		}
 		removed = append(removed, Removed{Kind: "network", Name: n.Name, RunID: n.Labels[LabelRun]})
+	}
+	dirs, err := sweepRunDirs(ctx, runID, false)
+	removed = append(removed, dirs...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }
@@ -111,6 +117,12 @@ func SweepOrphans(ctx context.Context, cli *client.Client) ([]Removed, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Directories of dead runs whose containers were already gone.
+	dirs, err := sweepRunDirs(ctx, "", true)
+	removed = append(removed, dirs...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

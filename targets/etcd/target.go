@@ -64,7 +64,8 @@ type node struct {
 	role string // "etcd" or "adapter"
 	ip   string
 	// dataDir (members) is bind-mounted at /data; clockDir (adapters) holds
-	// the clock offset file the adapter reads.
+	// the clock offset file the adapter reads. Both are under the runtime's
+	// RunDir.
 	dataDir  string
 	clockDir string
 }
@@ -142,7 +143,9 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	if t.nw, err = rt.Network(ctx); err != nil {
 		return fail(err)
 	}
-	if t.dataRoot, err = os.MkdirTemp("", "fencecheck-etcd-"); err != nil {
+	// Data and clock folders live in the run's own directory, which the
+	// runtime removes with the containers (and the watchdog, if we die).
+	if t.dataRoot, err = rt.RunDir(); err != nil {
 		return fail(err)
 	}
 	for i := range t.nodes {
@@ -245,6 +248,7 @@ func (t *Target) memberSpec(n node, state, cluster string, hostPorts map[int]int
 			"--initial-cluster-state", state,
 			"--initial-cluster-token", "fencecheck-" + t.env.RunID,
 		},
+		User:      docker.HostUser(),
 		Ports:     []int{clientPort},
 		HostPorts: hostPorts,
 		Binds:     []docker.Bind{{Host: n.dataDir, Container: "/data"}},
@@ -266,6 +270,7 @@ func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 		},
 		Env:   []string{fenced.ClockFileEnv + "=/clock/offset"},
+		User:  docker.HostUser(),
 		Ports: []int{adapterPort},
 		Binds: []docker.Bind{{Host: n.clockDir, Container: "/clock", ReadOnly: true}},
 	}
@@ -297,7 +302,8 @@ func (t *Target) running() (*docker.Runtime, error) {
 }
 
 // Stop saves every node's log into env.Dir/logs, then removes the
-// containers, the network and the members' data (idempotent).
+// containers, the network and the run directory with the members' data
+// (idempotent).
 func (t *Target) Stop(ctx context.Context) error {
 	t.mu.Lock()
 	rt := t.rt
@@ -314,11 +320,6 @@ func (t *Target) Stop(ctx context.Context) error {
 	}
 	if err := rt.Close(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	if t.dataRoot != "" {
-		if err := os.RemoveAll(t.dataRoot); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return errors.Join(errs...)
 }

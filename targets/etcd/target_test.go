@@ -179,6 +179,8 @@ func TestCluster(t *testing.T) {
 		_, err := os.Stat(filepath.Join(env.Dir, "logs", n.Name+".log"))
 		assert.NoError(t, err, "log of %s saved", n.Name)
 	}
+	_, err = os.Stat(tg.dataRoot)
+	assert.True(t, os.IsNotExist(err), "the members' data is removed with the run: %v", err)
 	cli, err := docker.Connect(ctx)
 	require.NoError(t, err)
 	defer cli.Close()

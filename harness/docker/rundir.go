@@ -1,0 +1,76 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A run's host directory holds what its containers bind-mount (data dirs,
+// clock files). It is swept with the run's containers, so a killed harness
+// leaks no disk either (an etcd member alone preallocates 64 MB of WAL).
+// The owner's pid is kept inside, for the orphan sweep.
+const (
+	runDirPrefix = "fencecheck-run-"
+	runDirOwner  = ".owner-pid"
+)
+
+func runDirPath(runID string) string {
+	return filepath.Join(os.TempDir(), runDirPrefix+sanitize(runID))
+}
+
+// RunDir returns the run's host directory, creating it on first use.
+func (r *Runtime) RunDir() (string, error) {
+	dir := runDirPath(r.runID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, runDirOwner), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// orphanedRunDir: the owner is dead. A directory without an owner file is
+// left alone for an hour: its owner may be between creating it and writing
+// the file.
+func orphanedRunDir(dir string) bool {
+	pid, err := os.ReadFile(filepath.Join(dir, runDirOwner))
+	if err != nil {
+		st, serr := os.Stat(dir)
+		return serr == nil && time.Since(st.ModTime()) > time.Hour
+	}
+	return !processAlive(strings.TrimSpace(string(pid)))
+}
+
+// sweepRunDirs removes the run directory of runID, or every run directory
+// when runID is empty, or (orphansOnly) those whose owner is dead.
+func sweepRunDirs(_ context.Context, runID string, orphansOnly bool) ([]Removed, error) {
+	var dirs []string
+	if runID != "" {
+		dirs = []string{runDirPath(runID)}
+	} else {
+		dirs, _ = filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
+	}
+	var removed []Removed
+	var errs []error
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if orphansOnly && !orphanedRunDir(dir) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", dir, err))
+			continue
+		}
+		removed = append(removed, Removed{Kind: "directory", Name: dir, RunID: strings.TrimPrefix(filepath.Base(dir), runDirPrefix)})
+	}
+	return removed, errors.Join(errs...)
+}
