@@ -324,7 +324,7 @@ func (f *Finder) countWrites(o *Overlap) {
 }
 
 func seconds(ns int64) string {
-	return strconv.FormatFloat(float64(ns)/1e9, 'f', 2, 64) + " s"
+	return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + " s"
 }
 
 func roundDur(d time.Duration) time.Duration {
