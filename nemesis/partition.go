@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
 )
@@ -21,6 +22,14 @@ func init() { Register("partition", func() Nemesis { return partition{} }) }
 type partition struct{}
 
 func (partition) Name() string { return "partition" }
+
+// Timing: cuts are shorter and rarer than the default. A black-hole on a
+// single-node target stops every client, and beside restart and pause it
+// would leave the system unreachable most of the run, hiding what the other
+// faults expose.
+func (partition) Timing(*Env) Timing {
+	return Timing{QuietMin: 2 * time.Second, QuietMax: 5 * time.Second, FaultMin: 500 * time.Millisecond, FaultMax: 2500 * time.Millisecond}
+}
 
 func (partition) Applicable(env *Env) (bool, string) {
 	if len(nodePlans(context.Background(), env, nil)) > 0 || len(clientLinks(env)) > 0 {

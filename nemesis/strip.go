@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"math/rand/v2"
+	"time"
 )
 
 func init() { Register("strip", func() Nemesis { return strip{} }) }
@@ -17,6 +18,13 @@ type strip struct{}
 
 func (strip) Name() string { return "strip" }
 
+// Timing: stripping does not stop progress, so it may last longer than the
+// default; that keeps tampered writes coming even when other faults make the
+// resource unreachable part of the time.
+func (strip) Timing(*Env) Timing {
+	return Timing{QuietMin: 1 * time.Second, QuietMax: 3 * time.Second, FaultMin: 2 * time.Second, FaultMax: 5 * time.Second}
+}
+
 func (strip) Applicable(env *Env) (bool, string) {
 	if len(clientLinks(env)) == 0 {
 		return false, noClientLinks
@@ -29,7 +37,7 @@ func (strip) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 	links := linkNames(clientLinks(env))
 	// A share, not every write: the run keeps making progress, and stripped
 	// writes interleave with good ones on the same keys.
-	share := 0.2 + 0.4*rng.Float64()
+	share := 0.3 + 0.4*rng.Float64()
 	if err := forEachLink(links, func(n string) error { return ls.SetStrip(n, share) }); err != nil {
 		forEachLink(links, func(n string) error { return ls.SetStrip(n, 0) })
 		return nil, err

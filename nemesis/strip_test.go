@@ -34,8 +34,8 @@ func TestStripTampersWithAShareOfWritesUntilStopped(t *testing.T) {
 	fault, err := strip{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 2)))
 	require.NoError(t, err)
 	share := fault.Details["share"].(float64)
-	assert.GreaterOrEqual(t, share, 0.2)
-	assert.LessOrEqual(t, share, 0.6)
+	assert.GreaterOrEqual(t, share, 0.3)
+	assert.LessOrEqual(t, share, 0.7)
 	assert.Equal(t, []string{"clients->n1"}, fault.Details["links"], "only client links")
 	assert.Equal(t, []string{"n1"}, fault.Nodes)
 
