@@ -40,9 +40,6 @@ type TargetOptions struct {
 	Volatile bool
 	// Adapters is the number of fenced adapter containers (default 2).
 	Adapters int
-	// KeepData keeps Redis's data directory in the run folder after Stop
-	// (by default it is removed; the history and logs are what a run keeps).
-	KeepData bool
 	// ReadyTimeout bounds how long Start and StartNode wait for nodes
 	// (default 60 s).
 	ReadyTimeout time.Duration
@@ -60,7 +57,7 @@ type Target struct {
 	rt       *docker.Runtime
 	nodes    []nemesis.Node
 	ips      map[string]string // node -> IP on the run network
-	dirs     map[string]string // node -> host folder (clock/, data/)
+	dirs     map[string]string // node -> host folder (clock/, data/) in the run directory
 	adapters []string
 	stopped  bool
 }
@@ -150,6 +147,14 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 		rt.Close(context.WithoutCancel(ctx))
 		return err
 	}
+	// Data and clock folders live in the runtime's run directory: a host
+	// folder (so Redis's AOF outlives kill -9) that the runtime removes with
+	// the containers, and its watchdog if the harness dies.
+	root, err := rt.RunDir()
+	if err != nil {
+		rt.Close(context.WithoutCancel(ctx))
+		return err
+	}
 	t.mu.Lock()
 	t.env, t.rt, t.stopped = env, rt, false
 	t.ips = map[string]string{RedisNode: nw.HostIP(0)}
@@ -163,7 +168,7 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 		t.adapters = append(t.adapters, name)
 	}
 	for _, n := range t.nodes {
-		t.dirs[n.Name] = filepath.Join(env.Dir, "nodes", n.Name)
+		t.dirs[n.Name] = filepath.Join(root, n.Name)
 	}
 	t.mu.Unlock()
 
@@ -187,6 +192,8 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 		Cmd:   cmd,
 		Env: []string{"LD_PRELOAD=" + SkewLibrary, ClockFileEnv + "=" + clockFileInContainer,
 			ClockRefreshEnv + "=5"},
+		// As the harness's user, so the harness can remove what Redis wrote.
+		User:  docker.HostUser(),
 		IP:    t.ips[RedisNode],
 		Ports: []int{RedisPort},
 		Binds: []docker.Bind{
@@ -218,6 +225,7 @@ func (t *Target) startAdapters(ctx context.Context, image string) (harness.Endpo
 			Image: image,
 			Cmd:   t.adapterCmd(),
 			Env:   []string{ClockFileEnv + "=" + clockFileInContainer},
+			User:  docker.HostUser(),
 			IP:    t.ips[name],
 			Ports: []int{AdapterPort},
 			Binds: []docker.Bind{{Host: t.clockDir(name), Container: clockDirInContainer, ReadOnly: true}},
@@ -278,7 +286,8 @@ func (t *Target) waitRedis(ctx context.Context) error {
 }
 
 // Stop implements harness.Target: it saves node logs into env.Dir/logs and
-// removes every container and the network (idempotent).
+// removes every container, the network and the run directory with Redis's
+// data (idempotent).
 func (t *Target) Stop(ctx context.Context) error {
 	t.mu.Lock()
 	rt, env := t.rt, t.env
@@ -289,13 +298,7 @@ func (t *Target) Stop(ctx context.Context) error {
 	t.stopped = true
 	t.mu.Unlock()
 	logErr := rt.SaveLogs(ctx, filepath.Join(env.Dir, "logs"))
-	err := rt.Close(ctx)
-	if !t.opts.KeepData {
-		if rmErr := os.RemoveAll(t.dataDir()); rmErr != nil && env.Log != nil {
-			fmt.Fprintf(env.Log, "redis: could not remove data dir: %v\n", rmErr)
-		}
-	}
-	return errors.Join(err, logErr)
+	return errors.Join(rt.Close(ctx), logErr)
 }
 
 // Nodes implements nemesis.Cluster.
