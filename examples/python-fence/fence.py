@@ -174,6 +174,9 @@ class StaleError(Exception):
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection per client
     server_version = "python-fence/1"
+    # Headers and body leave in two writes; with Nagle's algorithm the body
+    # would wait for the client's delayed ACK (40 ms) on every answer.
+    disable_nagle_algorithm = True
     state = None  # set in main
 
     def log_message(self, fmt, *args):

@@ -1,0 +1,127 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// exampleSpec writes a copy of the Python example's spec whose command
+// carries extra arguments (bug switches) and opts in to clock faults or
+// not. The copy points at the example's program by absolute path.
+func exampleSpec(t *testing.T, clock bool, args ...string) string {
+	t.Helper()
+	prog, err := filepath.Abs("../examples/python-fence/fence.py")
+	require.NoError(t, err)
+	node := map[string]any{
+		"name": "n1", "roles": []string{"issuer", "resource"},
+		"command": append([]string{"python3", prog, "--port", "{port}", "--data", "{data}"}, args...),
+	}
+	if clock {
+		node["clock"] = "offset-file"
+	}
+	b, err := json.Marshal(map[string]any{"name": "python-fence", "nodes": []any{node}})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "spec.json")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return "spec:" + path
+}
+
+func run(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	if cfg.Store == "" {
+		cfg.Store = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	return res
+}
+
+// A correct system in another language, every fault that applies: exit 0,
+// and the JUnit file is where CI expects it.
+func TestCorrectHostProcessSystemPasses(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "fencecheck.xml")
+	res := run(t, Config{Target: exampleSpec(t, true), Time: 6 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
+	require.Equal(t, ExitValid, res.ExitCode, res.Summary())
+	assert.True(t, res.Passed())
+	assert.Equal(t, models.Valid, res.Verdict)
+	assert.Empty(t, res.Reasons)
+	for _, n := range []string{"pause", "restart", "clock", "partition", "strip", "delay"} {
+		assert.Contains(t, res.Faults, n, "nemesis %s should act on a host process", n)
+	}
+	assert.Empty(t, res.NotApplicable)
+	b, err := os.ReadFile(junit)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "<testsuite")
+	assert.FileExists(t, filepath.Join(res.Dir, "report.html"))
+}
+
+// The bug no preflight can see: the lock counter lives in memory, so after
+// a kill -9 the server hands out tokens it handed out before. Only a fault
+// run finds it: exit 1.
+func TestBuggyHostProcessSystemFails(t *testing.T) {
+	res := run(t, Config{Target: exampleSpec(t, false, "--bug", "counter-in-memory"), Time: 8 * time.Second,
+		Nemesis: "restart", Seed: 1})
+	require.Equal(t, ExitInvalid, res.ExitCode, res.Summary())
+	assert.Equal(t, models.Invalid, res.Verdict)
+	assert.NotEmpty(t, res.Anomalies)
+	assert.Positive(t, res.Faults["restart"])
+}
+
+// A bug that breaks the contract stops the run before any fault: exit 3,
+// with the deviation in words.
+func TestContractBreakingSystemCannotRun(t *testing.T) {
+	res, err := Run(context.Background(), Config{Target: exampleSpec(t, false, "--bug", "accept-equal"),
+		Time: 3 * time.Second, Store: t.TempDir()})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, harness.ErrCannotRun)
+	assert.Equal(t, ExitCannot, res.ExitCode)
+	assert.Contains(t, err.Error(), "[write-equal-token] n1")
+	assert.Contains(t, res.Summary(), "could not be carried out")
+}
+
+// The clock nemesis on a system that did not opt in cannot act: a valid
+// history, but the gate says unknown and why.
+func TestFaultThatCannotApplyIsUnknown(t *testing.T) {
+	res := run(t, Config{Target: exampleSpec(t, false), Time: 3 * time.Second, Nemesis: "pause,clock"})
+	require.Equal(t, ExitUnknown, res.ExitCode, res.Summary())
+	assert.Equal(t, models.Unknown, res.Verdict)
+	require.Contains(t, res.NotApplicable, "clock")
+	assert.Contains(t, strings.Join(res.Reasons, "\n"), "nemesis clock was requested but cannot act on this target")
+}
+
+func TestTooShortForMinOpsIsUnknown(t *testing.T) {
+	res := run(t, Config{Target: exampleSpec(t, false), Time: 2 * time.Second, Nemesis: "none", MinOps: 1_000_000})
+	require.Equal(t, ExitUnknown, res.ExitCode, res.Summary())
+	assert.Contains(t, strings.Join(res.Reasons, "\n"), "the gate needs at least 1000000 (--min-ops)")
+}
+
+func TestUsageErrors(t *testing.T) {
+	res, err := Run(context.Background(), Config{Target: "no-such-target", Store: t.TempDir()})
+	require.Error(t, err)
+	assert.True(t, IsUsage(err))
+	assert.Equal(t, ExitUsage, res.ExitCode)
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","nodes":[{"name":"n1","roles":["issuer"],"comand":["a"]}]}`), 0o644))
+	res, err = Run(context.Background(), Config{Target: "spec:" + bad, Store: t.TempDir()})
+	require.Error(t, err)
+	assert.True(t, IsUsage(err))
+	assert.Equal(t, ExitUsage, res.ExitCode)
+	assert.Contains(t, err.Error(), `nodes[0].comand: unknown field "comand" (did you mean "command"?)`)
+
+	_, err = Run(context.Background(), Config{Target: "memory", Time: -time.Second, Store: t.TempDir()})
+	assert.True(t, IsUsage(err))
+}
