@@ -17,7 +17,7 @@ func ExampleRun() {
 	defer os.RemoveAll(store)
 
 	res, err := gate.Run(context.Background(), gate.Config{
-		Target:  "spec:../examples/python-fence/spec.json",
+		Target: "spec:../examples/python-fence/spec.json",
 		// Each nemesis first strikes 1-3 s into the run.
 		Time:    4 * time.Second,
 		Nemesis: "pause,restart,strip",
