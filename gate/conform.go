@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/harness/history"
 	"github.com/fencecheck/fencecheck/targets"
 	"github.com/fencecheck/fencecheck/targets/conform"
 	"github.com/fencecheck/fencecheck/targets/spec"
@@ -56,16 +55,11 @@ func Conform(ctx context.Context, cfg ConformConfig) (rep *conform.Report, dir s
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", harness.ErrCannotRun, err)
 	}
-	rec, err := history.Create(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return nil, dir, fmt.Errorf("%w: %v", harness.ErrCannotRun, err)
-	}
-	defer rec.Close()
 	log := cfg.Log
 	if log == nil {
 		log = io.Discard
 	}
-	env := harness.Env{RunID: "conform-" + filepath.Base(dir)[len("fencecheck-conform-"):], Dir: dir, Log: log, Recorder: rec}
+	env := harness.Env{RunID: "conform-" + filepath.Base(dir)[len("fencecheck-conform-"):], Dir: dir, Log: log}
 	eps, err := target.Start(ctx, env)
 	defer func() {
 		if serr := target.Stop(context.WithoutCancel(ctx)); serr != nil {

@@ -363,9 +363,12 @@ func (c *checker) issuer(e harness.Endpoint) {
 		c.errorBody("renew-lost", e, a, fenced.ErrWordLost)
 	}
 	a = c.send(e.URL, http.MethodPost, lockPath(lock, "renew"), jsonHeader, lockBody("conform-a", "", 5000))
-	if c.status("renew-missing-token", e, a, "renewing without a token", "a definite rejection: 428 (or 400/409)",
-		http.StatusPreconditionRequired, http.StatusBadRequest, http.StatusConflict) {
+	if c.status("renew-missing-token", e, a, "renewing without a token", "428 with a JSON error", http.StatusPreconditionRequired) {
 		c.errorBody("renew-missing-token", e, a, "")
+	}
+	a = c.send(e.URL, http.MethodPost, lockPath(lock, "renew"), jsonHeader, lockBody("conform-a", "x"+tokA, 5000))
+	if c.status("renew-malformed-token", e, a, "renewing with a malformed token", "400 with a JSON error", http.StatusBadRequest) {
+		c.errorBody("renew-malformed-token", e, a, "")
 	}
 	a = c.send(e.URL, http.MethodPost, lockPath(lock, "release"), jsonHeader, lockBody("conform-b", tokA, 0))
 	if c.status("release-lost", e, a, "releasing by an owner that does not hold the lock", "409 {\"error\":\"lost\"}", http.StatusConflict) {
