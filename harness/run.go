@@ -65,15 +65,9 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(cfg, target)); err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
-	rec, err := history.Create(run.HistoryPath)
-	if err != nil {
-		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
-	}
-	defer rec.Close()
-
 	logf("setup: starting target %s (run folder %s)", target.Name(), dir)
 	runID := reports.TargetDirName(target.Name()) + "-" + filepath.Base(dir)
-	env := Env{RunID: runID, Dir: dir, Log: orDiscard(cfg.Log), Recorder: rec}
+	env := Env{RunID: runID, Dir: dir, Log: orDiscard(cfg.Log)}
 	eps, err := target.Start(ctx, env)
 	// Stop always runs: a target that half-started must still clean up.
 	defer func() {
@@ -86,6 +80,14 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: target %s did not start: %v", ErrCannotRun, target.Name(), err)
 	}
 	run.Endpoints = eps
+
+	// The history starts once the target is up: its time 0 is the start of
+	// the workload, so times (and time to detection) do not count setup.
+	rec, err := history.Create(run.HistoryPath)
+	if err != nil {
+		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
+	}
+	defer rec.Close()
 
 	nemNames, err := nemesis.Parse(cfg.Nemesis)
 	if err != nil {

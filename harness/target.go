@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 
-	"github.com/fencecheck/fencecheck/harness/history"
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -31,9 +30,6 @@ type Env struct {
 	Dir string
 	// Log receives human-readable progress lines.
 	Log io.Writer
-	// Recorder is the run's history (targets may record nemesis-like events,
-	// e.g. a node's restart).
-	Recorder *history.Recorder
 }
 
 // Endpoint is one node's Fencing API base URL, e.g. http://127.0.0.1:7001.
