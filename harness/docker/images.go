@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,9 +151,9 @@ func buildEtcdBinary(ctx context.Context, src, cache string, progress io.Writer)
 		fmt.Fprintf(h, "%s %d\n", f, len(b))
 		h.Write(b)
 	}
-	gover, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	gover, err := goVersion(ctx)
 	if err != nil {
-		return "", fmt.Errorf("the go toolchain is needed to build images: %w", err)
+		return "", err
 	}
 	h.Write(gover)
 	out := filepath.Join(cache, "etcd-"+hex.EncodeToString(h.Sum(nil))[:16])
@@ -163,13 +164,73 @@ func buildEtcdBinary(ctx context.Context, src, cache string, progress io.Writer)
 	return out, goBuildStatic(ctx, dir, ".", out)
 }
 
-// buildFencedBinary compiles cmd/fenced every time: the Go build cache makes
-// that a second or two, and hashing the sources it depends on ourselves
-// would be guessing what go build already knows.
+// buildFencedBinary compiles cmd/fenced when the main module's sources
+// changed since the cached binary: go build relinks a main package every
+// time (seconds, more on a loaded machine), and most runs change nothing.
+// The key covers every non-test Go file of the module plus go.mod, go.sum
+// and the Go version, which is more than cmd/fenced needs but never less.
 func buildFencedBinary(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
-	out := filepath.Join(cache, "fenced")
+	h := sha256.New()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			// Nested modules (images/), VCS data and run output are not
+			// part of the main module's build.
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "images" || d.Name() == "store" || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !(strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go")) && rel != "go.mod" && rel != "go.sum" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", rel, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hashing the sources: %w", err)
+	}
+	gover, err := goVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	h.Write(gover)
+	out := filepath.Join(cache, "fenced-"+hex.EncodeToString(h.Sum(nil))[:16])
+	now := time.Now()
+	if _, err := os.Stat(out); err == nil {
+		os.Chtimes(out, now, now) // in use: keep it
+		return out, nil
+	}
 	fmt.Fprintf(progress, "image fenced: compiling cmd/fenced\n")
-	return out, goBuildStatic(ctx, src, "./cmd/fenced", out)
+	if err := goBuildStatic(ctx, src, "./cmd/fenced", out); err != nil {
+		return "", err
+	}
+	// Builds nobody used for a day are of no more use (several checkouts
+	// may share the cache, so the others' current builds stay).
+	old, _ := filepath.Glob(filepath.Join(cache, "fenced-*"))
+	for _, o := range old {
+		if st, err := os.Stat(o); err == nil && now.Sub(st.ModTime()) > 24*time.Hour {
+			os.Remove(o)
+		}
+	}
+	return out, nil
+}
+
+// goVersion is the version of the go command that will build the images.
+func goVersion(ctx context.Context) ([]byte, error) {
+	v, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return nil, fmt.Errorf("the go toolchain is needed to build images: %w", err)
+	}
+	return v, nil
 }
 
 // goBuildStatic builds a static, reproducible binary (no cgo, no paths, no
