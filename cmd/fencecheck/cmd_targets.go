@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/targets"
+	"github.com/fencecheck/fencecheck/targets/memory"
+)
+
+func init() {
+	rootCmd.AddCommand(&cobra.Command{
+		Use:   "targets",
+		Short: "List the built-in targets, the nemeses and the reference's bug switches",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			fmt.Fprintln(w, "targets:")
+			for _, n := range targets.Names() {
+				fmt.Fprintf(w, "  %-15s %s\n", n, targets.Describe(n))
+			}
+			fmt.Fprintf(w, "  %-15s %s\n", "spec:FILE", "any system that speaks Fencing API v1, described by a spec file (docs/spec.md)")
+			fmt.Fprintln(w, "nemeses (--nemesis a,b or all):")
+			fmt.Fprintf(w, "  %s\n", strings.Join(nemesis.Names(), ", "))
+			var bugs []string
+			for _, b := range memory.AllBugs() {
+				bugs = append(bugs, string(b))
+			}
+			fmt.Fprintln(w, "bug switches of the memory reference (--bug):")
+			fmt.Fprintf(w, "  %s\n", strings.Join(bugs, ", "))
+			return nil
+		},
+	})
+}
