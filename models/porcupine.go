@@ -46,7 +46,37 @@ import (
 //     did) and every rejection there is justified by another write (the
 //     dropped one's token is too small to matter); the next accepted write is
 //     accepted on a lower high-water too, and sets the same state. Removing
-//     it gives a linearization of the reduced history.
+//     it gives a linearization of the reduced history. A rejection that is
+//     certainly justified (by a write known to have taken effect before the
+//     rejection began, with a token at least as new) needs no other write,
+//     so only the uncertain ones keep unknown writes alive.
+//  4. A write whose unique value a read returned took effect by that read's
+//     return: its Return becomes the earliest such read's return (an info
+//     write's ∞ included). Every linearization places it before that read
+//     anyway, so this only drops orders that were never legal. Likewise, once
+//     a write with a token ≥ u (> u under accept) is known to have taken
+//     effect (returned ok, or was read), a write with token u can no longer
+//     take effect: an accepted one must come before, and an unknown one
+//     placed later is a no-op, which it also is right after that write. So
+//     its Return becomes that time (or its call, if earlier). This bounds
+//     most unknown-outcome writes, which would otherwise stay pending to
+//     the end and prevent every cut below.
+//
+// Segments (reduction 5). Porcupine's memory grows with the square of a
+// partition's length (a bitset of all operations per cached state), so each
+// key is cut, at quiescent moments, into segments checked as separate
+// Porcupine partitions. A cut lies between two operations when everything
+// invoked before it has returned before it, and only where the state there
+// is forced: accepted writes are linearized in increasing token order, so a
+// linearizable prefix ends in the state of the applied write with the
+// highest token (under accept, one such write that follows all other writes
+// with that token in real time must exist, else no cut there). The next
+// segment starts with a "set state" pseudo-operation, strictly before all of
+// its operations, that carries this state over. The key is linearizable iff
+// every segment is: linearizations of the segments concatenate (all of one
+// segment's operations precede the next one's in real time), and any
+// linearization of the key splits into them. The issuer is cut the same way,
+// carrying the highest token.
 
 // porcOpKind distinguishes the register's operations.
 type porcOpKind uint8
@@ -54,6 +84,8 @@ type porcOpKind uint8
 const (
 	porcWrite porcOpKind = iota
 	porcRead
+	// porcSetState starts a segment with the state its predecessors forced.
+	porcSetState
 )
 
 // porcRegInput is a register operation's input (porcupine.Operation.Input).
@@ -65,6 +97,10 @@ type porcRegInput struct {
 	Value  string
 	// Op is the history index of the invoke, for descriptions only.
 	Op int64
+	// Seg is the operation's segment (its Porcupine partition).
+	Seg int
+	// Init is the state a porcSetState operation carries over.
+	Init porcRegState
 }
 
 // porcResult is how a register operation ended.
@@ -115,12 +151,16 @@ func registerModel(sem Semantics, abort *abortFlag) porcupine.Model {
 		return !s.Written || in.Tok > s.HW || (accept && in.Tok == s.HW)
 	}
 	return porcupine.Model{
-		Init: func() interface{} { return porcRegState{} },
+		Partition: porcPartition,
+		Init:      func() interface{} { return porcRegState{} },
 		StepContext: func(_ context.Context, state, input, output interface{}) (bool, interface{}) {
 			if abort.stop() {
 				return false, state
 			}
 			s, in, out := state.(porcRegState), input.(porcRegInput), output.(porcRegOutput)
+			if in.Kind == porcSetState {
+				return true, in.Init
+			}
 			if in.Kind == porcRead {
 				if out.Value == "" && !out.TokOK {
 					// Never written (or, should a write have stored an
@@ -169,6 +209,12 @@ func registerModel(sem Semantics, abort *abortFlag) porcupine.Model {
 
 func describePorcRegOp(input, output interface{}) string {
 	in, out := input.(porcRegInput), output.(porcRegOutput)
+	if in.Kind == porcSetState {
+		if !in.Init.Written {
+			return fmt.Sprintf("segment %d starts: never written", in.Seg)
+		}
+		return fmt.Sprintf("segment %d starts: %s (token %d), forced by the segments before", in.Seg, in.Init.Value, in.Init.HW)
+	}
 	if in.Kind == porcRead {
 		if out.Value == "" {
 			return "read → never written"
@@ -229,6 +275,9 @@ type porcIssuerInput struct {
 	TokOK bool
 	Lock  string
 	Op    int64
+	Seg   int
+	// SetState starts a segment: the highest token so far is Tok.
+	SetState bool
 }
 
 // issuerModel: the issuer is a counter whose acquires return strictly
@@ -237,12 +286,16 @@ type porcIssuerInput struct {
 // began, and no token is returned twice.
 func issuerModel(abort *abortFlag) porcupine.Model {
 	return porcupine.Model{
-		Init: func() interface{} { return porcIssuerState{} },
+		Partition: porcPartition,
+		Init:      func() interface{} { return porcIssuerState{} },
 		StepContext: func(_ context.Context, state, input, _ interface{}) (bool, interface{}) {
 			if abort.stop() {
 				return false, state
 			}
 			s, in := state.(porcIssuerState), input.(porcIssuerInput)
+			if in.SetState {
+				return true, porcIssuerState{Any: in.TokOK, Max: in.Tok}
+			}
 			if !in.TokOK || (s.Any && in.Tok <= s.Max) {
 				return false, s
 			}
@@ -250,6 +303,12 @@ func issuerModel(abort *abortFlag) porcupine.Model {
 		},
 		DescribeOperation: func(input, _ interface{}) string {
 			in := input.(porcIssuerInput)
+			if in.SetState {
+				if !in.TokOK {
+					return fmt.Sprintf("segment %d starts: no token issued yet", in.Seg)
+				}
+				return fmt.Sprintf("segment %d starts: highest token so far %d", in.Seg, in.Tok)
+			}
 			if !in.TokOK {
 				return fmt.Sprintf("acquire %s → no valid token", in.Lock)
 			}
@@ -308,28 +367,119 @@ func (c porcClientIDs) of(p int) int {
 	return c[p]
 }
 
+// porcPartition splits a key's operations into its segments.
+func porcPartition(h []porcupine.Operation) [][]porcupine.Operation {
+	var out [][]porcupine.Operation
+	for _, op := range h {
+		seg := 0
+		switch in := op.Input.(type) {
+		case porcRegInput:
+			seg = in.Seg
+		case porcIssuerInput:
+			seg = in.Seg
+		}
+		for len(out) <= seg {
+			out = append(out, nil)
+		}
+		out[seg] = append(out[seg], op)
+	}
+	return out
+}
+
+// porcItem is an operation on its way to Porcupine.
+type porcItem struct {
+	op        *Op
+	call, ret int64 // ret: Never for unknown outcomes
+	// applied: a write certainly applied (ok, or its value read), with a
+	// valid token: it shapes the state forced at a cut.
+	applied bool
+	build   func(seg int) porcupine.Operation
+}
+
 // registerOperations turns one key's writes (any outcome) and ok reads into
 // porcupine operations, applying the reductions above.
 func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operation {
+	accept := sem.Equal == EqualAccept
+	valid := func(w *Op) bool {
+		return w.Token.State == TokenValid && (!sem.Authenticated || w.Token.Seal != "")
+	}
+	// Reads of each value; a value written once identifies its write.
+	writers := make(map[string]int, len(writes))
+	for _, w := range writes {
+		writers[w.Value]++
+	}
 	observed := make(map[string]bool, len(reads))
+	firstSeen := make(map[string]int64, len(reads))
 	for _, r := range reads {
-		if r.Value != "" {
-			observed[r.Value] = true
+		observed[r.Value] = true
+		if t, ok := firstSeen[r.Value]; !ok || r.Return < t {
+			firstSeen[r.Value] = r.Return
 		}
 	}
-	// Stale rejections by return time, with the smallest token among those
-	// returning at or after each point: an unobserved unknown write with
-	// token u can justify one iff some rejection returning after its call
-	// has t ≤ u (t < u under accept).
+	// seenBy is when a read proved w took effect (reduction 4), or Never.
+	seenBy := func(w *Op) int64 {
+		if t, ok := firstSeen[w.Value]; ok && porcReduce && w.Value != "" && writers[w.Value] == 1 && t >= w.Call {
+			return t
+		}
+		return Never
+	}
+
+	// Writes known to have taken effect, by when; prefix maxima of their
+	// tokens tell which rejections are certainly justified (reduction 3).
+	type known struct {
+		by  int64
+		tok uint64
+	}
+	var knowns []known
+	for _, w := range writes {
+		if w.Token.State != TokenValid {
+			continue
+		}
+		by := seenBy(w)
+		if w.Outcome == OutcomeOk {
+			by = min(by, w.Return)
+		}
+		if by != Never && w.Outcome != OutcomeFail {
+			knowns = append(knowns, known{by, w.Token.N})
+		}
+	}
+	sort.Slice(knowns, func(i, j int) bool { return knowns[i].by < knowns[j].by })
+	knownMax := make([]uint64, len(knowns))
+	for i, k := range knowns {
+		knownMax[i] = k.tok
+		if i > 0 {
+			knownMax[i] = max(knownMax[i-1], k.tok)
+		}
+	}
+	justifies := func(t, by uint64) bool { return by > t || (by == t && !accept) }
+	// fencedBy is when a write with token u can no longer take effect: the
+	// earliest time by which a write with a token that fences it off (≥ u,
+	// > u under accept) is known to have taken effect (reduction 4).
+	fencedBy := func(u uint64) int64 {
+		i := sort.Search(len(knowns), func(i int) bool { return justifies(u, knownMax[i]) })
+		if i == len(knowns) || !porcReduce {
+			return Never
+		}
+		return knowns[i].by
+	}
+	// Uncertain stale rejections by return time, with the smallest token
+	// among those returning at or after each point: an unobserved unknown
+	// write with token u can matter iff one returning after its call has
+	// t ≤ u (t < u under accept).
 	type rej struct {
 		ret int64
 		tok uint64
 	}
 	var rejs []rej
 	for _, w := range writes {
-		if w.Outcome == OutcomeFail && w.Error == "stale" && w.Token.State == TokenValid {
-			rejs = append(rejs, rej{w.Return, w.Token.N})
+		if w.Outcome != OutcomeFail || w.Error != "stale" || w.Token.State != TokenValid {
+			continue
 		}
+		i := sort.Search(len(knowns), func(i int) bool { return knowns[i].by >= w.Call })
+		if i > 0 && justifies(w.Token.N, knownMax[i-1]) {
+			continue // certainly justified
+		}
+		rejs = append(rejs, rej{w.Return, w.Token.N})
 	}
 	sort.Slice(rejs, func(i, j int) bool { return rejs[i].ret < rejs[j].ret })
 	sufMin := make([]uint64, len(rejs)+1)
@@ -339,26 +489,18 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 	}
 	mayJustify := func(w *Op) bool {
 		i := sort.Search(len(rejs), func(i int) bool { return rejs[i].ret >= w.Call })
-		if i == len(rejs) {
-			return false
-		}
-		t := sufMin[i]
-		if sem.Equal == EqualAccept {
-			return t < w.Token.N
-		}
-		return t <= w.Token.N
-	}
-	valid := func(w *Op) bool {
-		return w.Token.State == TokenValid && (!sem.Authenticated || w.Token.Seal != "")
+		return i < len(rejs) && justifies(sufMin[i], w.Token.N)
 	}
 
 	ids := porcClientIDs{}
-	out := make([]porcupine.Operation, 0, len(writes)+len(reads))
+	items := make([]porcItem, 0, len(writes)+len(reads))
 	for _, w := range writes {
 		var res porcResult
+		ret, seen := w.Return, seenBy(w)
 		switch w.Outcome {
 		case OutcomeOk:
 			res = porcAccepted
+			ret = min(ret, seen)
 		case OutcomeFail:
 			res = porcStale
 			if w.Error != "stale" || w.Token.State != TokenValid {
@@ -372,20 +514,108 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 				continue // reduction 3
 			}
 			res = porcUnknown
+			ret = seen
+		}
+		// A write proven applied by a read keeps that read's return: the
+		// read must stay in its segment, for the segment check to verify
+		// that the write could apply (the state carried over relies on it).
+		if (res == porcAccepted || (res == porcUnknown && seen == Never)) && w.Token.State == TokenValid {
+			ret = max(w.Call, min(ret, fencedBy(w.Token.N)))
 		}
 		in := porcRegInput{Kind: porcWrite, Tok: w.Token.N, TokOK: w.Token.State == TokenValid,
 			Sealed: w.Token.Seal != "", Value: w.Value, Op: w.ID}
-		ret := w.Return
-		if res == porcUnknown {
-			ret = Never
-		}
-		out = append(out, porcupine.Operation{ClientId: ids.of(w.Process), Input: in, Call: w.Call,
-			Output: porcRegOutput{Result: res}, Return: returnTime(ret), Metadata: porcOpMeta{w}})
+		client, call, out, meta := ids.of(w.Process), w.Call, porcRegOutput{Result: res}, porcOpMeta{w}
+		items = append(items, porcItem{op: w, call: call, ret: ret,
+			applied: valid(w) && (res == porcAccepted || (res == porcUnknown && seen != Never)),
+			build: func(seg int) porcupine.Operation {
+				in.Seg = seg
+				return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: returnTime(ret), Metadata: meta}
+			}})
 	}
 	for _, r := range reads {
-		o := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == TokenValid}
-		out = append(out, porcupine.Operation{ClientId: ids.of(r.Process), Input: porcRegInput{Kind: porcRead, Op: r.ID},
-			Call: r.Call, Output: o, Return: returnTime(r.Return), Metadata: porcOpMeta{r}})
+		out := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == TokenValid}
+		in, client, call, ret, meta := porcRegInput{Kind: porcRead, Op: r.ID}, ids.of(r.Process), r.Call, r.Return, porcOpMeta{r}
+		items = append(items, porcItem{op: r, call: call, ret: ret, build: func(seg int) porcupine.Operation {
+			in.Seg = seg
+			return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: returnTime(ret), Metadata: meta}
+		}})
+	}
+
+	// The state forced at a cut: the applied write with the highest token.
+	var holders []porcItem // applied writes with the highest token so far
+	forced := func() (porcRegState, bool) {
+		if len(holders) == 0 {
+			return porcRegState{}, true
+		}
+		last := holders[len(holders)-1]
+		if accept && len(holders) > 1 {
+			// Under accept one of them must follow all the others.
+			found := false
+			for _, h := range holders {
+				after := true
+				for _, o := range holders {
+					if o.op != h.op && o.ret >= h.call {
+						after = false
+						break
+					}
+				}
+				if after {
+					last, found = h, true
+					break
+				}
+			}
+			if !found {
+				return porcRegState{}, false
+			}
+		}
+		// Under reject, equal tokens make the history illegal whatever we
+		// carry over.
+		return porcRegState{Written: true, HW: last.op.Token.N, Value: last.op.Value}, true
+	}
+	note := func(it porcItem) {
+		if !it.applied {
+			return
+		}
+		if len(holders) > 0 && it.op.Token.N < holders[0].op.Token.N {
+			return
+		}
+		if len(holders) > 0 && it.op.Token.N > holders[0].op.Token.N {
+			holders = holders[:0]
+		}
+		holders = append(holders, it)
+	}
+	return segment(items, ids, note, func(seg int) (porcupine.Operation, bool) {
+		st, ok := forced()
+		if !ok {
+			return porcupine.Operation{}, false
+		}
+		return porcupine.Operation{Input: porcRegInput{Kind: porcSetState, Seg: seg, Init: st},
+			Output: porcRegOutput{}, Metadata: porcOpMeta{}}, true
+	})
+}
+
+// segment orders items by call and cuts them into segments (reduction 5):
+// before item i when every earlier item returned before it was invoked and
+// start can carry the state over. note sees each item once it is placed.
+// start returns the set-state operation (its ClientId, Call and Return are
+// filled in here), or false when the state is not forced there.
+func segment(items []porcItem, ids porcClientIDs, note func(porcItem), start func(seg int) (porcupine.Operation, bool)) []porcupine.Operation {
+	sort.SliceStable(items, func(i, j int) bool { return items[i].call < items[j].call })
+	out := make([]porcupine.Operation, 0, len(items)+1)
+	seg := 0
+	maxRet := int64(math.MinInt64)
+	for i, it := range items {
+		if porcReduce && i > 0 && maxRet < it.call {
+			if op, ok := start(seg + 1); ok {
+				seg++
+				op.ClientId = ids.of(-1)
+				op.Call, op.Return = it.call-1, it.call-1
+				out = append(out, op)
+			}
+		}
+		out = append(out, it.build(seg))
+		maxRet = max(maxRet, it.ret)
+		note(it)
 	}
 	return out
 }
@@ -393,13 +623,25 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 // issuerOperations turns one scope's ok acquires into porcupine operations.
 func issuerOperations(acquires []*Op) []porcupine.Operation {
 	ids := porcClientIDs{}
-	out := make([]porcupine.Operation, 0, len(acquires))
+	items := make([]porcItem, 0, len(acquires))
 	for _, a := range acquires {
-		out = append(out, porcupine.Operation{ClientId: ids.of(a.Process),
-			Input: porcIssuerInput{Tok: a.Token.N, TokOK: a.Token.State == TokenValid, Lock: a.Key, Op: a.ID},
-			Call:  a.Call, Return: returnTime(a.Return), Metadata: porcOpMeta{a}})
+		in := porcIssuerInput{Tok: a.Token.N, TokOK: a.Token.State == TokenValid, Lock: a.Key, Op: a.ID}
+		client, call, ret, meta := ids.of(a.Process), a.Call, a.Return, porcOpMeta{a}
+		items = append(items, porcItem{op: a, call: call, ret: ret, applied: in.TokOK, build: func(seg int) porcupine.Operation {
+			in.Seg = seg
+			return porcupine.Operation{ClientId: client, Input: in, Call: call, Return: returnTime(ret), Metadata: meta}
+		}})
 	}
-	return out
+	var highest uint64
+	anyTok := false
+	note := func(it porcItem) {
+		if it.applied && (!anyTok || it.op.Token.N > highest) {
+			highest, anyTok = it.op.Token.N, true
+		}
+	}
+	return segment(items, ids, note, func(seg int) (porcupine.Operation, bool) {
+		return porcupine.Operation{Input: porcIssuerInput{Seg: seg, SetState: true, Tok: highest, TokOK: anyTok}, Metadata: porcOpMeta{}}, true
+	})
 }
 
 // porcupineKey is one porcupine partition: one key of one model.
@@ -428,11 +670,13 @@ func (k *porcupineKey) porcupineModel(abort *abortFlag) porcupine.Model {
 
 // KeyResult is Porcupine's verdict on one key of one model.
 type KeyResult struct {
-	Model   string        `json:"model"`
-	Key     string        `json:"key"`
-	Verdict Verdict       `json:"verdict"`
-	Ops     int           `json:"ops"`
-	Elapsed time.Duration `json:"duration_ns"`
+	Model   string  `json:"model"`
+	Key     string  `json:"key"`
+	Verdict Verdict `json:"verdict"`
+	Ops     int     `json:"ops"`
+	// Segments is how many independent pieces the key was cut into.
+	Segments int           `json:"segments"`
+	Elapsed  time.Duration `json:"duration_ns"`
 	// FirstInvalidAt is, for an invalid key, the earliest history time at
 	// which the key's history up to then was already not linearizable
 	// (-1 when not found within the time budget, or not invalid).
@@ -446,7 +690,17 @@ type KeyResult struct {
 func (k *porcupineKey) run(ctx context.Context, deadline time.Time) {
 	start, before := time.Now(), k.result.Elapsed
 	ops := k.operations(k.writes, k.reads, k.acquires)
-	k.result = KeyResult{Model: k.model, Key: k.key, Ops: len(ops), FirstInvalidAt: -1}
+	k.result = KeyResult{Model: k.model, Key: k.key, FirstInvalidAt: -1}
+	for _, op := range ops {
+		if m, ok := op.Metadata.(porcOpMeta); ok && m.op != nil {
+			k.result.Ops++
+		} else {
+			k.result.Segments++
+		}
+	}
+	if len(ops) > 0 {
+		k.result.Segments++
+	}
 	k.result.Verdict = k.check(ctx, ops, deadline)
 	k.result.Elapsed = before + time.Since(start)
 }
