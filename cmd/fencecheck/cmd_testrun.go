@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/targets"
 )
 
@@ -52,7 +53,7 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 	fl.IntVar(&f.cfg.Readers, "readers", 2, "extra clients that only read")
 	fl.DurationVar(&f.cfg.TTL, "ttl", time.Second, "lease the clients ask for")
 	fl.DurationVar(&f.cfg.OpTimeout, "op-timeout", time.Second, "per-request timeout; a request past it is recorded as info")
-	fl.StringVar(&f.cfg.Nemesis, "nemesis", "pause,restart", "comma-separated nemeses, 'all' or 'none'")
+	fl.StringVar(&f.cfg.Nemesis, "nemesis", "all", "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except restart-wipe) or 'none'")
 	fl.Int64Var(&f.seed, "seed", 0, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
 	fl.StringVar(&f.cfg.Store, "store", "store", "run store folder")
 	fl.StringSliceVar(&f.bugs, "bug", nil, "memory reference bug switch(es) to turn on (see 'fencecheck reference --help')")
