@@ -251,6 +251,13 @@ func (t *Target) prepare(ctx context.Context) error {
 		if err := os.MkdirAll(n.dataDir(), 0o755); err != nil {
 			return err
 		}
+		if sn.Kind() == KindImage {
+			// The image's own user, whichever it is, must be able to write
+			// its data path (the harness does not impose a uid).
+			if err := os.Chmod(n.dataDir(), 0o777); err != nil {
+				return err
+			}
+		}
 		if sn.ClockOptIn() {
 			if err := os.MkdirAll(n.clockDir(), 0o755); err != nil {
 				return err

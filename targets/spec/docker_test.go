@@ -1,0 +1,74 @@
+package spec
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/targets/fenced"
+)
+
+// An image node: the project's own adapter image with its file-backed
+// store, described by a spec as any team's image would be. It passes the
+// preflight, keeps its data across a restart, freezes under pause and reads
+// the clock offset file.
+func TestImageNode(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
+	require.NoError(t, err)
+	b, err := json.Marshal(map[string]any{"name": "image-fence", "nodes": []any{map[string]any{
+		"name": "c1", "roles": []string{"issuer", "resource"}, "image": tags[docker.ImageFenced], "port": 7000,
+		"data": "/data", "clock": "offset-file",
+		"command": []string{"/usr/local/bin/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"},
+	}}})
+	require.NoError(t, err)
+	s, err := Parse(b)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tg := New(s, Options{})
+	eps, err := tg.Start(ctx, harness.Env{RunID: "spec-image-test-" + filepath.Base(dir), Dir: dir})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	require.True(t, tg.(*Target).Preflight().Conformant())
+
+	c := fenced.NewClient(eps.Resources[0].URL, nil)
+	acq := c.Acquire(opCtx(t, 5*time.Second), "k", "a", time.Second)
+	require.Equal(t, fenced.Ok, acq.Outcome, "%+v", acq)
+	require.Equal(t, fenced.Ok, c.Write(opCtx(t, 5*time.Second), "k", acq.Token, []byte("v")).Outcome)
+
+	rs := tg.(nemesis.Restarter)
+	require.NoError(t, rs.KillNode(ctx, "c1"))
+	require.NoError(t, rs.StartNode(ctx, "c1", false))
+	rd := c.Read(opCtx(t, 5*time.Second), "k")
+	require.Equal(t, fenced.Ok, rd.Outcome, "%+v", rd)
+	assert.Equal(t, "v", string(rd.Value), "the data path survives a kill")
+
+	pz := tg.(nemesis.Pauser)
+	require.NoError(t, pz.PauseNode(ctx, "c1"))
+	assert.Equal(t, fenced.Info, c.Read(opCtx(t, 300*time.Millisecond), "k").Outcome)
+	require.NoError(t, pz.ResumeNode(ctx, "c1"))
+	assert.Equal(t, fenced.Ok, c.Read(opCtx(t, 5*time.Second), "k").Outcome)
+
+	require.NoError(t, tg.(nemesis.ClockSkewer).SetClockOffset(ctx, "c1", time.Hour))
+	off, err := os.ReadFile(filepath.Join(dir, "nodes", "c1", "clock", "offset"))
+	require.NoError(t, err)
+	assert.Equal(t, "3600000000000\n", string(off))
+
+	require.NoError(t, rs.KillNode(ctx, "c1"))
+	require.NoError(t, rs.StartNode(ctx, "c1", true))
+	rd = c.Read(opCtx(t, 5*time.Second), "k")
+	require.Equal(t, fenced.Ok, rd.Outcome)
+	assert.False(t, rd.Found, "restart-wipe empties the data path")
+}
