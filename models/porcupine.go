@@ -25,8 +25,9 @@ import (
 //
 // Porcupine's search is exponential in the number of operations that are
 // concurrent at once, and an operation whose outcome is unknown is concurrent
-// with everything after its call. Three reductions keep keys tractable; each
-// is exact (the reduced history is linearizable iff the original is):
+// with everything after its call. These reductions keep keys tractable; each
+// is exact (the reduced history is linearizable iff the original is), which
+// TestReductionsExactAndDirectChecksSound checks against the plain model:
 //
 //  1. Reads that failed or timed out constrain nothing: dropped. Definitely
 //     rejected writes other than "stale" ones (missing/malformed/forged token,
@@ -70,7 +71,12 @@ import (
 // is forced: accepted writes are linearized in increasing token order, so a
 // linearizable prefix ends in the state of the applied write with the
 // highest token (under accept, one such write that follows all other writes
-// with that token in real time must exist, else no cut there). The next
+// with that token in real time must exist, else no cut there). "Applied"
+// means checked to apply inside its own segment: accepted writes, and
+// unknown-outcome writes whose reading read shares their segment (their
+// Return is that read's, so no cut separates them); an unknown write that
+// may or may not have applied keeps the cut away until it is fenced off
+// (reduction 4) by a higher token, which then holds the state. The next
 // segment starts with a "set state" pseudo-operation, strictly before all of
 // its operations, that carries this state over. The key is linearizable iff
 // every segment is: linearizations of the segments concatenate (all of one

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -12,15 +13,21 @@ import (
 // (ModelRegister with a resource key, ModelIssuer with a lock name, or "" for
 // scope=global) to w: every operation on a timeline per client, the longest
 // linearizations found, fault periods and the anomalies found on that key.
-// The search is re-run (verbosely) within the check's timeout, so a key that
-// timed out shows partial linearizations only.
+// The search is re-run (verbosely) within the check's timeout, or within
+// VisualizeUnknownBudget for a key Porcupine could not decide: such a key
+// shows partial linearizations only. Keys are cut into segments (see
+// porcupine.go); each is one partition of the visualization.
 func (r *Report) Visualize(model, key string, w io.Writer) error {
 	k := r.porcupine[pkKey(model, key)]
 	if k == nil {
 		return fmt.Errorf("porcupine did not check %s %q", model, key)
 	}
+	budget := r.timeout
+	if k.result.Verdict == Unknown {
+		budget = min(budget, VisualizeUnknownBudget)
+	}
 	m := k.porcupineModel(nil)
-	_, info := porcupine.CheckOperationsVerbose(m, k.operations(k.writes, k.reads, k.acquires), r.timeout)
+	_, info := porcupine.CheckOperationsVerbose(m, k.operations(k.writes, k.reads, k.acquires), budget)
 	var notes []porcupine.Annotation
 	for _, f := range r.faults {
 		notes = append(notes, porcupine.Annotation{Tag: "faults", Start: f.start, End: f.end,
@@ -42,6 +49,10 @@ func (r *Report) Visualize(model, key string, w io.Writer) error {
 	info.AddAnnotations(notes)
 	return porcupine.Visualize(m, info, w)
 }
+
+// VisualizeUnknownBudget bounds the search behind the visualization of a key
+// Porcupine could not decide: it would only time out again.
+var VisualizeUnknownBudget = 10 * time.Second
 
 // VisualizePath writes Visualize's output to a file.
 func (r *Report) VisualizePath(model, key, path string) error {
