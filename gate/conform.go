@@ -71,7 +71,7 @@ func Conform(ctx context.Context, cfg ConformConfig) (rep *conform.Report, dir s
 		}
 	}()
 	if err != nil {
-		return nil, dir, fmt.Errorf("%w: target %s did not start: %v", harness.ErrCannotRun, target.Name(), err)
+		return nil, dir, fmt.Errorf("%w: target %s did not start (logs in %s): %v", harness.ErrCannotRun, target.Name(), dir, err)
 	}
 	rep, err = conform.Check(ctx, eps, conform.Options{Semantics: target.Semantics(), Timeout: cfg.Timeout})
 	return rep, dir, err
