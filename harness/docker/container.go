@@ -323,6 +323,19 @@ func (r *Runtime) SaveLogs(ctx context.Context, dir string) error {
 	return firstErr
 }
 
+// SaveLog writes one node's stdout and stderr to path (e.g. before its
+// container is replaced, which would lose them).
+func (r *Runtime) SaveLog(ctx context.Context, node, path string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return r.saveLog(ctx, c, path)
+}
+
 func (r *Runtime) saveLog(ctx context.Context, c *Container, path string) error {
 	rc, err := r.cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true})
 	if err != nil {

@@ -524,6 +524,13 @@ func (t *Target) replaceMember(ctx context.Context, rt *docker.Runtime, n node) 
 		return err
 	}
 	hostPorts := old.HostPorts
+	if t.env.Dir != "" {
+		// The replacement starts a fresh log; keep the old member's.
+		path := filepath.Join(t.env.Dir, "logs", fmt.Sprintf("%s.before-wipe-%d.log", n.name, time.Now().UnixMilli()))
+		if err := rt.SaveLog(ctx, n.name, path); err != nil {
+			t.logf("saving the log of %s before its wipe: %v", n.name, err)
+		}
+	}
 	if err := rt.Remove(ctx, n.name); err != nil {
 		return err
 	}

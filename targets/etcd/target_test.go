@@ -152,6 +152,8 @@ func TestCluster(t *testing.T) {
 		fresh, _, err := tg.memberStatus(ctx, follower)
 		require.NoError(t, err)
 		assert.NotEqual(t, id, fresh, "a wiped member rejoins as a new member")
+		wiped, _ := filepath.Glob(filepath.Join(env.Dir, "logs", follower+".before-wipe-*.log"))
+		assert.Len(t, wiped, 1, "the replaced member's log is kept")
 
 		require.NoError(t, tg.KillNode(ctx, "adapter-1"))
 		require.NoError(t, tg.StartNode(ctx, "adapter-1", false))
