@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -210,6 +212,11 @@ func Load(path string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
+	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
+		if b, err = yamlToJSON(b, path); err != nil {
+			return nil, err
+		}
+	}
 	s, err := parse(b, path)
 	if err != nil {
 		return nil, err
@@ -217,6 +224,20 @@ func Load(path string) (*Spec, error) {
 	s.Path = path
 	s.Dir = filepath.Dir(abs)
 	return s, nil
+}
+
+// yamlToJSON lets a spec be written in YAML: the document becomes the same
+// JSON the strict decoder reads, so the rules and the error paths are one.
+func yamlToJSON(b []byte, path string) ([]byte, error) {
+	var v any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Message: "YAML that has no JSON form (keys must be strings): " + err.Error()}}}
+	}
+	return out, nil
 }
 
 // Parse decodes and validates a spec from JSON. Relative paths in command

@@ -193,3 +193,33 @@ func TestSubstitute(t *testing.T) {
 	assert.Equal(t, "--peer=127.0.0.1:7002", substitute("--peer={addr:n2}", vars))
 	assert.Equal(t, `{"a":1}`, substitute(`{"a":1}`, vars), "JSON in an argument is not a placeholder")
 }
+
+func TestYAMLSpec(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fence.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+name: my-fence
+semantics: {equal: reject, scope: per-lock}
+start_timeout: 10s
+nodes:
+  - name: n1
+    roles: [issuer, resource]
+    command: ["./bin/my-fence", "--addr", "127.0.0.1:{port}", "--data", "{data}"]
+    clock: offset-file
+`), 0o644))
+	s, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, "my-fence", s.Name)
+	assert.Equal(t, 10*time.Second, s.Timeout())
+	assert.True(t, s.Nodes[0].ClockOptIn())
+
+	require.NoError(t, os.WriteFile(path, []byte("name: x\nnodes:\n  - name: n1\n    rolse: [issuer]\n    url: http://h:1\n"), 0o644))
+	_, err = Load(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `nodes[0].rolse: unknown field "rolse" (did you mean "roles"?)`)
+
+	require.NoError(t, os.WriteFile(path, []byte("name: x\n nodes: [\n"), 0o644))
+	_, err = Load(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "invalid YAML")
+}
