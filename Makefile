@@ -14,7 +14,7 @@ GO      ?= go
 BIN     := bin/fencecheck
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test check vet fmt-check unit images deps-docker bench perf serve clean help
+.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help
 
 all: build
 
@@ -35,7 +35,7 @@ test: build $(if $(filter memory spec:%,$(TARGET)),,deps-docker)
 	./$(BIN) test --target $(TARGET) --time $(TIME) --nemesis $(NEMESIS) --seed $(SEED) \
 		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(ARGS)
 
-check: vet fmt-check deps-docker unit
+check: vet fmt-check deps unit
 
 vet:
 	$(GO) vet ./...
@@ -49,8 +49,11 @@ unit:
 
 # Host tools the Docker targets need: iptables (partitions inside containers'
 # network namespaces), redis-server (copied into the Redis image).
+deps:
+	@./scripts/deps.sh all
+
 deps-docker:
-	@./scripts/deps.sh
+	@./scripts/deps.sh docker
 
 images: build deps-docker
 	./$(BIN) images

@@ -3,12 +3,15 @@
 #   iptables      partitions are iptables rules set inside our containers'
 #                 network namespaces (nsenter comes with util-linux)
 #   redis-server  the Redis image is assembled from Debian's redis-server
+#   chromium      the browser test loads report.html in headless Chromium
 # It never changes host firewall rules or anything else.
 set -euo pipefail
 need=()
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 [ -x /usr/bin/redis-server ] || need+=(redis-server)
+# `deps.sh docker` (make test) needs no browser; `deps.sh` (make check) does.
+if [ "${1:-all}" = all ]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "deps: installing ${need[*]} (Debian packages)"
 SUDO=""
