@@ -50,8 +50,8 @@ type Config struct {
 	Bugs    []string
 	SealKey string
 	// Time is the main phase (default 30 s); Nemesis the faults: a
-	// comma-separated list, "all" (whatever applies) or "none". Default
-	// "pause,restart".
+	// comma-separated list, "all" (every one that applies, except
+	// restart-wipe; the default) or "none".
 	Time    time.Duration
 	Nemesis string
 	// Seed reproduces a run (0: one from the clock, kept in Result.Seed).
@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		hc.Target = "memory"
 	}
 	if hc.Nemesis == "" {
-		hc.Nemesis = "pause,restart"
+		hc.Nemesis = "all"
 	}
 	if hc.Readers == 0 {
 		hc.Readers = 2
