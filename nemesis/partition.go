@@ -11,7 +11,7 @@ import (
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
 )
 
-func init() { Register("partition", func() Nemesis { return partition{} }) }
+func init() { Register("partition", func() Nemesis { return &partition{} }) }
 
 // partition cuts the network. Where the target can cut links between its
 // nodes (Partitioner) it isolates one node, the leader, a minority from a
@@ -19,15 +19,26 @@ func init() { Register("partition", func() Nemesis { return partition{} }) }
 // between clients and nodes it black-holes clients from a node, from the
 // resource, or from the issuer. A black-holed request is never answered: the
 // client times out and records info, since the request may have arrived.
-type partition struct{}
+//
+// Cuts between nodes and client black-holes alternate, node cuts first, so
+// that every run exercises both kinds whatever its seed; within a kind the
+// seed picks the plan.
+type partition struct {
+	// started counts this run's faults (one scheduler loop calls Start).
+	started int
+}
 
 func (partition) Name() string { return "partition" }
 
-// Timing: cuts are shorter and rarer than the default. A black-hole on a
-// single-node target stops every client, and beside restart and pause it
-// would leave the system unreachable most of the run, hiding what the other
-// faults expose.
-func (partition) Timing(*Env) Timing {
+// Timing: where the target can cut between its own nodes, the default. Where
+// only client black-holes are possible (a single node), cuts are shorter and
+// rarer: such a cut stops every client, and beside restart and pause it would
+// leave the system unreachable most of the run, hiding what the other faults
+// expose.
+func (partition) Timing(env *Env) Timing {
+	if len(nodePlans(context.Background(), env, nil)) > 0 {
+		return DefaultTiming
+	}
 	return Timing{QuietMin: 2 * time.Second, QuietMax: 5 * time.Second, FaultMin: 500 * time.Millisecond, FaultMax: 2500 * time.Millisecond}
 }
 
@@ -52,16 +63,21 @@ type partitionPlan struct {
 	weight int
 }
 
-func (partition) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	plans := append(nodePlans(ctx, env, rng), linkPlans(env)...)
+func (pt *partition) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
+	cuts, blackholes := nodePlans(ctx, env, rng), linkPlans(env)
+	plans := cuts
+	if len(cuts) == 0 || (len(blackholes) > 0 && pt.started%2 == 1) {
+		plans = blackholes
+	}
 	if len(plans) == 0 {
 		return nil, errors.New("nothing to partition")
 	}
+	pt.started++
 	p := pickPlan(plans, rng)
 	details := map[string]any{"mode": p.mode}
 	if p.groups != nil {
-		pt := env.Target.(Partitioner)
-		if err := pt.Partition(ctx, p.groups); err != nil {
+		cutter := env.Target.(Partitioner)
+		if err := cutter.Partition(ctx, p.groups); err != nil {
 			return nil, err
 		}
 		details["groups"] = p.groups
@@ -70,7 +86,7 @@ func (partition) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, e
 			nodes = append(nodes, g...)
 		}
 		return &Fault{Nodes: nodes, Details: details,
-			Stop: func(ctx context.Context) error { return pt.HealPartition(ctx) }}, nil
+			Stop: func(ctx context.Context) error { return cutter.HealPartition(ctx) }}, nil
 	}
 	ls, _ := linkSet(env)
 	on := func(v bool) error { return forEachLink(p.links, func(n string) error { return ls.SetBlackhole(n, v) }) }
@@ -190,7 +206,7 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		}
 		sort.Strings(a)
 		sort.Strings(b)
-		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 6})
+		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 12})
 	}
 	return plans
 }

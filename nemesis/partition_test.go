@@ -44,12 +44,12 @@ func TestPartitionCutsTheTargetsNodesInEveryMode(t *testing.T) {
 		{Name: "issuer-a", Role: "issuer"}, {Name: "issuer-b", Role: "issuer"},
 	}}
 	env := &Env{Target: c}
-	ok, why := partition{}.Applicable(env)
+	ok, why := (&partition{}).Applicable(env)
 	require.True(t, ok, why)
 	rng := rand.New(rand.NewPCG(9, 9))
 	modes := map[string]int{}
 	for range 60 {
-		f, err := partition{}.Start(context.Background(), env, rng)
+		f, err := (&partition{}).Start(context.Background(), env, rng)
 		require.NoError(t, err)
 		mode := f.Details["mode"].(string)
 		modes[mode]++
@@ -79,12 +79,12 @@ func TestPartitionCutsTheTargetsNodesInEveryMode(t *testing.T) {
 		assert.Positive(t, modes[m], "mode %s used: %v", m, modes)
 	}
 	assert.Greater(t, modes["issuers"], modes["one"], "splitting issuer replicas is favoured")
-	require.NoError(t, partition{}.Heal(context.Background(), env))
+	require.NoError(t, (&partition{}).Heal(context.Background(), env))
 }
 
 func TestPartitionSingleNodeWithoutLinksIsNotApplicable(t *testing.T) {
 	c := &fakeCluster{nodes: []Node{{Name: "reference", Role: "reference"}}}
-	ok, why := partition{}.Applicable(&Env{Target: c})
+	ok, why := (&partition{}).Applicable(&Env{Target: c})
 	assert.False(t, ok)
 	assert.Contains(t, why, "fewer than two")
 }
@@ -93,9 +93,9 @@ func TestPartitionBlackholesClientsSoTheyTimeOut(t *testing.T) {
 	f := newLinkFixture(t)
 	c := &fakeCluster{nodes: []Node{{Name: "n1", Role: "reference"}}}
 	env := &Env{Target: c, Links: f.set}
-	ok, why := partition{}.Applicable(env)
+	ok, why := (&partition{}).Applicable(env)
 	require.True(t, ok, why)
-	fault, err := partition{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 1)))
+	fault, err := (&partition{}).Start(context.Background(), env, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
 	assert.Equal(t, "clients-from-node", fault.Details["mode"], "one reference node: every link plan is the same cut")
 	assert.Equal(t, [][]string{{"clients"}, {"n1"}}, fault.Details["groups"])
@@ -117,9 +117,9 @@ func TestPartitionBlackholesClientsSoTheyTimeOut(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, code)
 	assert.NotContains(t, f.res.arrived(), "cut", "a black-holed write never arrives")
 
-	_, err = partition{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 2)))
+	_, err = (&partition{}).Start(context.Background(), env, rand.New(rand.NewPCG(1, 2)))
 	require.NoError(t, err)
-	require.NoError(t, partition{}.Heal(context.Background(), env))
+	require.NoError(t, (&partition{}).Heal(context.Background(), env))
 	code, err = putToken(context.Background(), f.url, "k", "3", "after-heal")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNoContent, code)
@@ -139,4 +139,27 @@ func TestPartitionSplitsClientsFromResourceOrIssuerNodes(t *testing.T) {
 	assert.Contains(t, got, "clients-from-node:clients->issuer-a")
 	assert.Contains(t, got, "clients-from-node:clients->n1")
 	assert.Len(t, plans, 2, "resource and issuer cuts equal the per-node cuts here: deduplicated")
+}
+
+func TestPartitionAlternatesNodeCutsAndBlackholesNodeCutsFirst(t *testing.T) {
+	f := newLinkFixture(t)
+	c := &fakeCluster{nodes: []Node{{Name: "issuer-1", Role: "issuer"}, {Name: "issuer-2", Role: "issuer"}}}
+	env := &Env{Target: c, Links: f.set}
+	for seed := uint64(1); seed <= 10; seed++ {
+		p := &partition{}
+		rng := rand.New(rand.NewPCG(seed, 0))
+		for i := range 4 {
+			fault, err := p.Start(context.Background(), env, rng)
+			require.NoError(t, err)
+			_, blackhole := fault.Details["links"]
+			assert.Equal(t, i%2 == 1, blackhole, "seed %d fault %d: %v", seed, i, fault.Details)
+			if i == 0 {
+				// With two issuer replicas every node cut splits them: the
+				// first fault of every run exposes split brain.
+				groups := fault.Details["groups"].([][]string)
+				assert.ElementsMatch(t, []string{"issuer-1", "issuer-2"}, []string{groups[0][0], groups[1][0]})
+			}
+			require.NoError(t, fault.Stop(context.Background()))
+		}
+	}
 }

@@ -17,12 +17,12 @@ func TestLinkNemesesNeedClientLinks(t *testing.T) {
 		assert.False(t, ok, n.Name())
 		assert.Contains(t, why, "no proxies between clients and nodes")
 	}
-	ok, why := partition{}.Applicable(&Env{Target: struct{}{}})
+	ok, why := (&partition{}).Applicable(&Env{Target: struct{}{}})
 	assert.False(t, ok)
 	assert.Contains(t, why, "cannot partition")
 
 	f := newLinkFixture(t)
-	for _, n := range []Nemesis{strip{}, delay{}, partition{}} {
+	for _, n := range []Nemesis{strip{}, delay{}, &partition{}} {
 		ok, why := n.Applicable(&Env{Links: f.set})
 		assert.True(t, ok, "%s: %s", n.Name(), why)
 	}
