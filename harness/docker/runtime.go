@@ -83,8 +83,9 @@ type Options struct {
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 	// NoWatchdog skips the detached process that sweeps the run when this
-	// process dies (tests of the watchdog itself set it).
+	// process dies (for short-lived runtimes in tests).
 	NoWatchdog bool
+	_          struct{}
 }
 
 // New connects to Docker for run runID. It first sweeps objects left by
