@@ -130,7 +130,7 @@ func Check(ctx context.Context, eps harness.Endpoints, opts Options) (*Report, e
 	if opts.Semantics.Equal == "" {
 		opts.Semantics.Equal = models.EqualReject
 	}
-	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: "fencecheck-conform-" + nonce()}
+	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: "fencecheck-conform-" + nonce(), noTokens: map[string]bool{}}
 	seen := map[string]bool{}
 	for _, e := range append(append([]harness.Endpoint{}, eps.Issuers...), eps.Resources...) {
 		if !seen[e.URL] {
@@ -172,6 +172,9 @@ type checker struct {
 	rep    *Report
 	prefix string
 	seq    int
+	// noTokens marks issuers whose acquire already failed: asking them
+	// again would only repeat that deviation.
+	noTokens map[string]bool
 }
 
 // name is a fresh lock or resource name.
@@ -342,6 +345,7 @@ func (c *checker) issuer(e harness.Endpoint) {
 	lock := c.name("lock")
 	tokA, _ := c.acquire("acquire", e, lock, "conform-a")
 	if tokA == "" {
+		c.noTokens[e.URL] = true
 		c.skip("%s: lock checks need a token, and acquire handed out none", e.Node)
 		return
 	}
@@ -439,10 +443,11 @@ func (c *checker) acrossIssuers(issuers []harness.Endpoint) {
 // numbers do).
 func (c *checker) tokens(issuer *harness.Endpoint, lock string, n int) []string {
 	var out []string
-	if issuer != nil {
+	if issuer != nil && !c.noTokens[issuer.URL] {
 		for i := 0; i < n; i++ {
 			tok, _ := c.acquire("acquire", *issuer, lock, "conform-w")
 			if tok == "" {
+				c.noTokens[issuer.URL] = true
 				out = nil
 				break
 			}

@@ -229,3 +229,27 @@ func TestUnreachableNodeIsADeviation(t *testing.T) {
 	require.False(t, rep.Conformant())
 	assert.Contains(t, rep.Err().Error(), "no answer")
 }
+
+// An issuer that hands out no token: the lock checks stop there (one
+// deviation, not one per later check), and the resource checks go on with
+// made-up tokens, since the system does not authenticate them.
+func TestBrokenIssuerIsOneDeviation(t *testing.T) {
+	good := fenced.NewServer(newStore(), fenced.ServerOptions{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/acquire") && r.Method == http.MethodPost {
+			http.Error(w, "boom", http.StatusInternalServerError)
+			return
+		}
+		good.ServeHTTP(w, r)
+	})
+	rep := check(t, serve(t, h), models.DefaultSemantics())
+	n := 0
+	for _, d := range rep.Deviations {
+		if d.Check == "acquire" {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "%v", rep.Deviations)
+	assert.False(t, rep.Has("write-equal-token"))
+	assert.Greater(t, rep.Passed, 20, "the resource checks ran with made-up tokens")
+}
