@@ -186,10 +186,12 @@ func (s *Store) holder(ctx context.Context, lock, owner string, token uint64) (*
 	return resp, string(kv.Value) == owner && uint64(kv.CreateRevision) == token, nil
 }
 
-// Renew keeps the holder's lease alive. etcd renews a lease to the TTL it
-// was granted with, so a renew's ttl cannot change the lease's length. After
-// the keep-alive the key is checked again: a lease whose key was released in
-// between must not count as a renewed lock.
+// Renew keeps the holder's lease alive for at least ttl. A keep-alive
+// renews a lease to the TTL it was granted with; when ttl asks for more, the
+// key moves to a new lease of that length (a put keeps the key's create
+// revision, so the token stays the same). Either way the key is checked
+// again afterwards: a lease whose key was released in between must not
+// count as a renewed lock.
 func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
@@ -200,8 +202,10 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 	if !ok {
 		return fenced.ErrLost
 	}
-	if err := retryNoLeader(ctx, func() error {
-		_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	old := clientv3.LeaseID(resp.Kvs[0].Lease)
+	var ka *clientv3.LeaseKeepAliveResponse
+	if err := retryNoLeader(ctx, func() (err error) {
+		ka, err = s.cli.KeepAliveOnce(ctx, old)
 		return err
 	}); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -209,11 +213,46 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 		}
 		return fmt.Errorf("etcd keep-alive: %w", err)
 	}
+	if want := leaseSeconds(ttl); ka.TTL < want {
+		return s.moveToNewLease(ctx, lock, owner, token, want, old)
+	}
 	if _, ok, err := s.holder(ctx, lock, owner, token); err != nil {
 		return err
 	} else if !ok {
 		return fenced.ErrLost
 	}
+	return nil
+}
+
+// moveToNewLease re-attaches the holder's key to a fresh lease of secs
+// seconds, only if owner still holds it with token.
+func (s *Store) moveToNewLease(ctx context.Context, lock, owner string, token uint64, secs int64, old clientv3.LeaseID) error {
+	var lease *clientv3.LeaseGrantResponse
+	err := retryNoLeader(ctx, func() (err error) {
+		lease, err = s.cli.Grant(ctx, secs)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("etcd grant: %w", err)
+	}
+	key := s.lockKey(lock)
+	var resp *clientv3.TxnResponse
+	err = retryNoLeader(ctx, func() (err error) {
+		resp, err = s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(key), "=", owner),
+				clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
+			Then(clientv3.OpPut(key, owner, clientv3.WithLease(lease.ID))).
+			Commit()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("etcd renew: %w", err)
+	}
+	if !resp.Succeeded {
+		s.revokeQuietly(lease.ID)
+		return fenced.ErrLost
+	}
+	s.revokeQuietly(old)
 	return nil
 }
 

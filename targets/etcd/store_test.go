@@ -88,6 +88,17 @@ func TestStoreSemantics(t *testing.T) {
 		assert.ErrorIs(t, s.Renew(ctx, "short", "c1", tok, time.Second), fenced.ErrLost)
 	})
 
+	t.Run("renew with a longer ttl keeps the token and lengthens the lease", func(t *testing.T) {
+		tok, err := s.Acquire(ctx, "grow", "c1", time.Second)
+		require.NoError(t, err)
+		require.NoError(t, s.Renew(ctx, "grow", "c1", tok, 10*time.Second))
+		time.Sleep(3500 * time.Millisecond) // past the first lease (etcd's minimum, about 2 s)
+		_, err = s.Acquire(ctx, "grow", "c2", time.Second)
+		assert.ErrorIs(t, err, fenced.ErrHeld, "the lease was lengthened")
+		assert.NoError(t, s.Renew(ctx, "grow", "c1", tok, time.Second), "same token after the move")
+		require.NoError(t, s.Release(ctx, "grow", "c1", tok))
+	})
+
 	t.Run("writes", func(t *testing.T) {
 		_, _, err := s.Read(ctx, "k")
 		assert.ErrorIs(t, err, fenced.ErrNotFound)
