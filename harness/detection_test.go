@@ -1,0 +1,114 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/targets"
+)
+
+// detectionCase is one row of the fast detection matrix: a bug of the
+// reference with the nemesis that exposes it, and the anomalies that name it.
+type detectionCase struct {
+	bug     string
+	nemesis string
+	sealed  bool
+	forge   bool
+	// named lists anomaly kinds of which at least one must be reported
+	// (nil: any violation will do).
+	named []string
+}
+
+// detectionCases is the fast subset of the detection matrix (make matrix
+// runs the full one, every bug under --nemesis all over 20 seeds of 30 s).
+var detectionCases = []detectionCase{
+	{bug: "counter-in-memory", nemesis: "restart", named: []string{models.KindTokenRegression, models.KindDuplicateToken}},
+	{bug: "wallclock-tokens", nemesis: "clock", named: []string{models.KindTokenRegression, models.KindDuplicateToken}},
+	{bug: "accept-equal", nemesis: "pause", named: []string{models.KindReplayAccepted}},
+	{bug: "missing-as-zero", nemesis: "strip", named: []string{models.KindMissingTokenAccepted}},
+	{bug: "forget-highwater", nemesis: "restart,delay"},
+	{bug: "split-issuers", nemesis: "partition", named: []string{models.KindDuplicateToken, models.KindTokenRegression}},
+	{bug: "accept-forged", nemesis: "none", sealed: true, forge: true, named: []string{models.KindForgedTokenAccepted}},
+	{bug: "no-fencing", nemesis: "pause"},
+}
+
+const (
+	detectionSeeds = 2
+	detectionTime  = 8 * time.Second
+)
+
+// runReference runs the embedded reference once, checks it and returns the
+// gate's verdict with the checkers' report.
+func runReference(t *testing.T, bug, nem string, seed uint64, sealed, forge bool) *harness.Verdict {
+	t.Helper()
+	opts := targets.Options{}
+	if bug != "" {
+		opts.Bugs = []string{bug}
+	}
+	if sealed {
+		opts.SealKey = "detection-test-key"
+	}
+	target, err := targets.New("memory", opts)
+	require.NoError(t, err)
+	// The CLI's defaults (two readers), so the fast subset runs what users run.
+	cfg := harness.Config{Target: "memory", Time: detectionTime, Nemesis: nem, Seed: seed, Store: t.TempDir(), Forge: forge, Readers: 2}
+	ctx := context.Background()
+	run, err := harness.Execute(ctx, cfg, target)
+	require.NoError(t, err)
+	v, err := harness.Finish(ctx, run, target.Semantics())
+	require.NoError(t, err)
+	return v
+}
+
+func kindsOf(rep *models.Report) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range rep.Anomalies() {
+		if !a.Finding {
+			out[a.Kind] = true
+		}
+	}
+	return out
+}
+
+// TestDetectionFast: every bug of the reference is found invalid, with its
+// anomaly named, under the nemesis that exposes it; the correct reference is
+// valid under every nemesis, plain and with sealed tokens and a forger.
+func TestDetectionFast(t *testing.T) {
+	for _, c := range detectionCases {
+		for seed := uint64(1); seed <= detectionSeeds; seed++ {
+			t.Run(fmt.Sprintf("%s/%s/seed%d", c.bug, c.nemesis, seed), func(t *testing.T) {
+				t.Parallel()
+				v := runReference(t, c.bug, c.nemesis, seed, c.sealed, c.forge)
+				kinds := kindsOf(v.Report)
+				require.Equal(t, models.Invalid, v.Verdict, "bug %s not detected with --nemesis %s --seed %d in %s (run %s)", c.bug, c.nemesis, seed, detectionTime, v.Run.Dir)
+				assert.GreaterOrEqual(t, v.Report.FirstInvalidAt, int64(0), "time to detection is known")
+				if c.named != nil {
+					found := false
+					for _, k := range c.named {
+						found = found || kinds[k]
+					}
+					assert.True(t, found, "bug %s: expected one of %v among %v", c.bug, c.named, kinds)
+				}
+			})
+		}
+	}
+	for _, sealed := range []bool{false, true} {
+		for seed := uint64(1); seed <= detectionSeeds; seed++ {
+			t.Run(fmt.Sprintf("correct/sealed=%v/all/seed%d", sealed, seed), func(t *testing.T) {
+				t.Parallel()
+				v := runReference(t, "", "all", seed, sealed, sealed)
+				assert.Equal(t, models.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Run.Dir, v.GateReasons, v.Report.Anomalies())
+				for n, c := range v.Run.Nemeses {
+					assert.Positive(t, c.Started, "nemesis %s acted", n)
+				}
+			})
+		}
+	}
+}
