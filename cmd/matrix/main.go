@@ -52,9 +52,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m, err := Run(ctx, cfg, os.Stderr)
-	if err != nil {
+	if err != nil && m == nil {
 		fmt.Fprintln(os.Stderr, "matrix:", err)
 		os.Exit(3)
+	}
+	if err != nil {
+		// Interrupted: the runs so far are still worth a table.
+		fmt.Fprintln(os.Stderr, "matrix: interrupted; writing the runs done so far")
+		m.Interrupted = true
 	}
 	md := m.Markdown()
 	if cfg.Out == "-" {

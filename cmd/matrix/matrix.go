@@ -87,6 +87,8 @@ type Matrix struct {
 	Outcomes map[string][]Outcome
 	Started  time.Time
 	Elapsed  time.Duration
+	// Interrupted: the matrix was stopped before every run was done.
+	Interrupted bool
 }
 
 // Run runs every row × seed, Parallel at a time.
@@ -140,7 +142,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Matrix, error) {
 				mu.Lock()
 				m.Outcomes[j.row.Name] = append(m.Outcomes[j.row.Name], o)
 				done++
-				fmt.Fprintf(log, "[%d/%d] %-18s seed %-3d exit %d %-8s %s%s\n", done, len(jobs), j.row.Name, j.seed, o.Exit, o.Verdict,
+				fmt.Fprintf(log, "[%d/%d] %-18s seed %-3d exit %d %-8s (%3.0f s) %s%s\n", done, len(jobs), j.row.Name, j.seed, o.Exit, o.Verdict, o.Wall.Seconds(),
 					ttd(o), errSuffix(o))
 				mu.Unlock()
 			}
@@ -372,6 +374,9 @@ func (m *Matrix) Markdown() string {
 	fmt.Fprintf(&b, "    %s\n\n", c.Command)
 	fmt.Fprintf(&b, "Every row is the embedded memory reference (`fencecheck test --target memory --nemesis %s --time %s --seed S`), with the row's `--bug` switch and flags, over seeds %d..%d; %d runs at a time on a machine with %d CPUs; the whole matrix took %s (%s).\n\n",
 		c.Nemesis, c.Time, c.FirstSeed, c.FirstSeed+uint64(c.Seeds)-1, c.Parallel, runtime.NumCPU(), m.Elapsed.Round(time.Second), m.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	if m.Interrupted {
+		fmt.Fprintf(&b, "**Interrupted**: only the runs counted below were done.\n\n")
+	}
 	fmt.Fprintf(&b, "A bug is **detected** when the run's verdict is invalid (exit code 1). **Time to detection** is when the history first became invalid (results.json `first_invalid_at_ns`), in seconds since the run's start. The issue's bar: every bug detected in at least 19 of 20 seeds, the correct reference valid in 20 of 20.\n\n")
 
 	fmt.Fprintf(&b, "## Seeded bugs\n\n")
@@ -437,7 +442,7 @@ func (m *Matrix) Markdown() string {
 	if !missed {
 		fmt.Fprintf(&b, "None.\n")
 	}
-	if m.Passed() {
+	if m.Passed() && !m.Interrupted {
 		fmt.Fprintf(&b, "\n**Result: meets the bar.**\n")
 	} else {
 		fmt.Fprintf(&b, "\n**Result: does not meet the bar** (see the rows marked ⚠ and the runs above).\n")
