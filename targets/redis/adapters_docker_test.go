@@ -188,8 +188,9 @@ func TestDockerRedisTargetFaults(t *testing.T) {
 	require.NoError(t, target.StartNode(ctx, "adapter-2", false))
 	eventuallyOk(c2, "adapter restart")
 
-	// The adapters' clocks are skewable too (they read their own files).
-	require.ElementsMatch(t, []string{RedisNode, "adapter-1", "adapter-2"}, target.ClockNodes())
+	// Only Redis's clock matters to this store, so the clock nemesis is
+	// pointed there; the adapters' clocks can still be set by name.
+	require.Equal(t, []string{RedisNode}, target.ClockNodes())
 	require.NoError(t, target.SetClockOffset(ctx, "adapter-1", 30*time.Second))
 	eventuallyOk(c1, "adapter clock step")
 	require.NoError(t, target.SetClockOffset(ctx, "adapter-1", 0))

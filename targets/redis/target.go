@@ -40,6 +40,12 @@ type TargetOptions struct {
 	Volatile bool
 	// Adapters is the number of fenced adapter containers (default 2).
 	Adapters int
+	// SkewAdapters lists the adapters among ClockNodes too. Off by default:
+	// the Redis store reads no adapter clock (leases are Redis TTLs), so a
+	// clock step on an adapter changes nothing, and a clock nemesis picking
+	// nodes at random would spend most of its steps there. SetClockOffset
+	// accepts adapters either way.
+	SkewAdapters bool
 	// ReadyTimeout bounds how long Start and StartNode wait for nodes
 	// (default 60 s).
 	ReadyTimeout time.Duration
@@ -419,20 +425,24 @@ func (t *Target) HealPartition(ctx context.Context) error {
 	return t.rt.HealAll(ctx)
 }
 
-// ClockNodes implements nemesis.ClockSkewer: Redis through the skew library,
-// the adapters through their file-driven clock.
+// ClockNodes implements nemesis.ClockSkewer: Redis, whose wall clock (read
+// through the skew library) decides when leases expire, and the adapters
+// only with SkewAdapters (see there).
 func (t *Target) ClockNodes() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]string, 0, len(t.nodes))
 	for _, n := range t.nodes {
-		out = append(out, n.Name)
+		if n.Role == "redis" || t.opts.SkewAdapters {
+			out = append(out, n.Name)
+		}
 	}
 	return out
 }
 
-// SetClockOffset implements nemesis.ClockSkewer. The node sees the new
-// offset within a few milliseconds (the reader's refresh interval).
+// SetClockOffset implements nemesis.ClockSkewer, for Redis (the skew
+// library) and the adapters (fenced's FileOffsetClock) alike. The node sees
+// the new offset within a few milliseconds (the readers' refresh interval).
 func (t *Target) SetClockOffset(ctx context.Context, node string, offset time.Duration) error {
 	if err := t.known(node); err != nil {
 		return err
