@@ -37,7 +37,9 @@ func ExampleRun() {
 
 // The conformance preflight on its own, as `fencecheck conform` runs it.
 func ExampleConform() {
-	rep, _, err := gate.Conform(context.Background(), gate.ConformConfig{Target: "memory", Bugs: []string{"accept-equal"}})
+	rep, logs, err := gate.Conform(context.Background(), gate.ConformConfig{Target: "memory", Bugs: []string{"accept-equal"}})
+	// The nodes' logs are kept when the target deviates or did not start.
+	defer os.RemoveAll(logs)
 	if err != nil {
 		fmt.Println("could not start:", err)
 		return
