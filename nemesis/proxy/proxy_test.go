@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/models"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -433,4 +434,36 @@ func isTimeout(err error) bool {
 		te = e
 	}
 	return te != nil && te.Timeout() || strings.Contains(err.Error(), "Timeout")
+}
+
+// The checker's pairing applies each recorded tampering to the write it hit,
+// so the model judges what the resource really received.
+func TestStripEventsReachTheCheckersPairing(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, f.set.SetStrip("clients->n1", 1))
+	for i := range 12 {
+		tok, val := strconv.Itoa(i+1), fmt.Sprintf("c%d-%d", i, i)
+		f.rec.Record(history.Event{Process: i, Type: history.Invoke, F: history.Write, Key: "k", Token: tok, Value: val})
+		code, err := put(t, http.DefaultClient, f.url, "k", tok, val)
+		require.NoError(t, err)
+		typ := history.Fail
+		if code/100 == 2 {
+			typ = history.Ok
+		}
+		f.rec.Record(history.Event{Process: i, Type: typ, F: history.Write, Key: "k", Token: tok, Value: val})
+	}
+	var client []history.Event
+	for _, e := range f.events(t) {
+		if e.F != "received" {
+			client = append(client, e)
+		}
+	}
+	ops, err := models.Pair(client)
+	require.NoError(t, err)
+	require.Len(t, ops, 12)
+	for _, op := range ops {
+		require.NotEmpty(t, op.Tampered, "write %s was tampered with", op.Value)
+		assert.NotEqual(t, models.TokenValid, op.Token.State, "the model sees the token the resource got, not %q", op.SentByClient)
+		assert.NotEmpty(t, op.SentByClient)
+	}
 }
