@@ -1,0 +1,89 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// A short `fencecheck test --target redis` with every nemesis named (the
+// gate turns the verdict to unknown if any never took effect): the durable
+// Redis implementation is valid under all of them, and the run leaves
+// nothing behind.
+func TestRunRedisValidUnderEveryNemesis(t *testing.T) {
+	requireDocker(t)
+	nemeses := []string{"pause", "restart", "partition", "clock", "strip", "delay"}
+	target := Durable()
+	cfg := harness.Config{Target: "redis", Time: 20 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
+		Nemesis: "pause,restart,partition,clock,strip,delay", Seed: 7, Store: t.TempDir(),
+		CheckTimeout: 30 * time.Second, Log: testLog{t}}
+	v := runTarget(t, cfg, target)
+	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons)
+	for _, n := range nemeses {
+		assert.Positive(t, v.Run.Nemeses[n].Started, "nemesis %s took effect", n)
+	}
+	events, err := history.ReadFile(v.Run.HistoryPath)
+	require.NoError(t, err)
+	clockOnRedis := false
+	for _, e := range events {
+		if e.F == "clock" && e.Node == RedisNode {
+			clockOnRedis = true
+		}
+	}
+	assert.True(t, clockOnRedis, "the clock nemesis stepped Redis's clock")
+	c, n := labelledObjects(t, target.env.RunID)
+	assert.Zero(t, c, "containers left after the run")
+	assert.Zero(t, n, "networks left after the run")
+}
+
+// redis-volatile under restart: the counter starts again after each kill, so
+// the issuer hands out old tokens and the run is invalid.
+func TestRunRedisVolatileInvalidUnderRestart(t *testing.T) {
+	requireDocker(t)
+	cfg := harness.Config{Target: "redis-volatile", Time: 12 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
+		Nemesis: "restart", Seed: 3, Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
+	v := runTarget(t, cfg, VolatileTarget())
+	assert.Equal(t, models.Invalid, v.Verdict)
+	assert.Equal(t, 1, v.ExitCode)
+	kinds := map[string]int{}
+	for _, a := range v.Report.Anomalies() {
+		kinds[a.Kind]++
+	}
+	assert.Positive(t, kinds["token-regression"]+kinds["duplicate-token"], "the issuer's counter went back: %v", kinds)
+}
+
+func runTarget(t *testing.T, cfg harness.Config, target *Target) *harness.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run, err := harness.Execute(ctx, cfg, target)
+	require.NoError(t, err)
+	v, err := harness.Finish(ctx, run, target.Semantics())
+	require.NoError(t, err)
+	return v
+}
+
+func labelledObjects(t *testing.T, runID string) (containers, networks int) {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := docker.Connect(ctx)
+	require.NoError(t, err)
+	defer cli.Close()
+	f := filters.NewArgs(filters.Arg("label", docker.LabelRun+"="+runID))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	require.NoError(t, err)
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	require.NoError(t, err)
+	return len(cs), len(ns)
+}
