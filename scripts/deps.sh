@@ -3,6 +3,7 @@
 #   iptables      partitions are iptables rules set inside our containers'
 #                 network namespaces (nsenter comes with util-linux)
 #   redis-server  the Redis image is assembled from Debian's redis-server
+#   gcc           the Redis image's clock-skew library is compiled at build
 #   chromium      the browser test loads report.html in headless Chromium
 # It never changes host firewall rules or anything else.
 set -euo pipefail
@@ -10,6 +11,7 @@ need=()
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 [ -x /usr/bin/redis-server ] || need+=(redis-server)
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # `deps.sh docker` (make test) needs no browser; `deps.sh` (make check) does.
 if [ "${1:-all}" = all ]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
