@@ -94,16 +94,16 @@ var (
 // New returns the target for s; nothing runs until Start.
 func New(s *Spec, opts Options) harness.Target {
 	t := &Target{spec: s, opts: opts}
-	images := 0
+	images, commands := 0, 0
 	for _, n := range s.Nodes {
-		if n.Kind() == KindImage {
+		switch n.Kind() {
+		case KindImage:
 			images++
-		}
-		if n.Kind() == KindCommand {
-			images = -1 << 20 // a command node cannot be cut from the others
+		case KindCommand:
+			commands++ // a host process cannot be cut from the others
 		}
 	}
-	if images >= 2 {
+	if images >= 2 && commands == 0 {
 		return partitionable{t}
 	}
 	return t
