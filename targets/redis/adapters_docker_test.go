@@ -172,6 +172,7 @@ func TestDockerRedisTargetFaults(t *testing.T) {
 	assert.Equal(t, fenced.Info, res.Outcome, "a paused Redis gives unknown outcomes: %+v", res)
 	require.NoError(t, target.ResumeNode(ctx, RedisNode))
 	eventuallyOk(c1, "pause")
+	require.NoError(t, target.ResumeNode(ctx, RedisNode), "resuming a running node is a no-op")
 
 	// Cut adapter-1 off from Redis; adapter-2 is in no group and keeps going.
 	require.NoError(t, target.Partition(ctx, [][]string{{RedisNode}, {"adapter-1"}}))
