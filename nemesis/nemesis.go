@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
 )
 
 // Env is what a nemesis may act on. Target and Workload are asserted against
