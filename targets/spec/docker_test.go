@@ -72,3 +72,36 @@ func TestImageNode(t *testing.T) {
 	require.Equal(t, fenced.Ok, rd.Outcome)
 	assert.False(t, rd.Found, "restart-wipe empties the data path")
 }
+
+// Two image nodes can be cut from each other (iptables in each container's
+// network namespace); the cut heals.
+func TestImageNodesPartition(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
+	require.NoError(t, err)
+	node := func(name string) map[string]any {
+		return map[string]any{"name": name, "roles": []string{"issuer", "resource"}, "image": tags[docker.ImageFenced], "port": 7000,
+			"data": "/data", "command": []string{"/usr/local/bin/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"}}
+	}
+	b, err := json.Marshal(map[string]any{"name": "two-images", "nodes": []any{node("a"), node("b")}})
+	require.NoError(t, err)
+	s, err := Parse(b)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	// Two independent stores are not one system: no preflight here.
+	tg := New(s, Options{NoPreflight: true})
+	_, err = tg.Start(ctx, harness.Env{RunID: "spec-image-part-" + filepath.Base(dir), Dir: dir})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	pt, ok := tg.(nemesis.Partitioner)
+	require.True(t, ok)
+	require.NoError(t, pt.Partition(ctx, [][]string{{"a"}, {"b"}}))
+	p := tg.(partitionable)
+	assert.Equal(t, []string{p.nodes["b"].ip}, p.rt.Blocked("a"))
+	assert.Equal(t, []string{p.nodes["a"].ip}, p.rt.Blocked("b"))
+	assert.Error(t, pt.Partition(ctx, [][]string{{"a"}, {"zz"}}))
+	require.NoError(t, pt.HealPartition(ctx))
+	assert.Empty(t, p.rt.Blocked("a"))
+}
