@@ -81,6 +81,9 @@ func kindsOf(rep *models.Report) map[string]bool {
 // anomaly named, under the nemesis that exposes it; the correct reference is
 // valid under every nemesis, plain and with sealed tokens and a forger.
 func TestDetectionFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 90 s of fault-injected runs; make check runs it (no -short)")
+	}
 	for _, c := range detectionCases {
 		for seed := uint64(1); seed <= detectionSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/%s/seed%d", c.bug, c.nemesis, seed), func(t *testing.T) {
