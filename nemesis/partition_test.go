@@ -163,3 +163,11 @@ func TestPartitionAlternatesNodeCutsAndBlackholesNodeCutsFirst(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionDoesNotSplitStatelessAdapters(t *testing.T) {
+	c := &fakeCluster{nodes: []Node{{Name: "etcd-1", Role: "etcd"}, {Name: "etcd-2", Role: "etcd"}, {Name: "etcd-3", Role: "etcd"},
+		{Name: "adapter-1", Role: "adapter"}, {Name: "adapter-2", Role: "adapter"}}}
+	for _, p := range nodePlans(context.Background(), &Env{Target: c}, nil) {
+		assert.NotEqual(t, "issuers", p.mode)
+	}
+}
