@@ -10,11 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 )
 
@@ -132,9 +135,28 @@ func ensureImage(ctx context.Context, cli *client.Client, cache, name string, pr
 	verb := "cached"
 	if built {
 		verb = "built"
+		PruneSuperseded(ctx, cli, spec.Repository, tag, time.Hour)
 	}
 	fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
 	return tag, nil
+}
+
+// PruneSuperseded removes the repository's other images built longer than
+// olderThan ago (an hour, from builds), so that every source change does not leave 25 MB behind. An
+// image a container still uses is kept (no force); a checkout that still
+// needs a removed image builds it again.
+func PruneSuperseded(ctx context.Context, cli *client.Client, repository, keep string, olderThan time.Duration) {
+	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", LabelProject+"=1"), filters.Arg("reference", repository))})
+	if err != nil {
+		return
+	}
+	for _, img := range imgs {
+		if slices.Contains(img.RepoTags, keep) || time.Since(time.Unix(img.Created, 0)) < olderThan {
+			continue
+		}
+		cli.ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+	}
 }
 
 // buildEtcdBinary compiles the nested module images/etcd, once per content
