@@ -32,13 +32,9 @@ type Verdict struct {
 // operations, every requested fault took effect) and writes results.json,
 // report.html, junit.xml and Porcupine's visualizations into the run folder.
 func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, error) {
-	events, err := history.ReadFile(run.HistoryPath)
+	check, rep, err := CheckFile(ctx, run.HistoryPath, run.Dir, sem, run.Config, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read history: %v", ErrCannotRun, err)
-	}
-	check, rep, err := CheckEvents(ctx, events, run.Dir, sem, run.Config)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: check history: %v", ErrCannotRun, err)
 	}
 	v := &Verdict{Run: run, Report: rep, Verdict: rep.Verdict}
 	v.GateReasons = gate(run, rep)
@@ -57,23 +53,33 @@ func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, erro
 	return v, nil
 }
 
-// CheckEvents runs the models on a history and writes Porcupine's
-// visualizations into dir (every failing key, and a few keys of a valid run).
+// CheckEvents runs the models on a history in memory and writes Porcupine's
+// visualizations into dir (every failing key, and a few keys of a valid
+// run). CheckFile does the same from a file, streaming.
 func CheckEvents(ctx context.Context, events []history.Event, dir string, sem models.Semantics, cfg Config) (reports.Check, *models.Report, error) {
-	rep, err := models.Check(ctx, events, models.Options{Semantics: sem, Checker: cfg.Checker,
-		Timeout: cfg.CheckTimeout, MinOps: cfg.MinOps})
+	rep, err := models.Check(ctx, events, checkOptions(sem, cfg))
 	if err != nil {
 		return reports.Check{}, nil, fmt.Errorf("check: %w", err)
-	}
-	check := reports.Check{Verdict: rep.Verdict, Results: rep.Results, Reason: rep.Reason, Metrics: map[string]any{}}
-	if rep.FirstInvalidAt >= 0 {
-		check.FirstInvalidAt = rep.FirstInvalidAt
 	}
 	ttl := cfg.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	if ov, err := overlap.Find(events, overlap.Options{TTL: ttl}); err == nil {
+	var ov *overlap.Report
+	if r, err := overlap.Find(events, overlap.Options{TTL: ttl}); err == nil {
+		ov = &r
+	}
+	return assemble(rep, ov, dir), rep, nil
+}
+
+// assemble turns the models' report and the lease overlaps into what the
+// reports package writes.
+func assemble(rep *models.Report, ov *overlap.Report, dir string) reports.Check {
+	check := reports.Check{Verdict: rep.Verdict, Results: rep.Results, Reason: rep.Reason, Metrics: map[string]any{}}
+	if rep.FirstInvalidAt >= 0 {
+		check.FirstInvalidAt = rep.FirstInvalidAt
+	}
+	if ov != nil {
 		check.Metrics["lease_overlaps"] = len(ov.Overlaps)
 		check.Metrics["lease_overlap_ms"] = ov.Total.Milliseconds()
 		check.Metrics["stale_writes_fenced_off_during_overlaps"] = ov.Rejected
@@ -84,7 +90,7 @@ func CheckEvents(ctx context.Context, events []history.Event, dir string, sem mo
 		}
 	}
 	check.Visualizations = visualize(rep, dir)
-	return check, rep, nil
+	return check
 }
 
 // DefaultTTL is the lease clients ask for when a config does not say.

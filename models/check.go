@@ -536,3 +536,11 @@ func faultPeriods(events []history.Event) ([]faultPeriod, int64) {
 	}
 	return out, end
 }
+
+// AnnotateFaults gives a report made by CheckOps (from a streamed history)
+// the fault periods its visualizations shade: faults are the history's
+// nemesis events (few, so a streaming reader can keep them) and end the
+// time of its last event.
+func (r *Report) AnnotateFaults(faults []history.Event, end int64) {
+	r.faults, r.end = faultPeriods(append(faults, history.Event{Time: end, Process: history.NemesisProcess}))
+}

@@ -73,20 +73,16 @@ func runCheck(path string, f *checkFlags) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	events, err := history.ReadFile(path)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cfg := harness.Config{Checker: f.checker, CheckTimeout: f.timeout, MinOps: f.minOps, TTL: f.ttl}
+	check, rep, err := harness.CheckFile(ctx, path, f.report, sem, cfg, os.Stderr)
 	if err != nil {
 		var pe *history.ParseError
 		if errors.As(err, &pe) || errors.Is(err, os.ErrNotExist) {
 			return usageErrorf("%s: %v", path, err)
 		}
 		return exitWith(ExitCannot, fmt.Errorf("%s: %w", path, err))
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	cfg := harness.Config{Checker: f.checker, CheckTimeout: f.timeout, MinOps: f.minOps, TTL: f.ttl}
-	check, rep, err := harness.CheckEvents(ctx, events, f.report, sem, cfg)
-	if err != nil {
-		return usageErrorf("%s: %v", path, err)
 	}
 	if f.report != "" {
 		info := reports.RunInfo{Target: "history " + path, Semantics: &sem}

@@ -31,6 +31,10 @@ type Reader struct {
 	line int
 	// BytesRead counts input consumed so far (for progress on large files).
 	BytesRead int64
+	// Truncated is set when the last line was cut short (a run killed
+	// while writing it) and skipped: everything before it is checkable.
+	Truncated bool
+	pending   []byte
 }
 
 // NewReader reads events from r.
@@ -51,6 +55,13 @@ func (r *Reader) Next() (Event, error) {
 		}
 		var e Event
 		if err := json.Unmarshal(b, &e); err != nil {
+			// A recorder writes whole lines, so only the last line can be
+			// cut short by a crash: skip it, but fail on any other.
+			var syn *json.SyntaxError
+			if errors.As(err, &syn) && syn.Offset >= int64(len(b)) && !r.s.Scan() && r.s.Err() == nil {
+				r.Truncated = true
+				return Event{}, io.EOF
+			}
 			return Event{}, &ParseError{Line: r.line, Err: fmt.Errorf("not a JSON event: %v", err)}
 		}
 		if err := validate(&e); err != nil {
