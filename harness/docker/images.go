@@ -109,6 +109,12 @@ func ensureImage(ctx context.Context, cli *client.Client, cache, name string, pr
 	known := knownImages[name]
 	src, err := SourceRoot()
 	if err != nil {
+		// An installed binary run outside the source tree can still use
+		// what `fencecheck images` built before.
+		if tag := newestImage(ctx, cli, "fencecheck/"+name); tag != "" {
+			fmt.Fprintf(progress, "image %s: sources not found, using the newest built image %s\n", name, tag)
+			return tag, nil
+		}
 		return "", err
 	}
 	start := time.Now()
@@ -139,6 +145,24 @@ func ensureImage(ctx context.Context, cli *client.Client, cache, name string, pr
 	}
 	fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
 	return tag, nil
+}
+
+// newestImage is the most recently built tag of one of our repositories, or
+// "" when there is none.
+func newestImage(ctx context.Context, cli *client.Client, repository string) string {
+	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", LabelProject+"=1"), filters.Arg("reference", repository))})
+	if err != nil {
+		return ""
+	}
+	var tag string
+	var newest int64
+	for _, img := range imgs {
+		if len(img.RepoTags) > 0 && img.Created > newest {
+			tag, newest = img.RepoTags[0], img.Created
+		}
+	}
+	return tag
 }
 
 // PruneSuperseded removes the repository's other images built longer than
