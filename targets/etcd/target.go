@@ -116,8 +116,10 @@ func (t *Target) logf(format string, args ...any) {
 	}
 }
 
-// Start builds the images if needed, starts the members, waits for a
-// healthy cluster, then starts the adapters and waits for their health.
+// Start builds the images if needed (the first run on a machine compiles
+// etcd: about a minute), starts the members and the adapters, and returns
+// once every member is healthy and every adapter answers GET /v1/health.
+// A failed start stops what it started, saving the logs first.
 func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints, error) {
 	t.env = env
 	progress := t.opts.Log
