@@ -196,36 +196,3 @@ func TestDockerRedisTargetFaults(t *testing.T) {
 	eventuallyOk(c1, "adapter clock step")
 	require.NoError(t, target.SetClockOffset(ctx, "adapter-1", 0))
 }
-
-// Through the adapters, as the workload sees it: redis-volatile hands out
-// token 1 again after kill -9 and restart, redis keeps counting.
-func TestDockerTokensAcrossRedisRestartThroughAdapters(t *testing.T) {
-	requireDocker(t)
-	for _, tc := range []struct {
-		target *Target
-		want   string
-	}{{Durable(), "4"}, {VolatileTarget(), "1"}} {
-		t.Run(tc.target.Name(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			eps := startFull(t, ctx, tc.target)
-			c := fenced.NewClient(eps.Issuers[0].URL, nil)
-			for i := 1; i <= 3; i++ {
-				r := c.Acquire(ctx, "k", "o", time.Minute)
-				require.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
-				require.Equal(t, strconv.Itoa(i), r.Token)
-				require.Equal(t, fenced.Ok, c.Release(ctx, "k", "o", r.Token).Outcome)
-			}
-			require.NoError(t, tc.target.KillNode(ctx, RedisNode))
-			require.NoError(t, tc.target.StartNode(ctx, RedisNode, false))
-			var r fenced.Result
-			require.Eventually(t, func() bool {
-				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				defer cancel()
-				r = c.Acquire(cctx, "k", "o", time.Minute)
-				return r.Outcome == fenced.Ok
-			}, 60*time.Second, 200*time.Millisecond, "acquire after restart: %+v", r)
-			assert.Equal(t, tc.want, r.Token)
-		})
-	}
-}
