@@ -44,23 +44,30 @@ package models
 // frontier f (initially the latest call of the reads of the initial state),
 // each element e can be placed at p(e) = max(f, Call(e)) ≤ R(e), after which
 // f := max(f, g(e)): the reads of e sit in [max(Call(r), p(e)), min(Return(r),
-// p(next))], which is non-empty exactly under these inequalities. This
-// earliest placement is optimal: p and f are monotone in every earlier
-// choice, and every constraint has the form "some maximum ≤ some deadline",
-// so any feasible placement has points at least as late as the greedy ones
-// (induction along the chain) and the greedy meets every deadline that it
-// meets. Inside an equal-token group the final f is the same for every order
-// (it is the max of all g), and an order exists iff the backward greedy —
-// repeatedly put last an element whose R is ≥ the largest g of the others,
-// choosing among those the one with the largest g — empties the group
-// (exchange argument: swapping that choice for any other candidate never
-// raises a prefix maximum).
+// p(next))], which is non-empty exactly under these inequalities.
+//
+// Why the earliest placement is optimal: let q be any valid placement of the
+// chain. By induction q(e) ≥ p(e) for every e: q(e) ≥ Call(e); q(e) ≥ q(prev)
+// ≥ p(prev); and every read r of prev lies between prev and e, so q(e) ≥ q(r)
+// ≥ Call(r). Hence f under q is never below f under p, and as every
+// constraint is an upper bound (p(e) ≤ R(e), and below for the stale
+// deadlines), p meets every constraint q meets. Unchosen info writes are
+// no-ops: they sit at the end, never applied.
+//
+// Inside an equal-token group the final f is the same for every order (the
+// max of all g), and an order exists iff the backward greedy — repeatedly put
+// last an element whose R is ≥ the largest g of the others, choosing among
+// those the one with the largest g — empties the group. (Exchange: if the
+// rest can be ordered after removing any candidate L, it can after removing
+// the largest-g candidate M instead: put L where M was; L's R bounds every g,
+// and every prefix maximum only drops.) An element e can go first iff g(e) ≤
+// R of every other member and the group can be ordered at all.
 //
 // Stale rejections. A stale rejection s of token t needs some accepted write
 // w with token ≥ θ (θ = t under reject, t+1 under accept) and p(w) ≤
-// Return(s); s itself changes nothing, so it can then sit just after w. As p
-// is monotone along the chain, it suffices that the FIRST chosen element
-// with token ≥ θ meets the deadline Return(s).
+// Return(s); s itself changes nothing, so it then sits at max(Call(s), p(w))
+// right after w. As p is monotone along the chain, it suffices that the
+// FIRST chosen element with token ≥ θ meets the deadline Return(s).
 //
 // Choosing the optional writes exactly. Walk the token groups in increasing
 // order keeping a set of states (f, D): f the frontier, D the tightest
@@ -71,14 +78,18 @@ package models
 // (previous token, this token]; states with f > D are dead. An optional-only
 // group may be skipped (state unchanged) or entered through its earliest-
 // called write u, giving (max(f, Call(u)), ∞) when max(f, Call(u)) ≤ D. A
-// group with forced elements must be entered: its first element must meet D,
-// and it is either a forced e with g(e) ≤ R of every other member (option a)
-// or the group's earliest optional write (option b, a strictly worse f, so
-// only when a fails); the result is (max(f, max g of the group [, Call(u)]),
-// ∞). Other optional members would only raise f and are never chosen. The
+// group with forced elements must be entered (with f ≤ R of every member):
+// its first element must meet D, and it is either a forced e that can go
+// first (option a) or the group's earliest optional write (option b, a
+// strictly worse f, so only when a fails); the result is (max(f, max g of
+// the group [, Call(u)]), ∞): entering a group settles every pending
+// rejection, as its first element is the first chosen one with a token ≥
+// each pending θ. Other optional members would only raise f and are never
+// chosen. Of all states only the one with the least resulting f is kept.
+// The
 // non-dominated states form a staircase (f and D both increasing) with at
-// most one D = ∞ state; every step above is a binary search or a truncation
-// of it, so a key of n operations is checked in O(n log n) time after
+// most one D = ∞ state; every step above is a binary search, a truncation
+// or an amortised pop at its end, so a key of n operations is checked in O(n log n) time after
 // sorting. The history is linearizable iff a state with D = ∞ survives the
 // last group and no stale rejection lies above every token. Because the
 // states are exactly the non-dominated summaries of every choice of optional
