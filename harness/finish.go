@@ -61,6 +61,7 @@ func CheckEvents(ctx context.Context, events []history.Event, dir string, sem mo
 	if err != nil {
 		return reports.Check{}, nil, fmt.Errorf("check: %w", err)
 	}
+	nameCauses(rep.Results, events)
 	ttl := cfg.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
