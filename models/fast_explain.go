@@ -15,14 +15,10 @@ import (
 // explainFailure is called when the search died at group gi (len(groups):
 // at the end).
 func (c *regCheck) explainFailure(gi int) {
-	upto := gi
-	if upto >= len(c.groups) {
-		upto = len(c.groups) - 1
-	}
-	fBefore, fByBefore, found := c.forcedConflict(upto)
-	if found {
-		return
-	}
+	// A conflict among forced writes anywhere on the key is a violation by
+	// itself (no choice can repair it) and usually the root cause, even
+	// when the search stopped earlier at a rejection it made impossible.
+	fBefore, fByBefore, forced := c.forcedConflict()
 	// Stale rejections whose threshold the search had reached.
 	limit := uint64(0)
 	all := gi >= len(c.groups)
@@ -38,6 +34,9 @@ func (c *regCheck) explainFailure(gi int) {
 		if c.staleAlone(s, ws) {
 			return
 		}
+	}
+	if forced {
+		return
 	}
 	// The general case: each requirement can be met alone, not all at once.
 	var ops []int32
@@ -89,10 +88,11 @@ func joinNames(ns []string) string {
 	return s + " and " + ns[len(ns)-1]
 }
 
-// forcedConflict sweeps the forced writes of groups 0..upto alone (the
-// earliest possible frontier) and reports the first pair that cannot be
-// ordered. It returns the frontier before each group for staleAlone.
-func (c *regCheck) forcedConflict(upto int) (fBefore []int64, fBy []int32, found bool) {
+// forcedConflict sweeps the forced writes of every group alone (the
+// earliest possible frontier), reports the first pair (or equal-token
+// group) that cannot be ordered, and returns the frontier before each group
+// for the stale explanations.
+func (c *regCheck) forcedConflict() (fBefore []int64, fBy []int32, found bool) {
 	f, by := c.f0, c.f0By
 	fBefore = make([]int64, len(c.groups)+1)
 	fBy = make([]int32, len(c.groups)+1)
@@ -102,16 +102,19 @@ func (c *regCheck) forcedConflict(upto int) (fBefore []int64, fBy []int32, found
 		if len(g.forced) == 0 {
 			continue
 		}
-		if gi <= upto {
+		if !found {
 			for i := range g.forced {
 				if e := &g.forced[i]; f > e.r {
 					c.explainPair(c.bestBlame(gi, by, e.r), e)
-					return fBefore, fBy, true
+					found = true
+					break
 				}
 			}
+		}
+		if !found {
 			if st := c.stats(g); !st.orderable {
 				c.explainGroup(g, st.stuck)
-				return fBefore, fBy, true
+				found = true
 			}
 		}
 		for i := range g.forced {
@@ -121,7 +124,7 @@ func (c *regCheck) forcedConflict(upto int) (fBefore []int64, fBy []int32, found
 		}
 	}
 	fBefore[len(c.groups)], fBy[len(c.groups)] = f, by
-	return fBefore, fBy, false
+	return fBefore, fBy, found
 }
 
 // bestBlame prefers, among the forced writes before group gi, one whose own

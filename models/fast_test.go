@@ -263,10 +263,11 @@ func TestFastIssuer(t *testing.T) {
 }
 
 // Acceptance: a planted stale read in a contended history with unknown-
-// outcome writes is found by the fast checker, while Porcupine alone, given
-// the same budget, cannot answer.
+// outcome writes (50 clients on one key, 10% info) is found by the fast
+// checker, while Porcupine alone cannot answer in its budget. (At 20 clients
+// Porcupine often finds a late planted read by itself.)
 func TestFastFindsPlantedStaleReadPorcupineCannot(t *testing.T) {
-	h := Simulate(SimConfig{Seed: 7, Ops: 6000, Keys: 1, ClientsPerKey: 20, InfoRate: 0.05, Tick: 1_000_000, MaxDur: 40})
+	h := Simulate(SimConfig{Seed: 7, Ops: 3000, Keys: 1, ClientsPerKey: 50, InfoRate: 0.1, Tick: 1_000_000, MaxDur: 40})
 	require.True(t, h.PlantStaleRead())
 	events := h.Events()
 	res, err := CheckFast(events, reject)
@@ -279,7 +280,7 @@ func TestFastFindsPlantedStaleReadPorcupineCannot(t *testing.T) {
 	require.NoError(t, err)
 	for _, r := range rep.Results {
 		if r.Checker == CheckerPorcupine && r.Model == ModelRegister {
-			assert.Equal(t, Unknown, r.Verdict, "porcupine is not expected to decide 6000 contended operations on one key in 1 s")
+			assert.Equal(t, Unknown, r.Verdict, "porcupine is not expected to decide 3000 operations of 50 clients on one key in 1 s")
 		}
 	}
 	// Through Check with both checkers, the fast answer decides.
@@ -287,7 +288,7 @@ func TestFastFindsPlantedStaleReadPorcupineCannot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Invalid, rep.Verdict, rep.Reason)
 	// The same history unplanted is valid.
-	h = Simulate(SimConfig{Seed: 7, Ops: 6000, Keys: 1, ClientsPerKey: 20, InfoRate: 0.05, Tick: 1_000_000, MaxDur: 40})
+	h = Simulate(SimConfig{Seed: 7, Ops: 3000, Keys: 1, ClientsPerKey: 50, InfoRate: 0.1, Tick: 1_000_000, MaxDur: 40})
 	res, err = CheckFast(h.Events(), reject)
 	require.NoError(t, err)
 	assert.Equal(t, Valid, res[0].Verdict, "%v", res[0].Anomalies)
