@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/assert"
@@ -115,20 +113,6 @@ func waitHealthy(t *testing.T, addr string) {
 	require.Eventually(t, func() bool { return healthy(addr) == nil }, 30*time.Second, 200*time.Millisecond, "etcd at %s never became healthy", addr)
 }
 
-func labelled(t *testing.T, run string) (containers, networks int) {
-	t.Helper()
-	ctx := context.Background()
-	cli, err := docker.Connect(ctx)
-	require.NoError(t, err)
-	defer cli.Close()
-	f := filters.NewArgs(filters.Arg("label", docker.LabelRun+"="+run))
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	require.NoError(t, err)
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-	require.NoError(t, err)
-	return len(cs), len(ns)
-}
-
 func TestImageCachedByContent(t *testing.T) {
 	dockertest.Require(t)
 	ctx := context.Background()
@@ -164,7 +148,7 @@ func TestContainerLifecycleAndFaults(t *testing.T) {
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, rt.Close(ctx))
-		c, n := labelled(t, run)
+		c, n := dockertest.Leftovers(t, run)
 		assert.Zero(t, c, "containers left after Close")
 		assert.Zero(t, n, "networks left after Close")
 	}()
@@ -249,7 +233,7 @@ func TestWatchdogSweepsAfterSIGKILL(t *testing.T) {
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	require.Equal(t, "ready\n", line)
 	require.DirExists(t, filepath.Join(os.TempDir(), "fencecheck-run-"+run))
-	c, n := labelled(t, run)
+	c, n := dockertest.Leftovers(t, run)
 	require.Equal(t, 1, c)
 	require.Equal(t, 1, n)
 
@@ -257,7 +241,7 @@ func TestWatchdogSweepsAfterSIGKILL(t *testing.T) {
 	cmd.Wait()
 	killed := time.Now()
 	require.Eventually(t, func() bool {
-		c, n := labelled(t, run)
+		c, n := dockertest.Leftovers(t, run)
 		_, err := os.Stat(filepath.Join(os.TempDir(), "fencecheck-run-"+run))
 		return c == 0 && n == 0 && os.IsNotExist(err)
 	}, 30*time.Second, 100*time.Millisecond, "the watchdog did not sweep run %s (containers, network, run directory)", run)
@@ -280,7 +264,7 @@ func TestOrphansSweptAtStart(t *testing.T) {
 	rt, err := docker.New(ctx, runID(t), docker.Options{NoWatchdog: true})
 	require.NoError(t, err)
 	defer rt.Close(ctx)
-	_, n := labelled(t, run)
+	_, n := dockertest.Leftovers(t, run)
 	assert.Zero(t, n, "an orphaned network must be swept when a runtime starts")
 }
 

@@ -48,7 +48,7 @@ func TestRunValidUnderEveryNemesis(t *testing.T) {
 			assert.Positive(t, started[n], "nemesis %s recorded in the history", n)
 		}
 	}
-	c, n := labelledObjects(t, target.env.RunID)
+	c, n := dockertest.Leftovers(t, target.env.RunID)
 	assert.Zero(t, c, "containers left after the run")
 	assert.Zero(t, n, "networks left after the run")
 }

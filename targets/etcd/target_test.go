@@ -9,14 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/targets/fenced"
 )
@@ -183,22 +179,7 @@ func TestCluster(t *testing.T) {
 	}
 	_, err = os.Stat(tg.dataRoot)
 	assert.True(t, os.IsNotExist(err), "the members' data is removed with the run: %v", err)
-	c, n := labelledObjects(t, env.RunID)
+	c, n := dockertest.Leftovers(t, env.RunID)
 	assert.Zero(t, c, "containers left after Stop")
 	assert.Zero(t, n, "networks left after Stop")
-}
-
-// labelledObjects counts the run's containers and networks still in Docker.
-func labelledObjects(t *testing.T, runID string) (containers, networks int) {
-	t.Helper()
-	ctx := context.Background()
-	cli, err := docker.Connect(ctx)
-	require.NoError(t, err)
-	defer cli.Close()
-	f := filters.NewArgs(filters.Arg("label", docker.LabelRun+"="+runID))
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	require.NoError(t, err)
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-	require.NoError(t, err)
-	return len(cs), len(ns)
 }

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
 	"github.com/fencecheck/fencecheck/harness/docker"
 )
 
@@ -32,4 +36,26 @@ func Require(t testing.TB) {
 		t.Fatalf("Docker is required here (CI=true or FENCECHECK_REQUIRE_DOCKER=1) but unreachable: %v", err)
 	}
 	t.Skipf("Docker unreachable, skipping (set FENCECHECK_REQUIRE_DOCKER=1 to make this a failure): %v", err)
+}
+
+// Leftovers counts the containers and networks of run runID still in
+// Docker: after a target's Stop (or a watchdog's sweep) both must be 0.
+func Leftovers(t testing.TB, runID string) (containers, networks int) {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := docker.Connect(ctx)
+	if err != nil {
+		t.Fatalf("counting leftovers: %v", err)
+	}
+	defer cli.Close()
+	f := filters.NewArgs(filters.Arg("label", docker.LabelRun+"="+runID))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatalf("listing containers: %v", err)
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatalf("listing networks: %v", err)
+	}
+	return len(cs), len(ns)
 }
