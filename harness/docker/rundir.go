@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -50,7 +49,7 @@ func orphanedRunDir(dir string) bool {
 
 // sweepRunDirs removes the run directory of runID, or every run directory
 // when runID is empty, or (orphansOnly) those whose owner is dead.
-func sweepRunDirs(_ context.Context, runID string, orphansOnly bool) ([]Removed, error) {
+func sweepRunDirs(runID string, orphansOnly bool) ([]Removed, error) {
 	var dirs []string
 	if runID != "" {
 		dirs = []string{runDirPath(runID)}

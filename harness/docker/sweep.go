@@ -74,7 +74,7 @@ func Sweep(ctx context.Context, cli *client.Client, runID string) ([]Removed, er
 		}
 		removed = append(removed, Removed{Kind: "network", Name: n.Name, RunID: n.Labels[LabelRun]})
 	}
-	dirs, err := sweepRunDirs(ctx, runID, false)
+	dirs, err := sweepRunDirs(runID, false)
 	removed = append(removed, dirs...)
 	if err != nil {
 		errs = append(errs, err)
@@ -119,7 +119,7 @@ func SweepOrphans(ctx context.Context, cli *client.Client) ([]Removed, error) {
 		}
 	}
 	// Directories of dead runs whose containers were already gone.
-	dirs, err := sweepRunDirs(ctx, "", true)
+	dirs, err := sweepRunDirs("", true)
 	removed = append(removed, dirs...)
 	if err != nil {
 		errs = append(errs, err)
