@@ -233,6 +233,10 @@ type PerfRow struct {
 	ClientOps                     int
 	FastVerdict, PorcupineVerdict Verdict
 	PorcupineRan                  bool
+	// PorcupineKeys and PorcupineTimedOut count the register keys and lock
+	// scopes Porcupine searched and those it gave up on: a model can be
+	// "invalid" because one key was proved so while others timed out.
+	PorcupineKeys, PorcupineTimedOut int
 }
 
 // MeasureFile measures one history file: parse and fast (streaming), the
@@ -309,6 +313,12 @@ func MeasureFile(c PerfCase, path string, porcupineTimeout time.Duration, skipRe
 		}
 	}
 	row.PorcupineVerdict = combined(pr)
+	for _, k := range rep.Keys {
+		row.PorcupineKeys++
+		if k.Verdict == Unknown {
+			row.PorcupineTimedOut++
+		}
+	}
 	return row, nil
 }
 
