@@ -240,6 +240,8 @@ func cvChaosHistory(rng cvRand) ([]history.Event, Semantics) {
 	if rng.IntN(2) == 0 {
 		sem.Equal = EqualAccept
 	}
+	sealing := rng.IntN(4) == 0 // an authenticating target: only sealed tokens may be accepted
+	sem.Authenticated = sealing
 	type op struct {
 		call, ret int64
 		done      history.Event
@@ -258,6 +260,9 @@ func cvChaosHistory(rng cvRand) ([]history.Event, Semantics) {
 			v := "v" + strconv.Itoa(i)
 			values = append(values, v)
 			tok := strconv.Itoa(1 + rng.IntN(3))
+			if sealing && rng.IntN(3) != 0 {
+				tok += ".s" + strconv.Itoa(i)
+			}
 			if rng.IntN(15) == 0 {
 				tok = ""
 			}
