@@ -146,7 +146,7 @@ func write(w io.Writer, rows []models.PerfRow, timeout time.Duration, maxPorc in
 	p("Benchmarks with the same cases: `go test ./models -run '^$' -bench Checkers -benchtime 1x`.\n\n")
 	p("Machine: %d CPUs (`nproc`), %s, %s %s/%s. The machine was shared with other work: 1-minute\n", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	p("load average %s at the start and %s at the end; parse and fast ran %d times per history (%d\n", loadBefore, loadAfter, reps, repsLarge)
-	p("over 100k operations), interleaved, and the fastest run of each is shown. Because of that load,\n")
+	p("over 100k operations), interleaved, and the fastest run of each is shown. As other programs may run too,\n")
 	p("parse and fast show the CPU time of the process (user + system, garbage collection included)\n")
 	p("beside the wall time, and the ratios use CPU time: it is the measure least disturbed by other\n")
 	p("programs. Porcupine's budget is wall-clock (it searches keys on all cores in parallel, so its CPU\n")
