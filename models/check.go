@@ -514,7 +514,7 @@ func faultPeriods(events []history.Event) ([]faultPeriod, int64) {
 	var out []faultPeriod
 	for _, e := range events {
 		end = max(end, e.Time)
-		if e.Process != history.NemesisProcess || e.F == "strip" {
+		if e.Process != history.NemesisProcess || e.IsTamper() {
 			continue
 		}
 		action := strings.Trim(string(e.Extra["action"]), `"`)

@@ -131,7 +131,7 @@ func NewPairer() *Pairer {
 // to the open write they tampered with.
 func (p *Pairer) Add(e history.Event) (*Op, error) {
 	if !e.IsClient() {
-		if e.F == "strip" {
+		if e.IsTamper() {
 			if op, ok := p.byValue[e.Value]; ok {
 				op.SentByClient = op.Token.Raw
 				op.Token = ParseToken(e.Token)

@@ -173,7 +173,7 @@ func analyze(src eventSource) (*analysis, error) {
 			a.ClientEvents++
 			keys[e.Key] = true
 		} else if e.Process == history.NemesisProcess {
-			if e.F == "strip" {
+			if e.IsTamper() {
 				a.Tampered++
 			} else {
 				nemesis = append(nemesis, e)
@@ -187,6 +187,9 @@ func analyze(src eventSource) (*analysis, error) {
 		if o != nil {
 			ops = append(ops, o)
 		}
+	}
+	if r, ok := src.(*history.Reader); ok && r.Truncated {
+		a.note(fmt.Sprintf("skipped the last line (%d): it was cut short, as by a crash while it was written", r.Line()))
 	}
 	if badLines > maxNotes {
 		a.Notes = append(a.Notes, fmt.Sprintf("%d damaged lines in all", badLines))

@@ -89,3 +89,18 @@ type Event struct {
 
 // IsClient reports whether e is a client operation event.
 func (e *Event) IsClient() bool { return e.Process >= 0 && IsClientOp(e.F) }
+
+// Tamper is the f of the event the strip proxy records for each write whose
+// token it changed; the strip nemesis's own start and stop events share the
+// name but carry extra.action.
+const Tamper = "strip"
+
+// IsTamper reports whether e records one tampered write (not the start or
+// stop of the strip fault).
+func (e *Event) IsTamper() bool {
+	if e.Process != NemesisProcess || e.F != Tamper {
+		return false
+	}
+	_, action := e.Extra["action"]
+	return !action
+}
