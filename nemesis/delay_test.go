@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/nemesis/proxy"
 )
 
 func TestDelayHoldsWritesUntilANewerTokenThenStops(t *testing.T) {
@@ -34,8 +36,13 @@ func TestDelayHoldsWritesUntilANewerTokenThenStops(t *testing.T) {
 			codes[i], _ = putToken(context.Background(), f.url, fmt.Sprintf("k%d", i), "1", fmt.Sprintf("old%d", i))
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
-	st, _ := f.set.Stats("clients->n1")
+	// Wait until every write reached the proxy (held) or the resource
+	// (passed): a loaded machine may take a while to run 20 goroutines.
+	var st proxy.Stats
+	require.Eventually(t, func() bool {
+		st, _ = f.set.Stats("clients->n1")
+		return int(st.Delayed)+len(f.res.arrived()) == 20
+	}, 10*time.Second, 10*time.Millisecond, "every write reached the proxy")
 	require.Positive(t, st.Delayed, "some writes are held")
 	held := int(st.Delayed)
 	assert.Len(t, f.res.arrived(), 20-held)
