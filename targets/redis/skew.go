@@ -8,8 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"time"
+
+	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // skewSource is the clock-skew library's C source; it is compiled on the
@@ -55,25 +56,5 @@ func BuildSkewLibrary(ctx context.Context, dir string) (string, error) {
 // directory rather than be bind-mounted itself (a rename would leave the
 // container looking at the old file).
 func WriteClockOffset(path string, offset time.Duration) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".offset-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.WriteString(strconv.FormatInt(int64(offset), 10) + "\n")
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		// Readable by a container process running under any uid.
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing clock offset %s: %w", path, werr)
-	}
-	return nil
+	return fenced.WriteClockOffset(path, offset)
 }

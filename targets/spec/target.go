@@ -20,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/targets/conform"
+	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Options configure a spec target.
@@ -678,26 +679,7 @@ func (t *Target) SetClockOffset(_ context.Context, name string, offset time.Dura
 // writeClockOffset replaces the offset file by rename: a reader sees the
 // old number or the new one, never half of one.
 func writeClockOffset(path string, offset time.Duration) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".offset-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.WriteString(strconv.FormatInt(int64(offset), 10) + "\n")
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		// Readable by a container process under any uid.
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing clock offset %s: %w", path, werr)
-	}
-	return nil
+	return fenced.WriteClockOffset(path, offset)
 }
 
 // partitionable is a target whose started nodes all run in containers, so
