@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/overlap"
 	"github.com/fencecheck/fencecheck/reports"
@@ -51,26 +50,6 @@ func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, erro
 	v.Results = res
 	v.ExitCode = reports.ExitCode(v.Verdict)
 	return v, nil
-}
-
-// CheckEvents runs the models on a history in memory and writes Porcupine's
-// visualizations into dir (every failing key, and a few keys of a valid
-// run). CheckFile does the same from a file, streaming.
-func CheckEvents(ctx context.Context, events []history.Event, dir string, sem models.Semantics, cfg Config) (reports.Check, *models.Report, error) {
-	rep, err := models.Check(ctx, events, checkOptions(sem, cfg))
-	if err != nil {
-		return reports.Check{}, nil, fmt.Errorf("check: %w", err)
-	}
-	nameCauses(rep.Results, events)
-	ttl := cfg.TTL
-	if ttl == 0 {
-		ttl = DefaultTTL
-	}
-	var ov *overlap.Report
-	if r, err := overlap.Find(events, overlap.Options{TTL: ttl}); err == nil {
-		ov = &r
-	}
-	return assemble(rep, ov, dir), rep, nil
 }
 
 // assemble turns the models' report and the lease overlaps into what the

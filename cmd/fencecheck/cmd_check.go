@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/history"
@@ -17,11 +18,36 @@ import (
 )
 
 type checkFlags struct {
-	equal, scope, checker, report string
-	authenticated                 bool
-	timeout                       time.Duration
-	minOps                        int
-	ttl                           time.Duration
+	equal, scope, report string
+	authenticated        bool
+	checkerFlags
+}
+
+// checkerFlags are the checker settings shared by check and report.
+type checkerFlags struct {
+	checker string
+	timeout time.Duration
+	minOps  int
+	ttl     time.Duration
+}
+
+func (c *checkerFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&c.checker, "checker", "both", "checker: fast, porcupine or both")
+	fl.DurationVar(&c.timeout, "timeout", 30*time.Second, "time Porcupine may search, per model")
+	fl.IntVar(&c.minOps, "min-ops", 10, "fewest ok/fail operations for a verdict other than unknown")
+	fl.DurationVar(&c.ttl, "ttl", time.Second, "lease length for lease-overlap analysis when events carry none")
+}
+
+func (c *checkerFlags) validate() error {
+	switch c.checker {
+	case "fast", "porcupine", "both":
+		return nil
+	}
+	return fmt.Errorf("--checker must be fast, porcupine or both, got %q", c.checker)
+}
+
+func (c *checkerFlags) config() harness.Config {
+	return harness.Config{Checker: c.checker, CheckTimeout: c.timeout, MinOps: c.minOps, TTL: c.ttl}
 }
 
 func init() {
@@ -44,10 +70,7 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error
 	fl.StringVar(&f.equal, "equal", "reject", "what the resource does with a token equal to its high-water mark: reject (strict) or accept (reentrant)")
 	fl.StringVar(&f.scope, "scope", "per-lock", "token scope: per-lock or global")
 	fl.BoolVar(&f.authenticated, "authenticated", false, "the target seals tokens: an accepted unsealed token is a violation")
-	fl.StringVar(&f.checker, "checker", "both", "checker: fast, porcupine or both")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "time Porcupine may search, per model")
-	fl.IntVar(&f.minOps, "min-ops", 10, "fewest ok/fail operations for a verdict other than unknown")
-	fl.DurationVar(&f.ttl, "ttl", time.Second, "lease length for lease-overlap analysis when events carry none")
+	f.checkerFlags.register(fl)
 	fl.StringVar(&f.report, "report", "", "write results.json, report.html and junit.xml into this folder")
 	rootCmd.AddCommand(cmd)
 }
@@ -60,12 +83,7 @@ func (f *checkFlags) semantics() (models.Semantics, error) {
 	if sem.Scope != models.ScopePerLock && sem.Scope != models.ScopeGlobal {
 		return sem, fmt.Errorf("--scope must be per-lock or global, got %q", f.scope)
 	}
-	switch f.checker {
-	case "fast", "porcupine", "both":
-	default:
-		return sem, fmt.Errorf("--checker must be fast, porcupine or both, got %q", f.checker)
-	}
-	return sem, nil
+	return sem, f.checkerFlags.validate()
 }
 
 func runCheck(path string, f *checkFlags) error {
@@ -75,8 +93,7 @@ func runCheck(path string, f *checkFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := harness.Config{Checker: f.checker, CheckTimeout: f.timeout, MinOps: f.minOps, TTL: f.ttl}
-	check, rep, err := harness.CheckFile(ctx, path, f.report, sem, cfg, os.Stderr)
+	check, rep, err := harness.CheckFile(ctx, path, f.report, sem, f.config(), os.Stderr)
 	if err != nil {
 		var pe *history.ParseError
 		if errors.As(err, &pe) || errors.Is(err, os.ErrNotExist) {

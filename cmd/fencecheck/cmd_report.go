@@ -8,22 +8,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/harness/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
 type reportFlags struct {
-	stored  bool
-	checker string
-	timeout time.Duration
-	minOps  int
-	ttl     time.Duration
+	stored bool
+	checkerFlags
 }
 
 func init() {
@@ -45,10 +40,7 @@ store/latest. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.stored, "stored", false, "re-render the stored checker results instead of checking again")
-	fl.StringVar(&f.checker, "checker", "both", "checker: fast, porcupine or both")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "time Porcupine may search, per model")
-	fl.IntVar(&f.minOps, "min-ops", 10, "fewest ok/fail operations for a verdict other than unknown")
-	fl.DurationVar(&f.ttl, "ttl", time.Second, "lease length for lease-overlap analysis when events carry none")
+	f.checkerFlags.register(fl)
 	rootCmd.AddCommand(cmd)
 }
 
@@ -59,31 +51,20 @@ func runReport(dir string, f *reportFlags) error {
 		}
 		return exitWith(ExitCannot, err)
 	}
-	switch f.checker {
-	case "fast", "porcupine", "both":
-	default:
-		return usageErrorf("--checker must be fast, porcupine or both, got %q", f.checker)
+	if err := f.checkerFlags.validate(); err != nil {
+		return usageErrorf("%v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var recheck reports.CheckFunc
 	if !f.stored {
 		recheck = func(historyPath string, info reports.RunInfo) (reports.Check, error) {
-			events, err := history.ReadFile(historyPath)
-			if err != nil {
-				return reports.Check{}, err
-			}
 			sem := models.DefaultSemantics()
 			if info.Semantics != nil {
 				sem = *info.Semantics
 			}
-			cfg := harness.Config{Checker: f.checker, CheckTimeout: f.timeout, MinOps: f.minOps, TTL: f.ttl}
-			check, rep, err := harness.CheckEvents(ctx, events, dir, sem, cfg)
-			if err != nil {
-				return reports.Check{}, err
-			}
-			check.Reason = rep.Reason
-			return check, nil
+			check, _, err := harness.CheckFile(ctx, historyPath, dir, sem, f.config(), os.Stderr)
+			return check, err
 		}
 	}
 	res, err := reports.Regenerate(dir, recheck)
