@@ -380,7 +380,7 @@ func (m *Matrix) Markdown() string {
 	fmt.Fprintf(&b, "A bug is **detected** when the run's verdict is invalid (exit code 1). **Time to detection** is when the history first became invalid (results.json `first_invalid_at_ns`), in seconds since the run's start. The issue's bar: every bug detected in at least 19 of 20 seeds, the correct reference valid in 20 of 20.\n\n")
 
 	fmt.Fprintf(&b, "## Seeded bugs\n\n")
-	fmt.Fprintf(&b, "| bug | what breaks | detected | median time to detection | slowest | anomalies named (runs) | first violation after |\n")
+	fmt.Fprintf(&b, "| bug | what breaks | detected | median time to detection | slowest | anomalies named (runs) | latest fault started before detection (runs) |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
 	for _, r := range m.Rows {
 		if r.Bug == "" {
