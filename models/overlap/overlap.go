@@ -123,14 +123,17 @@ type Finder struct {
 	ttls   map[int64]time.Duration // invoke index -> ttl from extra
 	active map[int]*Lease          // by process
 	done   []Lease
-	writes []*models.Op
+	// writes are each process's writes in call order (a process runs one
+	// operation at a time), so an overlap finds its writes by binary search.
+	writes map[int][]*models.Op
 	last   int64
 	err    error
 }
 
 // NewFinder returns an empty Finder.
 func NewFinder(opts Options) *Finder {
-	return &Finder{opts: opts, pairer: models.NewPairer(), ttls: map[int64]time.Duration{}, active: map[int]*Lease{}}
+	return &Finder{opts: opts, pairer: models.NewPairer(), ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
+		writes: map[int][]*models.Op{}}
 }
 
 // Find runs a Finder over a whole history.
@@ -204,7 +207,7 @@ func (f *Finder) apply(op *models.Op) {
 	ttl := f.ttls[op.ID]
 	delete(f.ttls, op.ID)
 	if op.F == history.Write {
-		f.writes = append(f.writes, op)
+		f.writes[op.Process] = append(f.writes[op.Process], op)
 	}
 	l := f.active[op.Process]
 	if l != nil && op.Key == l.Key {
@@ -296,8 +299,13 @@ func (f *Finder) Report() Report {
 
 // countWrites finds the older holder's writes sent during the overlap.
 func (f *Finder) countWrites(o *Overlap) {
-	for _, w := range f.writes {
-		if w.Process != o.Older.Process || w.Key != o.Key || w.Call < o.Start || w.Call > o.End {
+	ws := f.writes[o.Older.Process]
+	first := sort.Search(len(ws), func(i int) bool { return ws[i].Call >= o.Start })
+	for _, w := range ws[first:] {
+		if w.Call > o.End {
+			break
+		}
+		if w.Key != o.Key {
 			continue
 		}
 		sent := w.Token.Raw
