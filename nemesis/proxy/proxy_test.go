@@ -245,7 +245,12 @@ func TestBlackholeMakesClientsTimeOutAndDropsHeldRequestsOnHeal(t *testing.T) {
 		_, err := put(t, &http.Client{Timeout: 10 * time.Second}, f.url, "k", "2", "c1-2")
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Heal only once the request is held (a loaded machine may be slow to
+	// send it).
+	require.Eventually(t, func() bool {
+		st, _ := f.set.Stats("clients->n1")
+		return st.Dropped == 2
+	}, 5*time.Second, 10*time.Millisecond, "the second request is held")
 	require.NoError(t, f.set.SetBlackhole("clients->n1", false))
 	select {
 	case err := <-errc:
