@@ -271,40 +271,25 @@ func (s *server) lockOp(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := r.Context()
+	var err error
 	switch op {
 	case "acquire":
-		n, err := s.store.Acquire(ctx, lock, owner, ttl)
-		if errors.Is(err, ErrHeld) {
-			writeError(w, http.StatusConflict, ErrWordHeld, "lock "+lock+" is held by another owner")
-			return
-		}
-		if err != nil {
-			s.storeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, LockResponse{Token: s.formatToken(n), TTLMs: ttl.Milliseconds()})
+		token, err = s.store.Acquire(ctx, lock, owner, ttl)
 	case "renew":
-		err := s.store.Renew(ctx, lock, owner, token, ttl)
-		if errors.Is(err, ErrLost) {
-			writeError(w, http.StatusConflict, ErrWordLost, "lease on "+lock+" is no longer held by this owner with this token")
-			return
-		}
-		if err != nil {
-			s.storeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, LockResponse{Token: s.formatToken(token), TTLMs: ttl.Milliseconds()})
+		err = s.store.Renew(ctx, lock, owner, token, ttl)
 	case "release":
-		err := s.store.Release(ctx, lock, owner, token)
-		if errors.Is(err, ErrLost) {
-			writeError(w, http.StatusConflict, ErrWordLost, "lease on "+lock+" is no longer held by this owner with this token")
-			return
-		}
-		if err != nil {
-			s.storeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, LockResponse{Token: s.formatToken(token)})
+		err = s.store.Release(ctx, lock, owner, token)
+	}
+	switch {
+	case errors.Is(err, ErrHeld):
+		writeError(w, http.StatusConflict, ErrWordHeld, "lock "+lock+" is held by another owner")
+	case errors.Is(err, ErrLost):
+		writeError(w, http.StatusConflict, ErrWordLost, "lease on "+lock+" is no longer held by this owner with this token")
+	case err != nil:
+		s.storeError(w, err)
+	default:
+		// ttl is 0 for release, so no ttl_ms is sent.
+		writeJSON(w, http.StatusOK, LockResponse{Token: s.formatToken(token), TTLMs: ttl.Milliseconds()})
 	}
 }
 
