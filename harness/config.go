@@ -52,6 +52,9 @@ type Config struct {
 	Log io.Writer `json:"-"`
 }
 
+// DefaultTTL is the lease clients ask for when a config does not say.
+const DefaultTTL = time.Second
+
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
 	if c.Time == 0 {
@@ -64,7 +67,7 @@ func (c *Config) Defaults() {
 		c.Keys = 3
 	}
 	if c.TTL == 0 {
-		c.TTL = time.Second
+		c.TTL = DefaultTTL
 	}
 	if c.OpTimeout == 0 {
 		c.OpTimeout = time.Second

@@ -2,7 +2,7 @@ package harness
 
 import (
 	"context"
-	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness/history"
@@ -18,7 +18,7 @@ type conn struct {
 
 // conns returns one Conn per endpoint; all share one HTTP transport so idle
 // connections are reused across clients.
-func conns(eps []Endpoint, _ time.Duration) []workloads.Conn {
+func conns(eps []Endpoint) []workloads.Conn {
 	hc := sharedHTTP()
 	out := make([]workloads.Conn, 0, len(eps))
 	for _, e := range eps {
@@ -27,14 +27,8 @@ func conns(eps []Endpoint, _ time.Duration) []workloads.Conn {
 	return out
 }
 
-var sharedClient *http.Client
-
-func sharedHTTP() *http.Client {
-	if sharedClient == nil {
-		sharedClient = fenced.DefaultHTTPClient()
-	}
-	return sharedClient
-}
+// sharedHTTP is the one HTTP client (and connection pool) of the process.
+var sharedHTTP = sync.OnceValue(fenced.DefaultHTTPClient)
 
 func reply(r fenced.Result) workloads.Reply {
 	t := history.Info

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/overlap"
@@ -73,9 +72,6 @@ func assemble(rep *models.Report, ov *overlap.Report, dir string) reports.Check 
 	return check
 }
 
-// DefaultTTL is the lease clients ask for when a config does not say.
-const DefaultTTL = time.Second
-
 // visualize writes Porcupine's HTML for every key Porcupine found invalid and
 // for up to three keys otherwise.
 func visualize(rep *models.Report, dir string) map[string]string {
@@ -91,7 +87,7 @@ func visualize(rep *models.Report, dir string) map[string]string {
 			}
 			sample++
 		}
-		rel := filepath.Join("porcupine", fmt.Sprintf("%s-%s.html", k.Model, sanitize(k.Key)))
+		rel := filepath.Join("porcupine", fmt.Sprintf("%s-%s.html", k.Model, reports.TargetDirName(k.Key)))
 		if err := os.MkdirAll(filepath.Join(dir, "porcupine"), 0o755); err != nil {
 			continue
 		}
@@ -108,7 +104,7 @@ func gate(run *Run, rep *models.Report) []string {
 	if rep.Definite < run.Config.MinOps {
 		why = append(why, fmt.Sprintf("only %d operations ended ok or fail; the gate needs at least %d (--min-ops)", rep.Definite, run.Config.MinOps))
 	}
-	requested, _ := parseNemeses(run.Config.Nemesis)
+	requested := namedNemeses(run.Config.Nemesis)
 	for _, n := range requested {
 		if why2, ok := run.NotApplicable[n]; ok {
 			why = append(why, fmt.Sprintf("nemesis %s was requested but cannot act on this target: %s", n, why2))
@@ -125,9 +121,9 @@ func gate(run *Run, rep *models.Report) []string {
 	return why
 }
 
-// parseNemeses lists explicitly named nemeses ("all" names none: it means
+// namedNemeses lists explicitly named nemeses ("all" names none: it means
 // whatever applies).
-func parseNemeses(spec string) ([]string, error) {
+func namedNemeses(spec string) []string {
 	var out []string
 	for _, n := range strings.Split(spec, ",") {
 		n = strings.TrimSpace(n)
@@ -135,7 +131,7 @@ func parseNemeses(spec string) ([]string, error) {
 			out = append(out, n)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // RunInfoOf describes a run for the report.

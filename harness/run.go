@@ -106,7 +106,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	wl, err := workloads.NewFenced(workloads.Config{
 		Clients: cfg.Concurrency, Readers: cfg.Readers, Keys: cfg.Keys, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
-		Issuers: conns(linkedEps.Issuers, cfg.OpTimeout), Resources: conns(linkedEps.Resources, cfg.OpTimeout),
+		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
 	if err != nil {
 		return run, err
@@ -179,22 +179,6 @@ func newRunDir(store, target string, t time.Time) (string, error) {
 		return "", err
 	}
 	return dir, reports.UpdateLatest(store, dir)
-}
-
-func sanitize(s string) string {
-	out := []rune{}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			out = append(out, r)
-		default:
-			out = append(out, '_')
-		}
-	}
-	if len(out) == 0 {
-		return "target"
-	}
-	return string(out)
 }
 
 type configRecord struct {
