@@ -14,6 +14,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 )
 
 // requireTool finds a program the test needs. Missing it is a failure in CI
@@ -24,7 +26,7 @@ func requireTool(t *testing.T, name, pkg string) string {
 	if err == nil {
 		return path
 	}
-	if os.Getenv("CI") == "true" {
+	if dockertest.Required() {
 		t.Fatalf("%s not found: CI must install it (apt-get install -y %s)", name, pkg)
 	}
 	t.Skipf("%s not found; install it with: apt-get install -y %s", name, pkg)
