@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// waitHealthy polls GET /v1/health on every endpoint until all answer 200 or
-// limit passes.
-func waitHealthy(ctx context.Context, eps Endpoints, limit time.Duration) error {
+// WaitHealthy polls GET /v1/health on every endpoint until all answer 200 or
+// limit passes. Targets call it at the end of Start; the run calls it after
+// the final heal.
+func WaitHealthy(ctx context.Context, eps Endpoints, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	seen := map[string]bool{}
@@ -38,11 +39,6 @@ func waitHealthy(ctx context.Context, eps Endpoints, limit time.Duration) error 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// WaitHealthy is waitHealthy for targets that start nodes.
-func WaitHealthy(ctx context.Context, eps Endpoints, limit time.Duration) error {
-	return waitHealthy(ctx, eps, limit)
 }
 
 func healthy(ctx context.Context, hc *http.Client, base string) bool {

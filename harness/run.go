@@ -151,7 +151,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		run.RunErrors = append(run.RunErrors, err.Error())
 		logf("%v", err)
 	}
-	if err := waitHealthy(fctx, eps, cfg.Recovery); err != nil {
+	if err := WaitHealthy(fctx, eps, cfg.Recovery); err != nil {
 		run.RunErrors = append(run.RunErrors, "recovery: "+err.Error())
 		logf("recovery: %v", err)
 	}
