@@ -105,7 +105,10 @@ func (p *progress) print(final bool) {
 		fmt.Fprintf(p.w, "\r%s%s%s", l, pad, end)
 		return
 	}
-	fmt.Fprintln(p.w, l)
+	if l != p.last { // the closing line repeats the last tick when nothing moved
+		fmt.Fprintln(p.w, l)
+	}
+	p.last = l
 }
 
 func (p *progress) finish() {
