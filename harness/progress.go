@@ -26,6 +26,7 @@ type progress struct {
 	stop           chan struct{}
 	done           sync.WaitGroup
 	lastLen        int
+	last           string
 }
 
 func newProgress(w io.Writer, total time.Duration, active func() []string) *progress {
