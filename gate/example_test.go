@@ -18,8 +18,9 @@ func ExampleRun() {
 
 	res, err := gate.Run(context.Background(), gate.Config{
 		Target: "spec:../examples/python-fence/spec.json",
-		// Each nemesis first strikes 1-3 s into the run.
-		Time:    4 * time.Second,
+		// Each nemesis first strikes 1-3 s into the run; faults that need
+		// the same node (a pause, a restart) take turns, so give them time.
+		Time:    8 * time.Second,
 		Nemesis: "pause,restart,strip",
 		Store:   store,
 		MinOps:  20,

@@ -21,6 +21,9 @@ type Env struct {
 	// TTL is the lease time clients ask for; pauses are sized from it.
 	TTL time.Duration
 	Log io.Writer
+	// claims keeps two nemeses off one node (set by NewScheduler; nil lets
+	// a nemesis used on its own take any node).
+	claims *claims
 }
 
 // Fault is one injected fault, live until Stop.

@@ -39,31 +39,28 @@ func (pause) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 	pz, canNode := env.Target.(Pauser)
 	cl, hasNodes := env.Target.(Cluster)
 	canNode = canNode && hasNodes && len(cl.Nodes()) > 0
-	if holder && (!canNode || rng.IntN(2) == 0) {
+	pauseHolder := func() (*Fault, error) {
 		d := env.TTL + time.Duration(rng.Int64N(int64(env.TTL)+1))
 		hp.PauseNextHolder(d)
 		return &Fault{Nodes: []string{"client"}, Details: map[string]any{"mode": "holder", "stall_ms": d.Milliseconds()},
 			Stop: func(context.Context) error { return nil }}, nil
 	}
+	if holder && (!canNode || rng.IntN(2) == 0) {
+		return pauseHolder()
+	}
 	if !canNode {
 		return nil, errors.New("no pausable node")
 	}
-	node := pickNode(ctx, env, rng, cl)
+	node, err := claimNode(ctx, env, rng, cl, "pause")
+	if errors.Is(err, ErrBusy) && holder {
+		return pauseHolder() // every node is down or frozen: freeze a client instead
+	}
+	if err != nil {
+		return nil, err
+	}
 	if err := pz.PauseNode(ctx, node); err != nil {
 		return nil, err
 	}
 	return &Fault{Nodes: []string{node}, Details: map[string]any{"mode": "node"},
 		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil
-}
-
-// pickNode chooses a node, the leader a third of the time when the target
-// can name it.
-func pickNode(ctx context.Context, env *Env, rng *rand.Rand, cl Cluster) string {
-	if l, ok := env.Target.(Leaderer); ok && rng.IntN(3) == 0 {
-		if name, err := l.Leader(ctx); err == nil && name != "" {
-			return name
-		}
-	}
-	nodes := cl.Nodes()
-	return nodes[rng.IntN(len(nodes))].Name
 }

@@ -37,7 +37,10 @@ func (restart) Applicable(env *Env) (bool, string) {
 
 func (r restart) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
 	rs := env.Target.(Restarter)
-	node := pickNode(ctx, env, rng, env.Target.(Cluster))
+	node, err := claimNode(ctx, env, rng, env.Target.(Cluster), r.Name())
+	if err != nil {
+		return nil, err
+	}
 	if err := rs.KillNode(ctx, node); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -46,6 +47,7 @@ type Count struct {
 // NewScheduler prepares a scheduler.
 func NewScheduler(env *Env, rec *history.Recorder, seed uint64, nemeses []Nemesis) *Scheduler {
 	s := &Scheduler{Env: env, Rec: rec, Seed: seed, Nemeses: nemeses, active: map[int64]*live{}, Counts: map[string]*Count{}}
+	env.claims = &claims{by: map[string]string{}}
 	for _, n := range nemeses {
 		s.Counts[n.Name()] = &Count{}
 	}
@@ -90,6 +92,14 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 			return
 		}
 		id := s.start(ctx, n, rng)
+		// Every node it could take is held by another fault (a restart
+		// in progress): try again shortly rather than skip a whole cycle.
+		for id == busy {
+			if !sleep(ctx, busyRetry) {
+				return
+			}
+			id = s.start(ctx, n, rng)
+		}
 		if id < 0 {
 			continue
 		}
@@ -100,15 +110,33 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 	}
 }
 
+// busy is start's answer when every node the nemesis could act on is held
+// by another live fault; busyRetry is how soon it tries again.
+const (
+	busy      = -2
+	busyRetry = 250 * time.Millisecond
+)
+
 func (s *Scheduler) start(ctx context.Context, n Nemesis, rng *rand.Rand) int64 {
 	f, err := n.Start(ctx, s.Env, rng)
+	if err != nil {
+		s.Env.claims.releaseAll(n.Name())
+	}
 	s.countsMu.Lock()
 	c := s.Counts[n.Name()]
+	if errors.Is(err, ErrBusy) {
+		c.Error = err.Error() + " until the run ended (a longer --time gives it a turn)" // shown if it never gets a node
+		s.countsMu.Unlock()
+		return busy
+	}
 	if err != nil {
 		c.Failed++
 		c.Error = err.Error()
 	} else {
 		c.Started++
+		if strings.HasPrefix(c.Error, ErrBusy.Error()) {
+			c.Error = "" // it got its turn
+		}
 	}
 	s.countsMu.Unlock()
 	if err != nil {
@@ -139,6 +167,7 @@ func (s *Scheduler) stop(ctx context.Context, id int64) {
 			details = map[string]any{"error": err.Error()}
 		}
 	}
+	s.Env.claims.releaseAll(l.nem.Name())
 	s.record(l.nem.Name(), "stop", id, l.fault.Nodes, details)
 }
 

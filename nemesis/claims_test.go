@@ -1,0 +1,100 @@
+package nemesis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// oneNode is a single-process target whose node, like a real process,
+// cannot be paused while it is killed.
+type oneNode struct {
+	mu     sync.Mutex
+	down   bool
+	frozen bool
+}
+
+func (o *oneNode) Nodes() []Node { return []Node{{Name: "n1", Role: "reference"}} }
+func (o *oneNode) PauseNode(context.Context, string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down {
+		return errors.New("the program is not running")
+	}
+	o.frozen = true
+	return nil
+}
+func (o *oneNode) ResumeNode(context.Context, string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.frozen = false
+	return nil
+}
+func (o *oneNode) KillNode(context.Context, string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.frozen {
+		return errors.New("killing a frozen node hides the pause")
+	}
+	o.down = true
+	return nil
+}
+func (o *oneNode) StartNode(context.Context, string, bool) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = false
+	return nil
+}
+
+type holders struct{ paused []time.Duration }
+
+func (h *holders) PauseNextHolder(d time.Duration) { h.paused = append(h.paused, d) }
+
+// A pause that comes while the only node is being restarted waits for it
+// instead of failing, so a short run keeps every fault it asked for.
+func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
+	target := &oneNode{}
+	env := &Env{Target: target, TTL: time.Second}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, pause{}})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	restartID := s.start(ctx, restart{}, rng)
+	require.Positive(t, restartID)
+	assert.EqualValues(t, busy, s.start(ctx, pause{}, rng), "the node is down: pause must wait")
+	assert.Zero(t, s.Counts["pause"].Failed, "waiting for a node is not a failure")
+
+	s.stop(ctx, restartID)
+	pauseID := s.start(ctx, pause{}, rng)
+	require.Positive(t, pauseID, "the node is back: pause takes it")
+	assert.True(t, target.frozen)
+	assert.EqualValues(t, busy, s.start(ctx, restart{}, rng), "a frozen node is not killed under the pause")
+	s.stop(ctx, pauseID)
+	assert.Positive(t, s.start(ctx, restart{}, rng))
+	assert.Zero(t, s.Counts["restart"].Failed+s.Counts["pause"].Failed)
+}
+
+// When every node is held and the workload can freeze a client, pause
+// freezes a lock holder instead of waiting.
+func TestPauseFallsBackToAHolderWhenEveryNodeIsHeld(t *testing.T) {
+	wl := &holders{}
+	env := &Env{Target: &oneNode{}, Workload: wl, TTL: time.Second}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, pause{}})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	require.Positive(t, s.start(ctx, restart{}, rng))
+	for i := 0; i < 10; i++ { // either mode may be drawn; none may fail
+		id := s.start(ctx, pause{}, rng)
+		require.Positive(t, id)
+		s.stop(ctx, id)
+	}
+	assert.Len(t, wl.paused, 10)
+}
