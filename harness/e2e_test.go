@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,3 +80,28 @@ func TestUnknownNemesisIsAnError(t *testing.T) {
 	_, err = harness.Execute(context.Background(), harness.Config{Time: time.Second, Nemesis: "gremlins", Store: t.TempDir()}, target)
 	require.ErrorContains(t, err, `unknown nemesis "gremlins"`)
 }
+
+// The clock nemesis steps the clients' clock along with the reference's: a
+// client then judges its lease by a wrong clock, and the run records what it
+// believed. The reference still fences every late write off.
+func TestReferencePassesWhenClientsClocksJumpToo(t *testing.T) {
+	v := runMemory(t, nil, "clock", clientClockSeed)
+	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons)
+	events, err := history.ReadFile(v.Run.HistoryPath)
+	require.NoError(t, err)
+	clientSteps, beliefs := 0, 0
+	for _, e := range events {
+		if e.Process == history.NemesisProcess && e.F == "clock" && strings.Contains(e.Node, "client") {
+			clientSteps++
+		}
+		if e.F == history.Write && e.Type == history.Invoke && e.Extra[history.ExtraLeaseLeft] != nil {
+			beliefs++
+		}
+	}
+	assert.Positive(t, clientSteps, "seed %d steps the clients' clock", clientClockSeed)
+	assert.Positive(t, beliefs, "writes made while the clients' clock was off record the lease the client believed in")
+}
+
+// clientClockSeed is a seed whose clock schedule steps the clients' clock
+// within runMemory's 6 s (the schedule depends on the seed only).
+const clientClockSeed = 1

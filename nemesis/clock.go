@@ -11,10 +11,14 @@ import (
 func init() { Register("clock", func() Nemesis { return clock{} }) }
 
 // clock steps a node's wall clock forward or back by seconds to minutes, or
-// strobes it between two offsets, through the target's injectable clock (and
-// a client's, when the workload has one). Leases that follow the wall clock
-// expire early or late, and tokens made from the wall clock stop growing.
-// Stop and Heal set every offset back to zero, which is itself a step.
+// strobes it between two offsets, through the target's injectable clock; a
+// third of the time the clients' clock (the workload's, by which they judge
+// their leases) jumps with it. The clients' clock alone does not make the
+// nemesis applicable: a gate that asked for clock faults must not pass a
+// system whose own clocks were never touched. Leases
+// that follow the wall clock expire early or late, clients believe in leases
+// that ran out, and tokens made from the wall clock stop growing. Stop and
+// Heal set every offset back to zero, which is itself a step.
 type clock struct{}
 
 func (clock) Name() string { return "clock" }
@@ -32,24 +36,41 @@ type clockTarget struct {
 	node   string
 }
 
-func clockTargets(env *Env) []clockTarget {
+// clocksOf lists v's skewable clocks, if it has any.
+func clocksOf(v any) []clockTarget {
 	var out []clockTarget
-	for _, v := range []any{env.Target, env.Workload} {
-		if cs, ok := v.(ClockSkewer); ok {
-			for _, n := range cs.ClockNodes() {
-				out = append(out, clockTarget{skewer: cs, node: n})
-			}
+	if cs, ok := v.(ClockSkewer); ok {
+		for _, n := range cs.ClockNodes() {
+			out = append(out, clockTarget{skewer: cs, node: n})
 		}
 	}
 	return out
 }
 
+func clockTargets(env *Env) []clockTarget {
+	return append(clocksOf(env.Target), clocksOf(env.Workload)...)
+}
+
+// pickClocks chooses the clocks one fault steps together: a node's, with the
+// clients' a third of the time.
+func pickClocks(env *Env, rng *rand.Rand) []clockTarget {
+	nodes, clients := clocksOf(env.Target), clocksOf(env.Workload)
+	if len(nodes) == 0 {
+		return nil
+	}
+	out := []clockTarget{nodes[rng.IntN(len(nodes))]}
+	if len(clients) > 0 && rng.IntN(3) == 0 {
+		out = append(out, clients[rng.IntN(len(clients))])
+	}
+	return out
+}
+
 func (clock) Applicable(env *Env) (bool, string) {
-	if len(clockTargets(env)) == 0 {
+	if len(clocksOf(env.Target)) == 0 {
 		if _, ok := env.Target.(ClockSkewer); ok {
 			return false, "none of the target's nodes has a clock that can be skewed"
 		}
-		return false, "neither the target nor the workload has an injectable clock"
+		return false, "the target has no injectable clock (skewing only the clients' would not test it)"
 	}
 	return true, ""
 }
@@ -70,18 +91,28 @@ func randomOffset(rng *rand.Rand) time.Duration {
 }
 
 func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	targets := clockTargets(env)
-	if len(targets) == 0 {
-		return nil, errors.New("no skewable clock")
+	clocks := pickClocks(env, rng)
+	if len(clocks) == 0 {
+		return nil, errors.New("no node has a skewable clock")
 	}
-	t := targets[rng.IntN(len(targets))]
+	names := make([]string, len(clocks))
+	for i, c := range clocks {
+		names[i] = c.node
+	}
+	set := func(ctx context.Context, off time.Duration) error {
+		var errs []error
+		for _, c := range clocks {
+			errs = append(errs, c.skewer.SetClockOffset(ctx, c.node, off))
+		}
+		return errors.Join(errs...)
+	}
 	if rng.IntN(2) == 0 {
 		off := randomOffset(rng)
-		if err := t.skewer.SetClockOffset(ctx, t.node, off); err != nil {
-			return nil, err
+		if err := set(ctx, off); err != nil {
+			return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
 		}
-		return &Fault{Nodes: []string{t.node}, Details: map[string]any{"mode": "step", "offset_ms": off.Milliseconds()},
-			Stop: func(ctx context.Context) error { return t.skewer.SetClockOffset(ctx, t.node, 0) }}, nil
+		return &Fault{Nodes: names, Details: map[string]any{"mode": "step", "offset_ms": off.Milliseconds()},
+			Stop: func(ctx context.Context) error { return set(ctx, 0) }}, nil
 	}
 
 	// Strobe: flip between two offsets (one of them often 0, i.e. real
@@ -92,8 +123,8 @@ func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 		b = randomOffset(rng)
 	}
 	period := between(rng, 50*time.Millisecond, 200*time.Millisecond).Round(time.Millisecond)
-	if err := t.skewer.SetClockOffset(ctx, t.node, a); err != nil {
-		return nil, err
+	if err := set(ctx, a); err != nil {
+		return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -116,7 +147,7 @@ func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 			} else {
 				cur = a
 			}
-			if err := t.skewer.SetClockOffset(sctx, t.node, cur); err != nil && sctx.Err() == nil {
+			if err := set(sctx, cur); err != nil && sctx.Err() == nil {
 				mu.Lock()
 				strobeErr = err
 				mu.Unlock()
@@ -124,7 +155,7 @@ func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 		}
 	}()
 	var once sync.Once
-	return &Fault{Nodes: []string{t.node},
+	return &Fault{Nodes: names,
 		Details: map[string]any{"mode": "strobe", "offsets_ms": []int64{a.Milliseconds(), b.Milliseconds()}, "period_ms": period.Milliseconds()},
 		Stop: func(ctx context.Context) error {
 			var err error
@@ -135,7 +166,7 @@ func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 				err = strobeErr
 				mu.Unlock()
 			})
-			return errors.Join(err, t.skewer.SetClockOffset(ctx, t.node, 0))
+			return errors.Join(err, set(ctx, 0))
 		}}, nil
 }
 

@@ -81,6 +81,13 @@ func (r *recorder) do(ctx context.Context, inv history.Event, call func(ctx cont
 	return rep
 }
 
+// leaseExtra records, on a write, how much of its lease the client believed
+// was left when it decided to write (by its own wall clock): a client whose
+// clock was stepped back believes in a lease that has run out.
+func leaseExtra(left time.Duration) map[string]json.RawMessage {
+	return map[string]json.RawMessage{history.ExtraLeaseLeft: json.RawMessage(strconv.FormatInt(left.Milliseconds(), 10))}
+}
+
 func ttlExtra(ttl time.Duration) map[string]json.RawMessage {
-	return map[string]json.RawMessage{"ttl_ms": json.RawMessage(strconv.FormatInt(ttl.Milliseconds(), 10))}
+	return map[string]json.RawMessage{history.ExtraTTL: json.RawMessage(strconv.FormatInt(ttl.Milliseconds(), 10))}
 }

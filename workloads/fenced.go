@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -33,13 +34,26 @@ type Config struct {
 
 // Fenced is the main workload: each writer loops acquire → write (→ replay)
 // (→ read) → release over a few keys, with unique values; readers read.
-// It implements nemesis.HolderPauser: the next holder stalls past its lease.
+// Before it writes, a writer checks its lease by its own wall clock, as a
+// careful client does.
+//
+// It implements nemesis.HolderPauser (the next holder stalls past its lease
+// after that check: the GC pause fencing exists for) and nemesis.ClockSkewer
+// for the clients' wall clock (node "client"). While that clock is off, some
+// holders work slowly between acquire and the check, so a clock step lands
+// inside their lease: stepped back, a holder still believes in an expired
+// lease and writes with its old token; stepped forward, it gives up early.
 type Fenced struct {
 	cfg   Config
 	procs *Processes
 	stall atomic.Int64 // ns the next holder must stall; 0 = none
 	seq   atomic.Int64
+	// clockOffset is the clients' wall clock's offset from real time (ns).
+	clockOffset atomic.Int64
 }
+
+// ClientClockNode names the clients' wall clock for the clock nemesis.
+const ClientClockNode = "client"
 
 // NewFenced validates cfg and returns the workload.
 func NewFenced(cfg Config) (*Fenced, error) {
@@ -65,6 +79,21 @@ func (w *Fenced) Processes() *Processes { return w.procs }
 // PauseNextHolder makes the next client that acquires a lock stall for d
 // before writing with its token.
 func (w *Fenced) PauseNextHolder(d time.Duration) { w.stall.Store(int64(d)) }
+
+// ClockNodes offers the clients' wall clock to the clock nemesis.
+func (w *Fenced) ClockNodes() []string { return []string{ClientClockNode} }
+
+// SetClockOffset steps the clients' wall clock to real time plus offset.
+func (w *Fenced) SetClockOffset(_ context.Context, node string, offset time.Duration) error {
+	if node != ClientClockNode {
+		return fmt.Errorf("the workload has no clock %q (it has %q)", node, ClientClockNode)
+	}
+	w.clockOffset.Store(int64(offset))
+	return nil
+}
+
+// now is the clients' wall clock.
+func (w *Fenced) now() time.Time { return time.Now().Add(time.Duration(w.clockOffset.Load())) }
 
 // Key names the i-th key.
 func Key(i int) string { return fmt.Sprintf("k%d", i) }
@@ -97,6 +126,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 	for ctx.Err() == nil {
 		key := Key(rng.IntN(w.cfg.Keys))
 		owner := fmt.Sprintf("w%d-p%d", worker, r.proc)
+		leaseEnd := w.now().Add(w.cfg.TTL) // reckoned from the send: the safe start
 		acq := r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
 			func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
 		if acq.Type != history.Ok {
@@ -104,6 +134,27 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			continue
 		}
 		token := acq.Token
+		clockWasOff := w.clockOffset.Load() != 0
+		if clockWasOff && rng.IntN(4) == 0 {
+			// Slow work while the clock is off: a step during it moves
+			// the lease's end as this client sees it.
+			sleepCtx(ctx, w.cfg.TTL/2+time.Duration(rng.Int64N(int64(w.cfg.TTL)+1)))
+		}
+		left := leaseEnd.Sub(w.now())
+		// The client's belief is recorded only when its clock was off, so
+		// lease overlaps follow it; otherwise the TTL says the same.
+		var belief map[string]json.RawMessage
+		if clockWasOff || w.clockOffset.Load() != 0 {
+			belief = leaseExtra(left)
+		}
+		if left <= 0 {
+			// The lease ran out by this client's clock: it does not write.
+			if ctx.Err() == nil {
+				r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
+					func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
+			}
+			continue
+		}
 		if d := time.Duration(w.stall.Swap(0)); d > 0 {
 			sleepCtx(ctx, d) // the GC pause: the lease runs out meanwhile
 		}
@@ -111,7 +162,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			return
 		}
 		v := w.value(r)
-		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
 		if wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare && ctx.Err() == nil {
 			v2 := w.value(r)

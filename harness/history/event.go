@@ -104,3 +104,13 @@ func (e *Event) IsTamper() bool {
 	_, action := e.Extra["action"]
 	return !action
 }
+
+// Extra fields of client events.
+const (
+	// ExtraTTL is an acquire's or renew's requested lease, in ms.
+	ExtraTTL = "ttl_ms"
+	// ExtraLeaseLeft is, on a write, how much of its lease the client
+	// believed was left by its own wall clock when it decided to write, in
+	// ms; recorded only while that clock was off.
+	ExtraLeaseLeft = "lease_left_ms"
+)

@@ -10,7 +10,9 @@
 // in flight, so the sending time is the safe start), extended by ok renews
 // the same way, and over as soon as the client sends a release, sees a
 // renew fail, or is retired by an info outcome (it no longer acts as that
-// process).
+// process). A client whose own wall clock was off records on its writes how
+// much lease it believed was left (extra.lease_left_ms); its belief then runs
+// to there, past the ttl when its clock was stepped back.
 package overlap
 
 import (
@@ -46,6 +48,9 @@ type Lease struct {
 	Start     int64  `json:"start_ns"`
 	End       int64  `json:"end_ns"`
 	EndReason string `json:"end_reason"`
+	// ClockBelief says the client's own (skewed) clock kept the lease
+	// alive past its ttl.
+	ClockBelief bool `json:"client_clock_belief,omitempty"`
 
 	expiry int64
 	tokenN uint64
@@ -80,6 +85,9 @@ func (o Overlap) Text() string {
 	s := fmt.Sprintf("%s: process %d (token %s) and process %d (token %s) both believed they held the lease for %s, from %s to %s",
 		o.Key, o.Older.Process, o.Older.Token, o.Newer.Process, o.Newer.Token,
 		roundDur(o.Duration()), seconds(o.Start), seconds(o.End))
+	if o.Older.ClockBelief {
+		s += fmt.Sprintf(" (process %d's clock was off: it still believed in its lease after the ttl ran out)", o.Older.Process)
+	}
 	if n := o.Rejected + o.Accepted + o.Unknown; n > 0 {
 		s += fmt.Sprintf("; the older holder wrote %d time(s) meanwhile: %d rejected as stale by fencing, %d accepted, %d unknown",
 			n, o.Rejected, o.Accepted, o.Unknown)
@@ -165,6 +173,11 @@ func (f *Finder) Add(e history.Event) error {
 				f.end(l, e.Time, EndReacquired)
 			}
 		}
+		if e.F == history.Write {
+			if err := f.believe(e); err != nil {
+				return err
+			}
+		}
 	}
 	op, err := f.pairer.Add(e)
 	if err != nil {
@@ -177,7 +190,7 @@ func (f *Finder) Add(e history.Event) error {
 }
 
 func (f *Finder) ttlOf(e history.Event) (time.Duration, error) {
-	if raw, ok := e.Extra["ttl_ms"]; ok {
+	if raw, ok := e.Extra[history.ExtraTTL]; ok {
 		var ms float64
 		if err := json.Unmarshal(raw, &ms); err != nil {
 			return 0, fmt.Errorf("event %d: extra.ttl_ms %s is not a number", e.Index, raw)
@@ -188,6 +201,27 @@ func (f *Finder) ttlOf(e history.Event) (time.Duration, error) {
 		return 0, fmt.Errorf("event %d: %s has no extra.ttl_ms and no default lease ttl was given", e.Index, e.F)
 	}
 	return f.opts.TTL, nil
+}
+
+// believe extends the writer's lease to where its own clock said it ends,
+// when the write carries that belief.
+func (f *Finder) believe(e history.Event) error {
+	raw, ok := e.Extra[history.ExtraLeaseLeft]
+	if !ok {
+		return nil
+	}
+	var ms float64
+	if err := json.Unmarshal(raw, &ms); err != nil {
+		return fmt.Errorf("event %d: extra.%s %s is not a number", e.Index, history.ExtraLeaseLeft, raw)
+	}
+	l := f.active[e.Process]
+	if l == nil || l.Key != e.Key || ms <= 0 {
+		return nil
+	}
+	if end := satAdd(e.Time, int64(ms*float64(time.Millisecond))); end > l.expiry {
+		l.expiry, l.ClockBelief = end, true
+	}
+	return nil
 }
 
 // end closes a lease at t (or at its expiry, if that came first).

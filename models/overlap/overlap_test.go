@@ -207,3 +207,46 @@ func finderFrom(t *testing.T, h *hist) *Finder {
 	}
 	return f
 }
+
+// A client whose clock was stepped back believes in its lease past the ttl
+// and writes late: its belief (extra.lease_left_ms on the write) runs the
+// lease on, into the next holder's, and the late write is fenced off.
+func TestAClientsSkewedClockExtendsItsBelief(t *testing.T) {
+	h := &hist{}
+	h.invoke(0, 1, history.Acquire, "k", "", 100).complete(5, 1, history.Ok, history.Acquire, "k", "1", "")
+	h.invoke(100, 2, history.Acquire, "k", "", 100).complete(110, 2, history.Ok, history.Acquire, "k", "2", "")
+	h.invoke(120, 2, history.Write, "k", "2", 0).complete(125, 2, history.Ok, history.Write, "k", "2", "")
+	late := history.Event{Time: ms(150), Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Token: "1",
+		Extra: map[string]json.RawMessage{history.ExtraLeaseLeft: json.RawMessage("30000")}}
+	h.add(late).complete(155, 1, history.Fail, history.Write, "k", "1", "stale")
+	h.invoke(160, 1, history.Release, "k", "1", 0).complete(165, 1, history.Fail, history.Release, "k", "1", "lost")
+	rep := find(t, h)
+	require.Len(t, rep.Overlaps, 1, "without the belief p1's lease ended at 100 ms, before p2's began")
+	o := rep.Overlaps[0]
+	assert.True(t, o.Older.ClockBelief)
+	assert.Equal(t, ms(110), o.Start)
+	assert.Equal(t, ms(160), o.End, "until p1 released")
+	assert.Equal(t, 1, o.Rejected)
+	assert.Contains(t, o.Text(), "process 1's clock was off")
+
+	// A belief no longer than the ttl changes nothing, and a malformed one
+	// is an error naming the event.
+	h2 := &hist{}
+	h2.invoke(0, 1, history.Acquire, "k", "", 100).complete(5, 1, history.Ok, history.Acquire, "k", "1", "")
+	short := late
+	short.Time, short.Index = ms(10), 0
+	short.Extra = map[string]json.RawMessage{history.ExtraLeaseLeft: json.RawMessage("50")}
+	h2.add(short).complete(15, 1, history.Ok, history.Write, "k", "1", "")
+	h2.invoke(200, 2, history.Read, "k", "", 0).complete(205, 2, history.Ok, history.Read, "k", "", "")
+	leases := finderFrom(t, h2).Leases()
+	require.Len(t, leases, 1)
+	assert.False(t, leases[0].ClockBelief)
+	assert.Equal(t, ms(100), leases[0].End)
+
+	bad := &hist{}
+	bad.invoke(0, 1, history.Acquire, "k", "", 100).complete(5, 1, history.Ok, history.Acquire, "k", "1", "")
+	short.Extra = map[string]json.RawMessage{history.ExtraLeaseLeft: json.RawMessage(`"soon"`)}
+	bad.add(short)
+	_, err := Find(bad.events, Options{})
+	assert.ErrorContains(t, err, "lease_left_ms")
+}
