@@ -36,13 +36,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // TokenHeader is the Fencing API's token header.
-const TokenHeader = "Fencing-Token"
+const TokenHeader = fenced.TokenHeader
 
 // resourcePath is the prefix of resource requests; writes are PUTs under it.
 const resourcePath = "/v1/resources/"
@@ -342,7 +344,15 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 	out.ContentLength = int64(len(body))
 	resp, err := l.transport.RoundTrip(out)
 	if err != nil {
-		// The node did not answer (down, or reset): the client sees a reset
+		if refusedDial(err) {
+			// Nothing was sent to the node: say so, so the client records
+			// a definite failure as it would when dialing the node itself.
+			l.dropIfBlackholed(r.Context())
+			w.Header().Set(fenced.ProxyHeader, fenced.ProxyRefused)
+			http.Error(w, "connection to the node refused", http.StatusBadGateway)
+			return
+		}
+		// The node did not answer (reset, timeout): the client sees a reset
 		// connection, as it would without the proxy.
 		panic(http.ErrAbortHandler)
 	}
@@ -364,11 +374,19 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 	l.set.mu.Unlock()
 	rh := resp.Header.Clone()
 	removeHopHeaders(rh)
+	rh.Del(fenced.ProxyHeader) // only the proxy speaks for itself
 	for k, v := range rh {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(respBody)
+}
+
+// refusedDial reports whether err is a refused connection attempt: the node
+// was not listening, so no byte of the request reached it.
+func refusedDial(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial" && errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // dropIfBlackholed holds the request while the link is black-holed, and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // fakeResource is a strict resource that records, in the shared history,
@@ -471,4 +474,38 @@ func TestStripEventsReachTheCheckersPairing(t *testing.T) {
 		assert.NotEqual(t, models.TokenValid, op.Token.State, "the model sees the token the resource got, not %q", op.SentByClient)
 		assert.NotEmpty(t, op.SentByClient)
 	}
+}
+
+// A node that is down refuses the proxy's connection: the proxy says so, and
+// the Fencing API client records a definite failure, as it would dialing the
+// node itself, instead of an unknown outcome.
+func TestARefusedNodeIsADefiniteFailureThroughTheProxy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "http://" + l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+
+	set := NewSet(nil, 1)
+	t.Cleanup(func() { set.Close() })
+	u, err := set.Link("clients->n1", "clients", "n1", down)
+	require.NoError(t, err)
+	c := fenced.NewClient(u, nil)
+	ctx := context.Background()
+	w := c.Write(ctx, "k", "5", []byte("v"))
+	assert.Equal(t, fenced.Fail, w.Outcome, "%+v", w)
+	assert.Equal(t, fenced.ErrWordRefused, w.Error)
+	a := c.Acquire(ctx, "k", "c1", time.Second)
+	assert.Equal(t, fenced.Fail, a.Outcome, "%+v", a)
+
+	// A node cannot pass its own 502 off as the proxy's: the header is
+	// removed from nodes' answers, and the outcome stays unknown.
+	spoof := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(fenced.ProxyHeader, fenced.ProxyRefused)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(spoof.Close)
+	u2, err := set.Link("clients->n2", "clients", "n2", spoof.URL)
+	require.NoError(t, err)
+	w = fenced.NewClient(u2, nil).Write(ctx, "k", "6", []byte("v"))
+	assert.Equal(t, fenced.Info, w.Outcome, "%+v", w)
 }

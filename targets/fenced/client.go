@@ -236,8 +236,23 @@ func (c *Client) do(req *http.Request) (status int, hdr http.Header, body []byte
 		r.Status = resp.StatusCode
 		return 0, nil, nil, r, true
 	}
+	if resp.StatusCode == http.StatusBadGateway && resp.Header.Get(ProxyHeader) == ProxyRefused {
+		// The harness's proxy could not connect to the node: like a
+		// refused dial, the request never reached it.
+		return 0, nil, nil, Result{Outcome: Fail, Status: resp.StatusCode, Error: ErrWordRefused,
+			Message: fmt.Sprintf("proxy: %.200s", body)}, true
+	}
 	return resp.StatusCode, resp.Header, body, Result{}, false
 }
+
+// ProxyHeader marks an answer the harness's own proxy made, not the node:
+// ProxyRefused on a 502 says the proxy's connection to the node was refused,
+// so the request is known not to have reached it. The proxy removes this
+// header from nodes' answers, so a node cannot claim it.
+const (
+	ProxyHeader  = "Fencecheck-Proxy"
+	ProxyRefused = "refused"
+)
 
 // transportResult classifies a request that got no (complete) answer. Only a
 // refused connection is definite: the dial failed, so no byte of the request
