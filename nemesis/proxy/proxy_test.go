@@ -403,10 +403,11 @@ func TestLinkErrors(t *testing.T) {
 	assert.Error(t, set.SetStrip("nope", 1))
 	assert.Error(t, set.SetBlackhole("nope", true))
 	assert.Error(t, set.SetDelay("nope", 1, time.Second))
-	// A node that is down: the client sees a broken connection, not a 2xx.
+	// A node that is down: the client sees the proxy's 502, not a 2xx.
 	u := set.Links()[0].URL
-	_, err = put(t, http.DefaultClient, u, "k", "1", "v")
-	assert.Error(t, err)
+	code, err := put(t, http.DefaultClient, u, "k", "1", "v")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusBadGateway, code)
 }
 
 func TestConcurrentModeSwitchingIsSafe(t *testing.T) {
