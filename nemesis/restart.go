@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"math/rand/v2"
+	"time"
 )
 
 func init() {
@@ -24,6 +25,16 @@ func (r restart) Name() string {
 }
 
 func (r restart) OptInOnly() bool { return r.wipe }
+
+// Timing: a node is down for 0.3-1.5 s (plus however long it takes to come
+// back), so a one-node target serves most of the run and a restart's
+// aftermath (tokens, high-water marks read back from disk) is exercised
+// many times; recovery, not downtime, is what finds bugs.
+func (restart) Timing(*Env) Timing {
+	t := DefaultTiming
+	t.FaultMin, t.FaultMax = 300*time.Millisecond, 1500*time.Millisecond
+	return t
+}
 
 func (restart) Applicable(env *Env) (bool, string) {
 	if _, ok := env.Target.(Restarter); !ok {
