@@ -15,6 +15,10 @@ type Node struct {
 	// Role is what the node does: "reference", "etcd", "adapter", "redis",
 	// "issuer", "resource", ...
 	Role string
+	// Stateless says the node keeps no state of its own (an adapter in
+	// front of a store): restarting it tests little, so restart prefers the
+	// nodes that hold state.
+	Stateless bool
 }
 
 // Cluster lists a target's nodes.

@@ -47,19 +47,28 @@ func (c *claims) releaseAll(owner string) {
 	}
 }
 
-// claimNode chooses a node for owner and claims it: the leader a third of
-// the time when the target can name it, otherwise a random free node.
-func claimNode(ctx context.Context, env *Env, rng *rand.Rand, cl Cluster, owner string) (string, error) {
+// claimNode chooses one of nodes for owner and claims it: the leader a third
+// of the time when the target can name it (and it is among nodes),
+// otherwise a random free node.
+func claimNode(ctx context.Context, env *Env, rng *rand.Rand, nodes []Node, owner string) (string, error) {
 	if l, ok := env.Target.(Leaderer); ok && rng.IntN(3) == 0 {
-		if name, err := l.Leader(ctx); err == nil && name != "" && env.claims.claim(name, owner) {
+		if name, err := l.Leader(ctx); err == nil && name != "" && hasNode(nodes, name) && env.claims.claim(name, owner) {
 			return name, nil
 		}
 	}
-	nodes := cl.Nodes()
 	for _, i := range rng.Perm(len(nodes)) {
 		if env.claims.claim(nodes[i].Name, owner) {
 			return nodes[i].Name, nil
 		}
 	}
 	return "", ErrBusy
+}
+
+func hasNode(nodes []Node, name string) bool {
+	for _, n := range nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -98,3 +98,32 @@ func TestPauseFallsBackToAHolderWhenEveryNodeIsHeld(t *testing.T) {
 	}
 	assert.Len(t, wl.paused, 10)
 }
+
+// store is a data node behind two stateless adapters.
+type storeAndAdapters struct{ killed map[string]int }
+
+func (s *storeAndAdapters) Nodes() []Node {
+	return []Node{{Name: "adapter-1", Role: "adapter", Stateless: true}, {Name: "store", Role: "redis"},
+		{Name: "adapter-2", Role: "adapter", Stateless: true}}
+}
+func (s *storeAndAdapters) KillNode(_ context.Context, n string) error { s.killed[n]++; return nil }
+func (s *storeAndAdapters) StartNode(context.Context, string, bool) error {
+	return nil
+}
+
+// Restart mostly hits the node that holds state: killing a stateless adapter
+// loses nothing a durability bug could lose.
+func TestRestartPrefersNodesThatHoldState(t *testing.T) {
+	target := &storeAndAdapters{killed: map[string]int{}}
+	s := NewScheduler(&Env{Target: target}, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		id := s.start(ctx, restart{}, rng)
+		require.Positive(t, id)
+		s.stop(ctx, id)
+	}
+	// Expected share: 3/4 + 1/4 * 1/3 = 5/6 of 200.
+	assert.Greater(t, target.killed["store"], 140, "%v", target.killed)
+	assert.Positive(t, target.killed["adapter-1"]+target.killed["adapter-2"], "adapters are restarted sometimes too")
+}

@@ -51,7 +51,7 @@ func (pause) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 	if !canNode {
 		return nil, errors.New("no pausable node")
 	}
-	node, err := claimNode(ctx, env, rng, cl, "pause")
+	node, err := claimNode(ctx, env, rng, cl.Nodes(), "pause")
 	if errors.Is(err, ErrBusy) && holder {
 		return pauseHolder() // every node is down or frozen: freeze a client instead
 	}

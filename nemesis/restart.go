@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -48,7 +49,23 @@ func (restart) Applicable(env *Env) (bool, string) {
 
 func (r restart) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
 	rs := env.Target.(Restarter)
-	node, err := claimNode(ctx, env, rng, env.Target.(Cluster), r.Name())
+	nodes := env.Target.(Cluster).Nodes()
+	// Three times in four a node that holds state, when some do not: a
+	// stateless adapter's restart loses nothing worth testing.
+	var stateful []Node
+	for _, n := range nodes {
+		if !n.Stateless {
+			stateful = append(stateful, n)
+		}
+	}
+	pool := nodes
+	if len(stateful) > 0 && len(stateful) < len(nodes) && rng.IntN(4) != 0 {
+		pool = stateful
+	}
+	node, err := claimNode(ctx, env, rng, pool, r.Name())
+	if errors.Is(err, ErrBusy) && len(pool) < len(nodes) {
+		node, err = claimNode(ctx, env, rng, nodes, r.Name())
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -330,7 +330,7 @@ func (t *Target) Stop(ctx context.Context) error {
 func (t *Target) Nodes() []nemesis.Node {
 	out := make([]nemesis.Node, 0, len(t.nodes))
 	for _, n := range t.nodes {
-		out = append(out, nemesis.Node{Name: n.name, Role: n.role})
+		out = append(out, nemesis.Node{Name: n.name, Role: n.role, Stateless: n.role == roleAdapter})
 	}
 	return out
 }

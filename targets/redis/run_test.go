@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +39,7 @@ func TestRunRedisValidUnderEachNemesis(t *testing.T) {
 			for _, e := range events {
 				if e.Process == history.NemesisProcess && e.F == n {
 					recorded++
-					onRedis = onRedis || e.Node == RedisNode
+					onRedis = onRedis || slices.Contains(strings.Split(e.Node, ","), RedisNode)
 				}
 			}
 			assert.Positive(t, recorded, "nemesis %s recorded in the history", n)

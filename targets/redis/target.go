@@ -170,7 +170,7 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 	for i := 1; i <= t.opts.Adapters; i++ {
 		name := "adapter-" + strconv.Itoa(i)
 		t.ips[name] = nw.HostIP(i)
-		t.nodes = append(t.nodes, nemesis.Node{Name: name, Role: "adapter"})
+		t.nodes = append(t.nodes, nemesis.Node{Name: name, Role: "adapter", Stateless: true})
 		t.adapters = append(t.adapters, name)
 	}
 	for _, n := range t.nodes {
