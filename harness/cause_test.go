@@ -27,3 +27,21 @@ func TestNameCausesPointsAtTheLastFaultBefore(t *testing.T) {
 	assert.Equal(t, "overlap", res[0].Anomalies[1].Text, "findings are left alone")
 	assert.Equal(t, "early", res[0].Anomalies[2].Text, "nothing to name before the first fault")
 }
+
+// A node coming back is an event too: a violation right after a restart
+// ended names that restart, not a fault that began earlier and is still on.
+func TestNameCausesNamesAFaultThatJustEnded(t *testing.T) {
+	ev := func(f, action, id string, at int64) history.Event {
+		return history.Event{Process: history.NemesisProcess, Type: history.Info, F: f, Node: "reference", Time: at,
+			Extra: map[string]json.RawMessage{"action": json.RawMessage(`"` + action + `"`), "id": json.RawMessage(id)}}
+	}
+	faults := []history.Event{ev("restart", "start", "1", 2_500_000_000), ev("delay", "start", "2", 2_590_000_000),
+		ev("restart", "stop", "1", 3_500_000_000), ev("delay", "stop", "2", 4_700_000_000)}
+	res := []models.Result{{Anomalies: []models.Anomaly{
+		{Kind: "stale-read", Text: "read of nothing", At: 3_540_000_000},
+		{Kind: "stale-read", Text: "during the delay", At: 3_000_000_000},
+	}}}
+	nameCauses(res, faults)
+	assert.Equal(t, "read of nothing — 0.04 s after the restart of reference (2.50–3.50 s) ended", res[0].Anomalies[0].Text)
+	assert.Equal(t, "during the delay — 0.41 s after the delay of reference that began at 2.59 s", res[0].Anomalies[1].Text)
+}
