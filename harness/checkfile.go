@@ -86,7 +86,7 @@ func CheckFile(ctx context.Context, path, dir string, sem models.Semantics, cfg 
 		return reports.Check{}, nil, fmt.Errorf("check: %w", err)
 	}
 	rep.AnnotateFaults(faults, end)
-	nameCauses(rep.Results, faults)
+	rep.NameCauses()
 	var ov *overlap.Report
 	if leaseErr == nil {
 		r := leases.Report()

@@ -499,15 +499,20 @@ func kindSummary(res *Result) string {
 	return strings.Join(parts, ", ")
 }
 
-// faultPeriod is one nemesis fault, for visualization annotations.
+// faultPeriod is one nemesis fault, for visualization annotations and for
+// naming the fault before a violation.
 type faultPeriod struct {
-	name       string
+	name, mode string
 	start, end int64
 	detail     string
+	// stopped: the history has its stop event (end is then that event's
+	// time, not the history's end).
+	stopped bool
 }
 
-// faultPeriods pairs nemesis start/stop events; faults never stopped last
-// until the end of the history (the returned end time).
+// faultPeriods pairs nemesis start/stop events (a stop closes the open start
+// of the same nemesis and extra.id, the oldest one first); faults never
+// stopped last until the end of the history (the returned end time).
 func faultPeriods(events []history.Event) ([]faultPeriod, int64) {
 	var end int64
 	open := map[string][]int{}
@@ -517,15 +522,16 @@ func faultPeriods(events []history.Event) ([]faultPeriod, int64) {
 		if e.Process != history.NemesisProcess || e.IsTamper() {
 			continue
 		}
-		action := strings.Trim(string(e.Extra["action"]), `"`)
-		switch action {
+		key := e.F + "\x00" + string(e.Extra["id"])
+		switch strings.Trim(string(e.Extra["action"]), `"`) {
 		case "start":
-			open[e.F] = append(open[e.F], len(out))
-			out = append(out, faultPeriod{name: e.F, start: e.Time, end: -1, detail: e.Node})
+			open[key] = append(open[key], len(out))
+			out = append(out, faultPeriod{name: e.F, mode: strings.Trim(string(e.Extra["mode"]), `"`),
+				start: e.Time, end: -1, detail: e.Node})
 		case "stop":
-			if q := open[e.F]; len(q) > 0 {
-				out[q[0]].end = e.Time
-				open[e.F] = q[1:]
+			if q := open[key]; len(q) > 0 {
+				out[q[0]].end, out[q[0]].stopped = e.Time, true
+				open[key] = q[1:]
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package harness
+package models
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/fencecheck/fencecheck/harness/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 func TestNameCausesPointsAtTheLastFaultBefore(t *testing.T) {
@@ -17,7 +16,7 @@ func TestNameCausesPointsAtTheLastFaultBefore(t *testing.T) {
 	}
 	faults := []history.Event{start("pause", "n1", 1e9), start("restart", "redis-1", 14_000_000_000),
 		start("clock", "redis-1", 20e9)}
-	res := []models.Result{{Anomalies: []models.Anomaly{
+	res := []Result{{Anomalies: []Anomaly{
 		{Kind: "token-regression", Text: "token 2 after token 48", At: 14_200_000_000},
 		{Kind: "lease-overlap", Text: "overlap", At: 15e9, Finding: true},
 		{Kind: "stale-read", Text: "early", At: 5e8},
@@ -37,11 +36,18 @@ func TestNameCausesNamesAFaultThatJustEnded(t *testing.T) {
 	}
 	faults := []history.Event{ev("restart", "start", "1", 2_500_000_000), ev("delay", "start", "2", 2_590_000_000),
 		ev("restart", "stop", "1", 3_500_000_000), ev("delay", "stop", "2", 4_700_000_000)}
-	res := []models.Result{{Anomalies: []models.Anomaly{
+	res := []Result{{Anomalies: []Anomaly{
 		{Kind: "stale-read", Text: "read of nothing", At: 3_540_000_000},
 		{Kind: "stale-read", Text: "during the delay", At: 3_000_000_000},
 	}}}
 	nameCauses(res, faults)
 	assert.Equal(t, "read of nothing — 0.04 s after the restart of reference (2.50–3.50 s) ended", res[0].Anomalies[0].Text)
 	assert.Equal(t, "during the delay — 0.41 s after the delay of reference that began at 2.59 s", res[0].Anomalies[1].Text)
+}
+
+// nameCauses runs Report.NameCauses over results with the given fault events.
+func nameCauses(results []Result, faults []history.Event) {
+	r := &Report{Results: results}
+	r.AnnotateFaults(faults, 0)
+	r.NameCauses()
 }
