@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Config shapes the fenced-write workload.
@@ -48,8 +49,8 @@ type Fenced struct {
 	procs *Processes
 	stall atomic.Int64 // ns the next holder must stall; 0 = none
 	seq   atomic.Int64
-	// clockOffset is the clients' wall clock's offset from real time (ns).
-	clockOffset atomic.Int64
+	// clock is the clients' wall clock.
+	clock *fenced.OffsetClock
 }
 
 // ClientClockNode names the clients' wall clock for the clock nemesis.
@@ -69,7 +70,7 @@ func NewFenced(cfg Config) (*Fenced, error) {
 	if cfg.ReadShare == 0 {
 		cfg.ReadShare = 0.3
 	}
-	return &Fenced{cfg: cfg, procs: &Processes{}}, nil
+	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fenced.NewOffsetClock()}, nil
 }
 
 // Processes is the process allocator, shared with other workloads of the run
@@ -88,12 +89,9 @@ func (w *Fenced) SetClockOffset(_ context.Context, node string, offset time.Dura
 	if node != ClientClockNode {
 		return fmt.Errorf("the workload has no clock %q (it has %q)", node, ClientClockNode)
 	}
-	w.clockOffset.Store(int64(offset))
+	w.clock.Set(offset)
 	return nil
 }
-
-// now is the clients' wall clock.
-func (w *Fenced) now() time.Time { return time.Now().Add(time.Duration(w.clockOffset.Load())) }
 
 // Key names the i-th key.
 func Key(i int) string { return fmt.Sprintf("k%d", i) }
@@ -126,7 +124,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 	for ctx.Err() == nil {
 		key := Key(rng.IntN(w.cfg.Keys))
 		owner := fmt.Sprintf("w%d-p%d", worker, r.proc)
-		leaseEnd := w.now().Add(w.cfg.TTL) // reckoned from the send: the safe start
+		leaseEnd := w.clock.Now().Add(w.cfg.TTL) // reckoned from the send: the safe start
 		acq := r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
 			func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
 		if acq.Type != history.Ok {
@@ -134,17 +132,17 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			continue
 		}
 		token := acq.Token
-		clockWasOff := w.clockOffset.Load() != 0
+		clockWasOff := w.clock.Offset() != 0
 		if clockWasOff && rng.IntN(4) == 0 {
 			// Slow work while the clock is off: a step during it moves
 			// the lease's end as this client sees it.
 			sleepCtx(ctx, w.cfg.TTL/2+time.Duration(rng.Int64N(int64(w.cfg.TTL)+1)))
 		}
-		left := leaseEnd.Sub(w.now())
+		left := leaseEnd.Sub(w.clock.Now())
 		// The client's belief is recorded only when its clock was off, so
 		// lease overlaps follow it; otherwise the TTL says the same.
 		var belief map[string]json.RawMessage
-		if clockWasOff || w.clockOffset.Load() != 0 {
+		if clockWasOff || w.clock.Offset() != 0 {
 			belief = leaseExtra(left)
 		}
 		if left <= 0 {
