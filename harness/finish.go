@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/overlap"
+	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -112,8 +113,11 @@ func gate(run *Run, rep *models.Report) []string {
 		}
 		if c, ok := run.Nemeses[n]; ok && c.Started == 0 {
 			msg := fmt.Sprintf("nemesis %s was requested but never took effect", n)
-			if c.Error != "" {
+			switch {
+			case c.Error != "":
 				msg += ": " + c.Error
+			case c.Waited > 0:
+				msg += ": " + nemesis.ErrBusy.Error() + " until the run ended (a longer --time gives it a turn)"
 			}
 			why = append(why, msg)
 		}

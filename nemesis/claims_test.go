@@ -71,6 +71,7 @@ func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
 	require.Positive(t, restartID)
 	assert.EqualValues(t, busy, s.start(ctx, pause{}, rng), "the node is down: pause must wait")
 	assert.Zero(t, s.Counts["pause"].Failed, "waiting for a node is not a failure")
+	assert.Equal(t, 1, s.Counts["pause"].Waited, "but it is counted")
 
 	s.stop(ctx, restartID)
 	pauseID := s.start(ctx, pause{}, rng)

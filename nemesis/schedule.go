@@ -42,6 +42,8 @@ type Count struct {
 	Started int    `json:"started"`
 	Failed  int    `json:"failed"`
 	Error   string `json:"last_error,omitempty"`
+	// Waited counts tries that found every node held by another fault.
+	Waited int `json:"waited_for_a_node,omitempty"`
 }
 
 // NewScheduler prepares a scheduler.
@@ -125,7 +127,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, rng *rand.Rand) int64 
 	s.countsMu.Lock()
 	c := s.Counts[n.Name()]
 	if errors.Is(err, ErrBusy) {
-		c.Error = err.Error() + " until the run ended (a longer --time gives it a turn)" // shown if it never gets a node
+		c.Waited++
 		s.countsMu.Unlock()
 		return busy
 	}
@@ -134,9 +136,6 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, rng *rand.Rand) int64 
 		c.Error = err.Error()
 	} else {
 		c.Started++
-		if strings.HasPrefix(c.Error, ErrBusy.Error()) {
-			c.Error = "" // it got its turn
-		}
 	}
 	s.countsMu.Unlock()
 	if err != nil {
