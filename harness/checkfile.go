@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/overlap"
 	"github.com/fencecheck/fencecheck/reports"
@@ -33,9 +33,9 @@ func CheckFile(ctx context.Context, path, dir string, sem models.Semantics, cfg 
 		ttl = DefaultTTL
 	}
 	rd := history.NewReader(f)
-	pairer := models.NewPairer()
+	pairer := history.NewPairer()
 	leases := overlap.NewFinder(overlap.Options{TTL: ttl})
-	var ops []*models.Op
+	var ops []*history.Op
 	var faults []history.Event
 	var end int64
 	leaseErr := error(nil)

@@ -5,15 +5,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/workloads"
 )
 
 // conn adapts the Fencing API client to the workload's Conn.
 type conn struct {
 	node string
-	c    *fenced.Client
+	c    *fencing.Client
 }
 
 // conns returns one Conn per endpoint; all share one HTTP transport so idle
@@ -22,20 +22,20 @@ func conns(eps []Endpoint) []workloads.Conn {
 	hc := sharedHTTP()
 	out := make([]workloads.Conn, 0, len(eps))
 	for _, e := range eps {
-		out = append(out, conn{node: e.Node, c: fenced.NewClient(e.URL, hc)})
+		out = append(out, conn{node: e.Node, c: fencing.NewClient(e.URL, hc)})
 	}
 	return out
 }
 
 // sharedHTTP is the one HTTP client (and connection pool) of the process.
-var sharedHTTP = sync.OnceValue(fenced.DefaultHTTPClient)
+var sharedHTTP = sync.OnceValue(fencing.DefaultHTTPClient)
 
-func reply(r fenced.Result) workloads.Reply {
+func reply(r fencing.Result) workloads.Reply {
 	t := history.Info
 	switch r.Outcome {
-	case fenced.Ok:
+	case fencing.Ok:
 		t = history.Ok
-	case fenced.Fail:
+	case fencing.Fail:
 		t = history.Fail
 	}
 	rep := workloads.Reply{Type: t, Token: r.Token, Error: r.Error, HighWater: r.HighWater}

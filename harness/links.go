@@ -3,7 +3,7 @@ package harness
 import (
 	"context"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
 	"github.com/fencecheck/fencecheck/workloads"

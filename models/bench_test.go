@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Benchmarks of the checkers on the matrix (PerfMatrix: 10k, 100k,
@@ -67,7 +67,7 @@ func BenchmarkCheckers(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ops, err := Pair(events)
+			ops, err := history.Pair(events)
 			if err != nil {
 				b.Fatal(err)
 			}

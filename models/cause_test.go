@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 func TestNameCausesPointsAtTheLastFaultBefore(t *testing.T) {

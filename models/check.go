@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Defaults for Options.
@@ -61,7 +61,7 @@ type Options struct {
 // receives the paired operations (shared: it must not modify them) and the
 // declared semantics, honours ctx, and returns one Result per model it
 // checks, with Checker "fast" and Model ModelRegister or ModelIssuer.
-type FastCheckFunc func(ctx context.Context, ops []*Op, sem Semantics) []Result
+type FastCheckFunc func(ctx context.Context, ops []*history.Op, sem Semantics) []Result
 
 var fastChecker FastCheckFunc
 
@@ -125,7 +125,7 @@ func (r *Report) Anomalies() []Anomaly {
 
 // Check pairs a history and checks it.
 func Check(ctx context.Context, events []history.Event, opts Options) (*Report, error) {
-	ops, err := Pair(events)
+	ops, err := history.Pair(events)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func Check(ctx context.Context, events []history.Event, opts Options) (*Report, 
 }
 
 // CheckOps checks paired operations (see Pair and Pairer, which stream).
-func CheckOps(ctx context.Context, ops []*Op, opts Options) (*Report, error) {
+func CheckOps(ctx context.Context, ops []*history.Op, opts Options) (*Report, error) {
 	start := time.Now()
 	sem := opts.Semantics
 	if sem.Equal == "" {
@@ -207,19 +207,19 @@ type opsByKey struct {
 	register     map[string]*keyOps
 	registerKeys []string
 	// issuer holds ok acquires per token scope (lock, or "" for global).
-	issuer      map[string][]*Op
+	issuer      map[string][]*history.Op
 	issuerKeys  []string
-	allAcquires []*Op
+	allAcquires []*history.Op
 	definite    int
 }
 
 type keyOps struct {
-	writes []*Op // every outcome
-	reads  []*Op // ok only
+	writes []*history.Op // every outcome
+	reads  []*history.Op // ok only
 }
 
-func groupOps(ops []*Op, sem Semantics) *opsByKey {
-	h := &opsByKey{register: map[string]*keyOps{}, issuer: map[string][]*Op{}}
+func groupOps(ops []*history.Op, sem Semantics) *opsByKey {
+	h := &opsByKey{register: map[string]*keyOps{}, issuer: map[string][]*history.Op{}}
 	reg := func(k string) *keyOps {
 		ko := h.register[k]
 		if ko == nil {
@@ -230,7 +230,7 @@ func groupOps(ops []*Op, sem Semantics) *opsByKey {
 		return ko
 	}
 	for _, op := range ops {
-		if op.Outcome != OutcomeInfo {
+		if op.Outcome != history.OutcomeInfo {
 			h.definite++
 		}
 		switch op.F {
@@ -238,12 +238,12 @@ func groupOps(ops []*Op, sem Semantics) *opsByKey {
 			ko := reg(op.Key)
 			ko.writes = append(ko.writes, op)
 		case history.Read:
-			if op.Outcome == OutcomeOk {
+			if op.Outcome == history.OutcomeOk {
 				ko := reg(op.Key)
 				ko.reads = append(ko.reads, op)
 			}
 		case history.Acquire:
-			if op.Outcome != OutcomeOk {
+			if op.Outcome != history.OutcomeOk {
 				continue
 			}
 			scope := op.Key
@@ -258,7 +258,7 @@ func groupOps(ops []*Op, sem Semantics) *opsByKey {
 		}
 	}
 	// Operations in invoke order within each key: deterministic output.
-	byID := func(ops []*Op) {
+	byID := func(ops []*history.Op) {
 		sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
 	}
 	for _, ko := range h.register {
@@ -372,9 +372,9 @@ func notLinearizable(k *porcupineKey) Anomaly {
 	}
 	// Not narrowed down in time: the history showed it at the latest by
 	// its last completion.
-	for _, list := range [][]*Op{k.writes, k.reads, k.acquires} {
+	for _, list := range [][]*history.Op{k.writes, k.reads, k.acquires} {
 		for _, op := range list {
-			if op.Completed != Never && op.Completed > a.At {
+			if op.Completed != history.Never && op.Completed > a.At {
 				a.At = op.Completed
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models/historytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +19,7 @@ func withFast(t *testing.T, fc FastCheckFunc) {
 }
 
 func fakeFast(register, issuer Verdict) FastCheckFunc {
-	return func(ctx context.Context, ops []*Op, sem Semantics) []Result {
+	return func(ctx context.Context, ops []*history.Op, sem Semantics) []Result {
 		return []Result{
 			{Checker: CheckerFast, Model: ModelRegister, Verdict: register, Reason: "fake"},
 			{Checker: CheckerFast, Model: ModelIssuer, Verdict: issuer, Reason: "fake"},

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,20 +28,20 @@ type cvRefRegState struct {
 
 type cvRefRegIn struct {
 	read    bool
-	outcome Outcome // writes
-	stale   bool    // fail with error "stale"
-	tok     Token
+	outcome history.Outcome // writes
+	stale   bool            // fail with error "stale"
+	tok     history.Token
 	value   string
 }
 
 type cvRefRegOut struct {
 	value string
-	tok   Token
+	tok   history.Token
 }
 
 func cvRefRegisterModel(sem Semantics) porcupine.Model {
-	acceptable := func(s cvRefRegState, t Token) bool {
-		if t.State != TokenValid || (sem.Authenticated && t.Seal == "") {
+	acceptable := func(s cvRefRegState, t history.Token) bool {
+		if t.State != history.TokenValid || (sem.Authenticated && t.Seal == "") {
 			return false
 		}
 		return !s.written || t.N > s.hw || (sem.Equal == EqualAccept && t.N == s.hw)
@@ -61,19 +61,19 @@ func cvRefRegisterModel(sem Semantics) porcupine.Model {
 					}
 					return []interface{}{s}
 				}
-				if !s.written || s.value != out.value || (out.tok.State == TokenValid && out.tok.N != s.vtok) {
+				if !s.written || s.value != out.value || (out.tok.State == history.TokenValid && out.tok.N != s.vtok) {
 					return nil
 				}
 				return []interface{}{s}
 			}
 			switch in.outcome {
-			case OutcomeOk:
+			case history.OutcomeOk:
 				if !acceptable(s, in.tok) {
 					return nil
 				}
 				return []interface{}{apply(in)}
-			case OutcomeFail:
-				if in.stale && in.tok.State == TokenValid && (!sem.Authenticated || in.tok.Seal != "") && acceptable(s, in.tok) {
+			case history.OutcomeFail:
+				if in.stale && in.tok.State == history.TokenValid && (!sem.Authenticated || in.tok.Seal != "") && acceptable(s, in.tok) {
 					return nil
 				}
 				return []interface{}{s}
@@ -97,8 +97,8 @@ func cvRefIssuerModel() porcupine.Model {
 	return porcupine.Model{
 		Init: func() interface{} { return cvRefIssuerState{} },
 		Step: func(state, input, _ interface{}) (bool, interface{}) {
-			s, t := state.(cvRefIssuerState), input.(Token)
-			if t.State != TokenValid || (s.any && t.N <= s.last) {
+			s, t := state.(cvRefIssuerState), input.(history.Token)
+			if t.State != history.TokenValid || (s.any && t.N <= s.last) {
 				return false, s
 			}
 			return true, cvRefIssuerState{any: true, last: t.N}
@@ -108,12 +108,12 @@ func cvRefIssuerModel() porcupine.Model {
 
 // cvOracle runs the oracle: one verdict per model (Unknown on timeout).
 func cvOracle(t testing.TB, events []history.Event, sem Semantics, timeout time.Duration) (reg, iss Verdict) {
-	ops, err := Pair(events)
+	ops, err := history.Pair(events)
 	require.NoError(t, err)
 	var end int64
 	for _, op := range ops {
 		end = max(end, op.Call)
-		if op.Return != Never {
+		if op.Return != history.Never {
 			end = max(end, op.Return)
 		}
 	}
@@ -121,16 +121,16 @@ func cvOracle(t testing.TB, events []history.Event, sem Semantics, timeout time.
 	issByScope := map[string][]porcupine.Operation{}
 	for _, op := range ops {
 		ret := op.Return
-		if op.Outcome == OutcomeInfo {
+		if op.Outcome == history.OutcomeInfo {
 			ret = end + 1
 		}
 		switch {
-		case op.F == history.Read && op.Outcome == OutcomeOk:
+		case op.F == history.Read && op.Outcome == history.OutcomeOk:
 			regByKey[op.Key] = append(regByKey[op.Key], porcupine.Operation{Input: cvRefRegIn{read: true}, Output: cvRefRegOut{value: op.Value, tok: op.Token}, Call: op.Call, Return: ret})
 		case op.F == history.Write:
-			in := cvRefRegIn{outcome: op.Outcome, stale: op.Outcome == OutcomeFail && op.Error == "stale", tok: op.Token, value: op.Value}
+			in := cvRefRegIn{outcome: op.Outcome, stale: op.Outcome == history.OutcomeFail && op.Error == "stale", tok: op.Token, value: op.Value}
 			regByKey[op.Key] = append(regByKey[op.Key], porcupine.Operation{Input: in, Call: op.Call, Return: ret})
-		case op.F == history.Acquire && op.Outcome == OutcomeOk:
+		case op.F == history.Acquire && op.Outcome == history.OutcomeOk:
 			scope := op.Key
 			if sem.Scope == ScopeGlobal {
 				scope = ""
@@ -499,7 +499,7 @@ func cvCheckOne(t testing.TB, events []history.Event, sem Semantics, desc string
 	if !withProject {
 		return
 	}
-	ops, err := Pair(events)
+	ops, err := history.Pair(events)
 	require.NoError(t, err)
 	rep, err := CheckOps(context.Background(), ops, Options{Semantics: sem, Checker: CheckerPorcupine, MinOps: -1, Timeout: 5 * time.Second})
 	require.NoError(t, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // The direct checks name anomalies in words, with the operations involved and
@@ -30,20 +32,20 @@ import (
 
 // writeFact is what the history tells about one write.
 type writeFact struct {
-	op *Op
+	op *history.Op
 	// appliedBy is the earliest history time by which the write is known to
 	// have taken effect (Never: not known to have).
 	appliedBy int64
 	// observer is the read that proved it took effect, when that read
 	// returned before the write did (or the write's outcome is unknown).
-	observer *Op
+	observer *history.Op
 	// readBroken is set when a read of this value is itself an anomaly
 	// (rejected write, future read): the write is then left out of the
 	// ordering checks, so one fault is not reported many times over.
 	readBroken bool
 }
 
-func (f *writeFact) applied() bool { return f.appliedBy != Never }
+func (f *writeFact) applied() bool { return f.appliedBy != history.Never }
 
 // factOps are the operations a fact rests on: the write, and the read that
 // proved it took effect.
@@ -61,10 +63,10 @@ type issuedTokens struct {
 	raw map[string]bool
 }
 
-func collectIssued(acquires []*Op) issuedTokens {
+func collectIssued(acquires []*history.Op) issuedTokens {
 	iss := issuedTokens{raw: map[string]bool{}}
 	for _, a := range acquires {
-		if a.Token.State != TokenValid {
+		if a.Token.State != history.TokenValid {
 			continue
 		}
 		if !iss.any || a.Token.N > iss.max {
@@ -199,7 +201,7 @@ func sortAnomalies(as []Anomaly) {
 
 // registerAnomalies checks one key of the fenced register. writes are all
 // writes on the key (any outcome), reads the ok reads.
-func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issuedTokens) []Anomaly {
+func registerAnomalies(key string, writes, reads []*history.Op, sem Semantics, iss issuedTokens) []Anomaly {
 	sink := &anomalySink{model: ModelRegister, key: key}
 	facts := make([]*writeFact, 0, len(writes))
 	// Values identify writes only when unique (the workloads make them so).
@@ -208,8 +210,8 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 	byValue := make(map[string]*writeFact, len(writes))
 	ambiguous := map[string]bool{}
 	for _, w := range writes {
-		f := &writeFact{op: w, appliedBy: Never}
-		if w.Outcome == OutcomeOk {
+		f := &writeFact{op: w, appliedBy: history.Never}
+		if w.Outcome == history.OutcomeOk {
 			f.appliedBy = w.Return
 		}
 		facts = append(facts, f)
@@ -238,14 +240,14 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 				fmt.Sprintf("%s %s at %s, but %s of that value was only invoked at %s", nameRead(r), readResult(r), secs(r.Return), nameWrite(w), secs(w.Call)),
 				r.ID, w.ID)
 			continue
-		case w.Outcome == OutcomeFail:
+		case w.Outcome == history.OutcomeFail:
 			f.readBroken = true
 			sink.add(KindReadOfRejectedWrite, maxTime(r.Completed, w.Completed),
 				fmt.Sprintf("%s %s at %s, the value of %s, which the resource rejected (%s) at %s", nameRead(r), readResult(r), secs(r.Return), nameWrite(w), w.Error, secs(w.Return)),
 				r.ID, w.ID)
 			continue
 		}
-		if r.Token.State == TokenValid && (w.Token.State != TokenValid || w.Token.N != r.Token.N) {
+		if r.Token.State == history.TokenValid && (w.Token.State != history.TokenValid || w.Token.N != r.Token.N) {
 			sink.add(KindReadTokenMismatch, r.Completed,
 				fmt.Sprintf("%s %s at %s, but %s carried %s", nameRead(r), readResult(r), secs(r.Return), nameWrite(w), tokenNum(w.Token)),
 				r.ID, w.ID)
@@ -263,9 +265,9 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 		w := f.op
 		lead := nameWrite(w) + " " + tokenPhrase(w) + " " + appliedPhrase(f)
 		switch {
-		case w.Token.State == TokenNone:
+		case w.Token.State == history.TokenNone:
 			sink.add(KindMissingTokenAccepted, f.appliedBy, lead+": a write without a token must be rejected", f.factOps()...)
-		case w.Token.State == TokenMalformed:
+		case w.Token.State == history.TokenMalformed:
 			sink.add(KindMalformedTokenAccepted, f.appliedBy, lead+": a malformed token must be rejected", f.factOps()...)
 		case sem.Authenticated && w.Token.Seal == "":
 			sink.add(KindForgedTokenAccepted, f.appliedBy, lead+": the token carries no seal, and the target declares authenticated tokens", f.factOps()...)
@@ -282,7 +284,7 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 	// Applied writes with valid tokens, in the order they became known.
 	var applied []*writeFact
 	for _, f := range facts {
-		if f.applied() && !f.readBroken && f.op.Token.State == TokenValid {
+		if f.applied() && !f.readBroken && f.op.Token.State == history.TokenValid {
 			applied = append(applied, f)
 		}
 	}
@@ -365,9 +367,9 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 	// A stale rejection needs a write with a token at least as new (newer,
 	// under accept) that may have taken effect before the rejection
 	// returned: any write not definitely rejected, invoked by then.
-	var could []*Op
+	var could []*history.Op
 	for _, w := range writes {
-		if w.Outcome != OutcomeFail && w.Token.State == TokenValid {
+		if w.Outcome != history.OutcomeFail && w.Token.State == history.TokenValid {
 			could = append(could, w)
 		}
 	}
@@ -382,10 +384,10 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 	justifies := func(t, by uint64) bool {
 		return by > t || (by == t && sem.Equal != EqualAccept)
 	}
-	var stale []*Op // definite stale rejections of valid tokens, by return
-	var failed []*Op
+	var stale []*history.Op // definite stale rejections of valid tokens, by return
+	var failed []*history.Op
 	for _, w := range writes {
-		if w.Outcome == OutcomeFail && w.Token.State == TokenValid {
+		if w.Outcome == history.OutcomeFail && w.Token.State == history.TokenValid {
 			failed = append(failed, w)
 			if w.Error == "stale" {
 				stale = append(stale, w)
@@ -407,7 +409,7 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 		}
 		t := w.Token.N
 		j := sort.Search(len(could), func(i int) bool { return could[i].Call > w.Return })
-		var best *Op
+		var best *history.Op
 		if j > 0 {
 			best = could[couldMax[j-1]]
 		}
@@ -444,7 +446,7 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 		if j == 0 {
 			continue
 		}
-		if ambiguous[r.Value] || (r.Value == "" && r.Token.State != TokenNone) {
+		if ambiguous[r.Value] || (r.Value == "" && r.Token.State != history.TokenNone) {
 			continue
 		}
 		if r.Value == "" {
@@ -462,9 +464,9 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 		wv := f.op
 		var newer *writeFact
 		// Invoked after wv returned: linearized after wv whatever the tokens.
-		if c := applied[maxCall[j-1]]; wv.Outcome == OutcomeOk && c.op.Call > wv.Return {
+		if c := applied[maxCall[j-1]]; wv.Outcome == history.OutcomeOk && c.op.Call > wv.Return {
 			newer = c
-		} else if m := applied[maxTok[j-1]]; wv.Token.State == TokenValid && m.op.Token.N > wv.Token.N && m.appliedBy >= wv.Call {
+		} else if m := applied[maxTok[j-1]]; wv.Token.State == history.TokenValid && m.op.Token.N > wv.Token.N && m.appliedBy >= wv.Call {
 			// A newer token is linearized after wv in any legal order. (When
 			// m was known before wv began, wv itself is the stale write, and
 			// it is reported as such.)
@@ -495,18 +497,18 @@ func registerAnomalies(key string, writes, reads []*Op, sem Semantics, iss issue
 // checks report exactly the violations of (1), (2) and (3): for (3) each B is
 // compared with the largest token returned before B began. So the direct
 // issuer verdict decides the issuer model, even where Porcupine times out.
-func issuerAnomalies(scope string, acquires []*Op) []Anomaly {
+func issuerAnomalies(scope string, acquires []*history.Op) []Anomaly {
 	sink := &anomalySink{model: ModelIssuer, key: scope}
-	var valid []*Op
+	var valid []*history.Op
 	for _, a := range acquires {
-		if a.Token.State != TokenValid {
+		if a.Token.State != history.TokenValid {
 			sink.add(KindInvalidTokenIssued, a.Completed,
 				fmt.Sprintf("%s succeeded at %s but returned %s", nameAcquire(a), secs(a.Return), a.Token), a.ID)
 			continue
 		}
 		valid = append(valid, a)
 	}
-	byReturn := append([]*Op(nil), valid...)
+	byReturn := append([]*history.Op(nil), valid...)
 	sort.SliceStable(byReturn, func(i, j int) bool {
 		if byReturn[i].Return != byReturn[j].Return {
 			return byReturn[i].Return < byReturn[j].Return
@@ -520,7 +522,7 @@ func issuerAnomalies(scope string, acquires []*Op) []Anomaly {
 			maxTok[i] = maxTok[i-1]
 		}
 	}
-	reported := map[*Op]bool{}
+	reported := map[*history.Op]bool{}
 	for _, b := range byReturn {
 		j := sort.Search(len(byReturn), func(i int) bool { return byReturn[i].Return >= b.Call })
 		if j == 0 {
@@ -543,7 +545,7 @@ func issuerAnomalies(scope string, acquires []*Op) []Anomaly {
 	// Concurrent acquires may return tokens in either order, but never the
 	// same token: two holders would then be indistinguishable to the
 	// resource.
-	byTok := map[uint64][]*Op{}
+	byTok := map[uint64][]*history.Op{}
 	for _, a := range byReturn {
 		byTok[a.Token.N] = append(byTok[a.Token.N], a)
 	}
@@ -570,7 +572,7 @@ type suffixMax struct {
 	tree []int64
 }
 
-func newSuffixMax(ops []*Op) *suffixMax {
+func newSuffixMax(ops []*history.Op) *suffixMax {
 	var toks []uint64
 	for _, o := range ops {
 		toks = append(toks, o.Token.N)

@@ -3,6 +3,8 @@ package models
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Model names, as in Result.Model and Anomaly.Model.
@@ -63,14 +65,14 @@ const (
 
 // secs renders a history time (ns) the way anomaly texts show it.
 func secs(ns int64) string {
-	if ns == Never {
+	if ns == history.Never {
 		return "never"
 	}
 	return strconv.FormatFloat(float64(ns)/1e9, 'f', 2, 64) + " s"
 }
 
 // nameWrite names a write by its unique value and its history index.
-func nameWrite(op *Op) string {
+func nameWrite(op *history.Op) string {
 	if op.Value == "" {
 		return fmt.Sprintf("write (op %d)", op.ID)
 	}
@@ -79,12 +81,12 @@ func nameWrite(op *Op) string {
 
 // tokenPhrase is "with token 33", "without a token", "with malformed token
 // "x"", plus what the strip proxy did to it.
-func tokenPhrase(op *Op) string {
+func tokenPhrase(op *history.Op) string {
 	var s string
 	switch op.Token.State {
-	case TokenNone:
+	case history.TokenNone:
 		s = "without a token"
-	case TokenMalformed:
+	case history.TokenMalformed:
 		s = fmt.Sprintf("with malformed token %q", op.Token.Raw)
 	default:
 		s = "with token " + op.Token.Raw
@@ -100,8 +102,8 @@ func tokenPhrase(op *Op) string {
 }
 
 // tokenNum is a token's number for texts.
-func tokenNum(t Token) string {
-	if t.State == TokenValid {
+func tokenNum(t history.Token) string {
+	if t.State == history.TokenValid {
 		return strconv.FormatUint(t.N, 10)
 	}
 	return t.String()
@@ -114,26 +116,26 @@ func appliedPhrase(w *writeFact) string {
 	if w.observer == nil {
 		return "was accepted at " + secs(w.appliedBy)
 	}
-	if w.op.Outcome == OutcomeOk {
+	if w.op.Outcome == history.OutcomeOk {
 		return fmt.Sprintf("was accepted (read op %d returned its value at %s, before the write returned)", w.observer.ID, secs(w.appliedBy))
 	}
 	return fmt.Sprintf("had an unknown outcome but took effect (read op %d returned its value at %s)", w.observer.ID, secs(w.appliedBy))
 }
 
 // nameAcquire is "acquire op 90 (lock l1)".
-func nameAcquire(op *Op) string {
+func nameAcquire(op *history.Op) string {
 	return fmt.Sprintf("acquire op %d (lock %s)", op.ID, op.Key)
 }
 
-func nameRead(op *Op) string { return fmt.Sprintf("read op %d", op.ID) }
+func nameRead(op *history.Op) string { return fmt.Sprintf("read op %d", op.ID) }
 
 // readResult is "returned c3-17 (token 33)" or "returned nothing (never
 // written)".
-func readResult(op *Op) string {
+func readResult(op *history.Op) string {
 	if op.Value == "" {
 		return "returned nothing (key never written)"
 	}
-	if op.Token.State == TokenValid {
+	if op.Token.State == history.TokenValid {
 		return fmt.Sprintf("returned %s (token %s)", op.Value, op.Token.Raw)
 	}
 	return "returned " + op.Value

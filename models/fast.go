@@ -121,7 +121,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // fastKind is what a record is.
@@ -147,7 +147,7 @@ type fastOp struct {
 	off  uint32
 	n    uint32
 	kind fastKind
-	ts   TokenState
+	ts   history.TokenState
 	// tampered: the strip proxy changed this write's token.
 	tampered bool
 	sealed   bool
@@ -209,18 +209,18 @@ func fnv64(s string) uint64 {
 
 // Add records one paired operation. Operations the models ignore (failed
 // or unknown reads, renew, release, failed or unknown acquires) are dropped.
-func (c *FastChecker) Add(op *Op) {
+func (c *FastChecker) Add(op *history.Op) {
 	switch op.F {
 	case history.Write, history.Read:
 		var kind fastKind
 		switch {
-		case op.F == history.Read && op.Outcome == OutcomeOk:
+		case op.F == history.Read && op.Outcome == history.OutcomeOk:
 			kind = fastRead
 		case op.F == history.Read:
 			return
-		case op.Outcome == OutcomeOk:
+		case op.Outcome == history.OutcomeOk:
 			kind = fastWriteOk
-		case op.Outcome == OutcomeInfo:
+		case op.Outcome == history.OutcomeInfo:
 			kind = fastWriteInfo
 		case op.Error == "stale":
 			kind = fastWriteStale
@@ -234,15 +234,15 @@ func (c *FastChecker) Add(op *Op) {
 			c.keyOrder = append(c.keyOrder, k)
 		}
 		ret := op.Return
-		if op.Outcome == OutcomeInfo {
-			ret = Never
+		if op.Outcome == history.OutcomeInfo {
+			ret = history.Never
 		}
 		k.ops = append(k.ops, fastOp{id: op.ID, call: op.Call, ret: ret, tok: op.Token.N, val: fnv64(op.Value),
 			off: uint32(len(k.text)), n: uint32(len(op.Value)), kind: kind, ts: op.Token.State, tampered: op.Tampered != "", sealed: op.Token.Seal != ""})
 		k.text = append(k.text, op.Value...)
 		c.regOps++
 	case history.Acquire:
-		if op.Outcome != OutcomeOk {
+		if op.Outcome != history.OutcomeOk {
 			return
 		}
 		scope := op.Key
@@ -324,7 +324,7 @@ func finishResult(res *Result, unknown []string) {
 // CheckFast pairs an in-memory history and runs the fast checker on it.
 func CheckFast(events []history.Event, sem Semantics) ([]Result, error) {
 	c := NewFastChecker(sem)
-	p := NewPairer()
+	p := history.NewPairer()
 	for _, e := range events {
 		op, err := p.Add(e)
 		if err != nil {
@@ -345,7 +345,7 @@ func CheckFast(events []history.Event, sem Semantics) ([]Result, error) {
 // not nil, is called with the bytes read so far every 4 MiB and at the end.
 func CheckFastStream(r io.Reader, sem Semantics, progress func(bytesRead int64)) ([]Result, error) {
 	c := NewFastChecker(sem)
-	p := NewPairer()
+	p := history.NewPairer()
 	rd := history.NewReader(r)
 	var next int64 = 4 << 20
 	defer func() {

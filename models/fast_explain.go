@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Explanations for the fast checker's register search. They run once, when
@@ -222,7 +224,7 @@ type witness struct {
 // so each stale rejection is judged alone in O(log groups).
 func (c *regCheck) witnesses(fBefore []int64, fBy []int32) []witness {
 	out := make([]witness, len(c.groups)+1)
-	out[len(c.groups)] = witness{p: Never, w: -1, by: -1}
+	out[len(c.groups)] = witness{p: history.Never, w: -1, by: -1}
 	for gi := len(c.groups) - 1; gi >= 0; gi-- {
 		best := out[gi+1]
 		g := &c.groups[gi]

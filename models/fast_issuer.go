@@ -3,6 +3,8 @@ package models
 import (
 	"fmt"
 	"sort"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // checkIssuerScope decides the issuer model for one lock (or, for global
@@ -25,7 +27,7 @@ func checkIssuerScope(k *fastKey, sem Semantics, max int) []Anomaly {
 	var valid []int
 	for i := range k.ops {
 		o := &k.ops[i]
-		if o.ts != TokenValid {
+		if o.ts != history.TokenValid {
 			add(Anomaly{Kind: KindInvalidTokenIssued, Key: k.value(o), At: o.ret, Ops: []int64{o.id},
 				Text: fmt.Sprintf("%s succeeded at %s without returning a valid token", name(o), secs(o.ret))})
 			continue

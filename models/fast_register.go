@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strconv"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // The fenced-register half of the fast checker; the argument is in fast.go.
@@ -78,7 +80,7 @@ func checkRegisterKey(k *fastKey, sem Semantics, max int) keyOutcome {
 // its completion, or its call for an op with unknown outcome.
 func (c *regCheck) vis(i int32) int64 {
 	o := &c.k.ops[i]
-	if o.ret == Never {
+	if o.ret == history.Never {
 		return o.call
 	}
 	return o.ret
@@ -108,9 +110,9 @@ func (c *regCheck) report(kind, text string, ops ...int32) {
 func (c *regCheck) tokText(i int32) string {
 	o := &c.k.ops[i]
 	switch o.ts {
-	case TokenNone:
+	case history.TokenNone:
 		return "no token"
-	case TokenMalformed:
+	case history.TokenMalformed:
 		return "a malformed token"
 	}
 	return "token " + strconv.FormatUint(o.tok, 10)
@@ -231,7 +233,7 @@ func (c *regCheck) prepare() bool {
 			}
 			c.report(c.notAcceptableKind(w), fmt.Sprintf("%s had an unknown outcome but took effect (%s returned its value at %s) although it carried %s%s", c.name(wi), c.name(ri), secs(o.ret), c.tokText(wi), tamperNote(w)), wi, ri)
 			continue
-		case o.ts == TokenValid && o.tok != w.tok:
+		case o.ts == history.TokenValid && o.tok != w.tok:
 			c.report(KindReadTokenMismatch, fmt.Sprintf("%s returned %s's value with %s at %s, but that write carried %s", c.name(ri), c.name(wi), c.tokText(ri), secs(o.ret), c.tokText(wi)), ri, wi)
 			continue
 		case o.ret < w.call:
@@ -254,15 +256,15 @@ func (c *regCheck) prepare() bool {
 
 // acceptable says whether o's token could ever be accepted.
 func (c *regCheck) acceptable(o *fastOp) bool {
-	return o.ts == TokenValid && (!c.sem.Authenticated || o.sealed)
+	return o.ts == history.TokenValid && (!c.sem.Authenticated || o.sealed)
 }
 
 // notAcceptableKind names the violation of accepting o.
 func (c *regCheck) notAcceptableKind(o *fastOp) string {
 	switch o.ts {
-	case TokenNone:
+	case history.TokenNone:
 		return KindMissingTokenAccepted
-	case TokenMalformed:
+	case history.TokenMalformed:
 		return KindMalformedTokenAccepted
 	}
 	return KindForgedTokenAccepted
@@ -353,8 +355,8 @@ type groupStats struct {
 }
 
 func (c *regCheck) stats(g *regGroup) groupStats {
-	s := groupStats{minR: Never, gMax: negInf, cA: Never, minRBy: -1, gMaxBy: -1, cABy: -1}
-	minR2 := Never
+	s := groupStats{minR: history.Never, gMax: negInf, cA: history.Never, minRBy: -1, gMaxBy: -1, cABy: -1}
+	minR2 := history.Never
 	for i := range g.forced {
 		e := &g.forced[i]
 		if e.r < s.minR {
@@ -496,7 +498,7 @@ func (h *gHeap) pop(es []regElem) int {
 
 // search walks the token groups with the staircase of non-dominated states.
 func (c *regCheck) search() {
-	front := []regState{{f: c.f0, fBy: c.f0By, d: Never, dBy: -1}}
+	front := []regState{{f: c.f0, fBy: c.f0By, d: history.Never, dBy: -1}}
 	si := 0
 	for gi := range c.groups {
 		g := &c.groups[gi]
@@ -522,8 +524,8 @@ func (c *regCheck) search() {
 			for len(front) > 0 && front[len(front)-1].f >= nf {
 				front = front[:len(front)-1]
 			}
-			if len(front) == 0 || front[len(front)-1].d != Never {
-				front = append(front, regState{f: nf, fBy: nBy, d: Never, dBy: -1})
+			if len(front) == 0 || front[len(front)-1].d != history.Never {
+				front = append(front, regState{f: nf, fBy: nBy, d: history.Never, dBy: -1})
 			}
 			continue
 		}
@@ -532,14 +534,14 @@ func (c *regCheck) search() {
 			c.explainFailure(gi)
 			return
 		}
-		best := regState{f: Never, d: Never, dBy: -1}
+		best := regState{f: history.Never, d: history.Never, dBy: -1}
 		if i := firstWithD(front, st.cA); i >= 0 && front[i].f <= st.minR {
 			best.f, best.fBy = front[i].f, front[i].fBy
 			if st.gMax > best.f {
 				best.f, best.fBy = st.gMax, st.gMaxBy
 			}
 		}
-		if u := g.optional; u != nil && best.f == Never {
+		if u := g.optional; u != nil && best.f == history.Never {
 			if i := firstWithD(front, u.call); i >= 0 && front[i].f <= st.minR && u.call <= st.minR {
 				best.f, best.fBy = front[i].f, front[i].fBy
 				if u.call > best.f {
@@ -550,7 +552,7 @@ func (c *regCheck) search() {
 				}
 			}
 		}
-		if best.f == Never {
+		if best.f == history.Never {
 			c.explainFailure(gi)
 			return
 		}
@@ -560,7 +562,7 @@ func (c *regCheck) search() {
 		c.explainFailure(len(c.groups))
 		return
 	}
-	if front[len(front)-1].d != Never {
+	if front[len(front)-1].d != history.Never {
 		c.explainFailure(len(c.groups))
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models/historytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -274,7 +274,7 @@ func TestFastFindsPlantedStaleReadPorcupineCannot(t *testing.T) {
 	require.NoError(t, err)
 	requireAnomaly(t, res[0], KindStaleRead)
 
-	ops, err := Pair(events)
+	ops, err := history.Pair(events)
 	require.NoError(t, err)
 	rep, err := CheckOps(context.Background(), ops, Options{Semantics: reject, Checker: CheckerPorcupine, Timeout: time.Second})
 	require.NoError(t, err)
@@ -349,7 +349,7 @@ func TestFastHookInCheck(t *testing.T) {
 	// An interrupted check is unknown, never valid.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ops, _ := Pair(b.Events())
+	ops, _ := history.Pair(b.Events())
 	res := checkFastOps(ctx, ops, reject)
 	assert.Equal(t, Unknown, res[0].Verdict)
 }

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Performance measurement of the checkers on simulated histories, shared by
@@ -186,7 +186,7 @@ func FastFile(path string, sem Semantics, stats *FastFileStats) ([]Result, error
 	}
 	n := 0
 	c := NewFastChecker(sem)
-	p := NewPairer()
+	p := history.NewPairer()
 	rd := history.NewReader(f)
 	for {
 		e, err := rd.Next()
@@ -281,7 +281,7 @@ func MeasureFile(c PerfCase, path string, porcupineTimeout time.Duration, skipRe
 	if err != nil {
 		return row, err
 	}
-	ops, err := Pair(events)
+	ops, err := history.Pair(events)
 	events = nil
 	if err != nil {
 		return row, err

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // A simulated fenced register and issuer, for the fast checker's

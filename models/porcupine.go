@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Porcupine models of the fenced register and the issuer.
@@ -249,7 +249,7 @@ func describePorcRegOp(input, output interface{}) string {
 }
 
 // porcOpMeta is porcupine metadata: the op, for the visualization's tooltips.
-type porcOpMeta struct{ op *Op }
+type porcOpMeta struct{ op *history.Op }
 
 func describePorcMetadata(info interface{}) string {
 	m, ok := info.(porcOpMeta)
@@ -356,7 +356,7 @@ func (a *abortFlag) stop() bool {
 
 // returnTime maps Never to the largest time porcupine can sort.
 func returnTime(t int64) int64 {
-	if t == Never {
+	if t == history.Never {
 		return math.MaxInt64
 	}
 	return t
@@ -394,7 +394,7 @@ func porcPartition(h []porcupine.Operation) [][]porcupine.Operation {
 
 // porcItem is an operation on its way to Porcupine.
 type porcItem struct {
-	op        *Op
+	op        *history.Op
 	call, ret int64 // ret: Never for unknown outcomes
 	// applied: a write certainly applied (ok, or its value read), with a
 	// valid token: it shapes the state forced at a cut.
@@ -404,10 +404,10 @@ type porcItem struct {
 
 // registerOperations turns one key's writes (any outcome) and ok reads into
 // porcupine operations, applying the reductions above.
-func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operation {
+func registerOperations(writes, reads []*history.Op, sem Semantics) []porcupine.Operation {
 	accept := sem.Equal == EqualAccept
-	valid := func(w *Op) bool {
-		return w.Token.State == TokenValid && (!sem.Authenticated || w.Token.Seal != "")
+	valid := func(w *history.Op) bool {
+		return w.Token.State == history.TokenValid && (!sem.Authenticated || w.Token.Seal != "")
 	}
 	// Reads of each value; a value written once identifies its write.
 	writers := make(map[string]int, len(writes))
@@ -423,11 +423,11 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 		}
 	}
 	// seenBy is when a read proved w took effect (reduction 4), or Never.
-	seenBy := func(w *Op) int64 {
+	seenBy := func(w *history.Op) int64 {
 		if t, ok := firstSeen[w.Value]; ok && porcReduce && w.Value != "" && writers[w.Value] == 1 && t >= w.Call {
 			return t
 		}
-		return Never
+		return history.Never
 	}
 
 	// Writes known to have taken effect, by when; prefix maxima of their
@@ -438,14 +438,14 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 	}
 	var knowns []known
 	for _, w := range writes {
-		if w.Token.State != TokenValid {
+		if w.Token.State != history.TokenValid {
 			continue
 		}
 		by := seenBy(w)
-		if w.Outcome == OutcomeOk {
+		if w.Outcome == history.OutcomeOk {
 			by = min(by, w.Return)
 		}
-		if by != Never && w.Outcome != OutcomeFail {
+		if by != history.Never && w.Outcome != history.OutcomeFail {
 			knowns = append(knowns, known{by, w.Token.N})
 		}
 	}
@@ -464,7 +464,7 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 	fencedBy := func(u uint64) int64 {
 		i := sort.Search(len(knowns), func(i int) bool { return justifies(u, knownMax[i]) })
 		if i == len(knowns) || !porcReduce {
-			return Never
+			return history.Never
 		}
 		return knowns[i].by
 	}
@@ -478,7 +478,7 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 	}
 	var rejs []rej
 	for _, w := range writes {
-		if w.Outcome != OutcomeFail || w.Error != "stale" || w.Token.State != TokenValid {
+		if w.Outcome != history.OutcomeFail || w.Error != "stale" || w.Token.State != history.TokenValid {
 			continue
 		}
 		i := sort.Search(len(knowns), func(i int) bool { return knowns[i].by >= w.Call })
@@ -493,7 +493,7 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 	for i := len(rejs) - 1; i >= 0; i-- {
 		sufMin[i] = min(sufMin[i+1], rejs[i].tok)
 	}
-	mayJustify := func(w *Op) bool {
+	mayJustify := func(w *history.Op) bool {
 		i := sort.Search(len(rejs), func(i int) bool { return rejs[i].ret >= w.Call })
 		return i < len(rejs) && justifies(sufMin[i], w.Token.N)
 	}
@@ -504,12 +504,12 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 		var res porcResult
 		ret, seen := w.Return, seenBy(w)
 		switch w.Outcome {
-		case OutcomeOk:
+		case history.OutcomeOk:
 			res = porcAccepted
 			ret = min(ret, seen)
-		case OutcomeFail:
+		case history.OutcomeFail:
 			res = porcStale
-			if w.Error != "stale" || w.Token.State != TokenValid {
+			if w.Error != "stale" || w.Token.State != history.TokenValid {
 				if porcReduce {
 					continue // reduction 1
 				}
@@ -525,21 +525,21 @@ func registerOperations(writes, reads []*Op, sem Semantics) []porcupine.Operatio
 		// A write proven applied by a read keeps that read's return: the
 		// read must stay in its segment, for the segment check to verify
 		// that the write could apply (the state carried over relies on it).
-		if (res == porcAccepted || (res == porcUnknown && seen == Never)) && w.Token.State == TokenValid {
+		if (res == porcAccepted || (res == porcUnknown && seen == history.Never)) && w.Token.State == history.TokenValid {
 			ret = max(w.Call, min(ret, fencedBy(w.Token.N)))
 		}
-		in := porcRegInput{Kind: porcWrite, Tok: w.Token.N, TokOK: w.Token.State == TokenValid,
+		in := porcRegInput{Kind: porcWrite, Tok: w.Token.N, TokOK: w.Token.State == history.TokenValid,
 			Sealed: w.Token.Seal != "", Value: w.Value, Op: w.ID}
 		client, call, out, meta := ids.of(w.Process), w.Call, porcRegOutput{Result: res}, porcOpMeta{w}
 		items = append(items, porcItem{op: w, call: call, ret: ret,
-			applied: valid(w) && (res == porcAccepted || (res == porcUnknown && seen != Never)),
+			applied: valid(w) && (res == porcAccepted || (res == porcUnknown && seen != history.Never)),
 			build: func(seg int) porcupine.Operation {
 				in.Seg = seg
 				return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: returnTime(ret), Metadata: meta}
 			}})
 	}
 	for _, r := range reads {
-		out := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == TokenValid}
+		out := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == history.TokenValid}
 		in, client, call, ret, meta := porcRegInput{Kind: porcRead, Op: r.ID}, ids.of(r.Process), r.Call, r.Return, porcOpMeta{r}
 		items = append(items, porcItem{op: r, call: call, ret: ret, build: func(seg int) porcupine.Operation {
 			in.Seg = seg
@@ -627,11 +627,11 @@ func segment(items []porcItem, ids porcClientIDs, note func(porcItem), start fun
 }
 
 // issuerOperations turns one scope's ok acquires into porcupine operations.
-func issuerOperations(acquires []*Op) []porcupine.Operation {
+func issuerOperations(acquires []*history.Op) []porcupine.Operation {
 	ids := porcClientIDs{}
 	items := make([]porcItem, 0, len(acquires))
 	for _, a := range acquires {
-		in := porcIssuerInput{Tok: a.Token.N, TokOK: a.Token.State == TokenValid, Lock: a.Key, Op: a.ID}
+		in := porcIssuerInput{Tok: a.Token.N, TokOK: a.Token.State == history.TokenValid, Lock: a.Key, Op: a.ID}
 		client, call, ret, meta := ids.of(a.Process), a.Call, a.Return, porcOpMeta{a}
 		items = append(items, porcItem{op: a, call: call, ret: ret, applied: in.TokOK, build: func(seg int) porcupine.Operation {
 			in.Seg = seg
@@ -655,12 +655,12 @@ type porcupineKey struct {
 	model string
 	key   string
 	// ops are the key's operations as the models see them (for prefixes).
-	writes, reads, acquires []*Op
+	writes, reads, acquires []*history.Op
 	sem                     Semantics
 	result                  KeyResult
 }
 
-func (k *porcupineKey) operations(writes, reads, acquires []*Op) []porcupine.Operation {
+func (k *porcupineKey) operations(writes, reads, acquires []*history.Op) []porcupine.Operation {
 	if k.model == ModelIssuer {
 		return issuerOperations(acquires)
 	}
@@ -744,9 +744,9 @@ func (k *porcupineKey) check(ctx context.Context, ops []porcupine.Operation, dea
 // the whole history restricted to them is one of the history at T.
 func (k *porcupineKey) findFirstInvalid(ctx context.Context, deadline time.Time) {
 	var times []int64
-	for _, list := range [][]*Op{k.writes, k.reads, k.acquires} {
+	for _, list := range [][]*history.Op{k.writes, k.reads, k.acquires} {
 		for _, op := range list {
-			if op.Return != Never {
+			if op.Return != history.Never {
 				times = append(times, op.Return)
 			}
 		}
@@ -771,7 +771,7 @@ func (k *porcupineKey) findFirstInvalid(ctx context.Context, deadline time.Time)
 	}
 	at := times[hi]
 	k.result.FirstInvalidAt = at
-	for _, list := range [][]*Op{k.writes, k.reads, k.acquires} {
+	for _, list := range [][]*history.Op{k.writes, k.reads, k.acquires} {
 		for _, op := range list {
 			if op.Return == at {
 				k.result.Culprits = append(k.result.Culprits, op.ID)
@@ -794,8 +794,8 @@ func compactTimes(ts []int64) []int64 {
 // prefixAt is ops as the history showed them at time t: invoked by t; a
 // completion after t is not yet known (writes become unknown-outcome; reads
 // and acquires, which then constrain nothing, are dropped).
-func prefixAt(ops []*Op, t int64) []*Op {
-	out := make([]*Op, 0, len(ops))
+func prefixAt(ops []*history.Op, t int64) []*history.Op {
+	out := make([]*history.Op, 0, len(ops))
 	for _, op := range ops {
 		if op.Call > t {
 			continue
@@ -805,7 +805,7 @@ func prefixAt(ops []*Op, t int64) []*Op {
 				continue
 			}
 			c := *op
-			c.Outcome, c.Return, c.Completed, c.Error = OutcomeInfo, Never, Never, ""
+			c.Outcome, c.Return, c.Completed, c.Error = history.OutcomeInfo, history.Never, history.Never, ""
 			op = &c
 		}
 		out = append(out, op)

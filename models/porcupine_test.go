@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models/historytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Visualize writes Porcupine's HTML visualization of one key of one model
@@ -35,7 +36,7 @@ func (r *Report) Visualize(model, key string, w io.Writer) error {
 	}
 	for _, res := range r.Results {
 		for _, a := range res.Anomalies {
-			if a.Model != model || a.Key != key || a.At == Never {
+			if a.Model != model || a.Key != key || a.At == history.Never {
 				continue
 			}
 			color := "#f7c6c6"

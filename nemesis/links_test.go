@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
 	"github.com/stretchr/testify/require"
 )

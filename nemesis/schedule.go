@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Scheduler runs each active nemesis on its own seeded schedule, records

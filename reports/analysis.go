@@ -12,8 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/fencecheck/fencecheck/harness/history"
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // maxNotes bounds the warnings kept about a damaged history: a file with a
@@ -73,7 +72,7 @@ type op struct {
 	Lane    int
 	F       string
 	Key     string
-	Outcome models.Outcome
+	Outcome history.Outcome
 	Call    int64
 	// End is when the operation's bar ends: its completion (also for info),
 	// or the end of the history when it never completed.
@@ -146,8 +145,8 @@ func (s *sliceSource) Next() (history.Event, error) {
 
 func analyze(src eventSource) (*analysis, error) {
 	a := &analysis{Counts: map[string]map[string]int{}, byID: map[int64]int{}}
-	p := models.NewPairer()
-	var ops []*models.Op
+	p := history.NewPairer()
+	var ops []*history.Op
 	var nemesis []history.Event
 	keys := map[string]bool{}
 	badLines := 0
@@ -204,12 +203,12 @@ func analyze(src eventSource) (*analysis, error) {
 	a.Ops = make([]op, len(ops))
 	for i, o := range ops {
 		r := op{ID: o.ID, Process: o.Process, F: o.F, Key: o.Key, Outcome: o.Outcome,
-			Call: o.Call, End: o.Completed, Done: o.Completed != models.Never,
+			Call: o.Call, End: o.Completed, Done: o.Completed != history.Never,
 			Error: o.Error, HW: o.HighWater, Tampered: o.Tampered, Node: o.Node, Value: o.Value}
 		if !r.Done {
 			r.End = a.End
 		}
-		if o.Token.State != models.TokenNone {
+		if o.Token.State != history.TokenNone {
 			r.Token = o.Token.Raw
 		}
 		a.Ops[i] = r
@@ -382,7 +381,7 @@ func rawString(b json.RawMessage) string {
 func (a *analysis) latencies() []Latency {
 	groups := map[[2]string][]int64{}
 	for _, o := range a.Ops {
-		if !o.Done || o.Outcome == models.OutcomeInfo {
+		if !o.Done || o.Outcome == history.OutcomeInfo {
 			continue
 		}
 		k := [2]string{o.F, o.Outcome.String()}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -338,7 +339,7 @@ func viewOp(o op) opView {
 	switch {
 	case !o.Done:
 		v.End, v.Latency = "never completed", "—"
-	case o.Outcome == models.OutcomeInfo:
+	case o.Outcome == history.OutcomeInfo:
 		v.End, v.Latency = seconds(o.End), "unknown outcome"
 	default:
 		v.End, v.Latency = seconds(o.End), durationLabel(o.End-o.Call)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // The plots are SVG drawn here rather than in the browser: they are small
@@ -114,8 +114,8 @@ func throughputPlot(a *analysis, colors map[string]string) *plot {
 	}
 	p.timeAxis(a.End, a.Faults, colors)
 	width := float64(a.End) / plotBuckets
-	counts := map[models.Outcome][]float64{}
-	for _, o := range []models.Outcome{models.OutcomeOk, models.OutcomeFail, models.OutcomeInfo} {
+	counts := map[history.Outcome][]float64{}
+	for _, o := range []history.Outcome{history.OutcomeOk, history.OutcomeFail, history.OutcomeInfo} {
 		counts[o] = make([]float64, plotBuckets)
 	}
 	for _, o := range a.Ops {
@@ -139,7 +139,7 @@ func throughputPlot(a *analysis, colors map[string]string) *plot {
 	for _, v := range yt {
 		p.YTicks = append(p.YTicks, tick{Pos: y(v), Label: trimFloat(v)})
 	}
-	for _, o := range []models.Outcome{models.OutcomeOk, models.OutcomeFail, models.OutcomeInfo} {
+	for _, o := range []history.Outcome{history.OutcomeOk, history.OutcomeFail, history.OutcomeInfo} {
 		var d strings.Builder
 		any := false
 		for i, v := range counts[o] {
@@ -169,7 +169,7 @@ func latencyPlots(a *analysis, colors map[string]string) []*plot {
 	width := float64(a.End) / plotBuckets
 	lo, hi := int64(math.MaxInt64), int64(0)
 	for _, o := range a.Ops {
-		if !o.Done || o.Outcome == models.OutcomeInfo || a.End <= 0 {
+		if !o.Done || o.Outcome == history.OutcomeInfo || a.End <= 0 {
 			continue
 		}
 		bs, ok := byF[o.F]

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencecheck/fencecheck/harness/history"
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Config shapes the fenced-write workload.
@@ -50,7 +50,7 @@ type Fenced struct {
 	stall atomic.Int64 // ns the next holder must stall; 0 = none
 	seq   atomic.Int64
 	// clock is the clients' wall clock.
-	clock *fenced.OffsetClock
+	clock *fencing.OffsetClock
 }
 
 // ClientClockNode names the clients' wall clock for the clock nemesis.
@@ -70,7 +70,7 @@ func NewFenced(cfg Config) (*Fenced, error) {
 	if cfg.ReadShare == 0 {
 		cfg.ReadShare = 0.3
 	}
-	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fenced.NewOffsetClock()}, nil
+	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fencing.NewOffsetClock()}, nil
 }
 
 // Processes is the process allocator, shared with other workloads of the run

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,8 +90,8 @@ func TestForgeWritesLargeUnissuedTokensToItsOwnKeys(t *testing.T) {
 			values[e.Value] = true
 			assert.True(t, strings.HasPrefix(e.Value, "forge-"))
 			assert.False(t, procAfterInfo[e.Process], "a process that saw info is never reused")
-			tok := models.ParseToken(e.Token)
-			require.Equal(t, models.TokenValid, tok.State, "forged tokens are well formed: %q", e.Token)
+			tok := history.ParseToken(e.Token)
+			require.Equal(t, history.TokenValid, tok.State, "forged tokens are well formed: %q", e.Token)
 			assert.GreaterOrEqual(t, tok.N, ForgeBase)
 			if tok.Seal == "" {
 				unsealed++

@@ -23,7 +23,7 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "reference --addr 127.0.0.1:PORT --data DIR",
 		Short: "Run the reference fencing server (Fencing API v1) as a standalone process",
-		Long: `reference serves Fencing API v1 (targets/PROTOCOL.md) from a durable store in
+		Long: `reference serves Fencing API v1 (fencing/PROTOCOL.md) from a durable store in
 --data: every change is fsynced before it is answered, so a kill -9 loses
 nothing acknowledged. With --bug it breaks one rule on purpose, to prove a
 checker catches it. Bugs: ` + strings.Join(names, ", ") + `.`,

@@ -6,8 +6,8 @@ import (
 	"flag"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/targets/etcd"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // etcdEndpointsEnv is the container-friendly fallback for --etcd-endpoints.
@@ -20,19 +20,19 @@ func init() {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (env "+etcdEndpointsEnv+")")
 		},
-		Open: func(ctx context.Context, cfg Config) (fenced.Store, fenced.ServerOptions, error) {
+		Open: func(ctx context.Context, cfg Config) (fencing.Store, fencing.ServerOptions, error) {
 			eps := endpoints
 			if eps == "" {
 				eps = cfg.Getenv(etcdEndpointsEnv)
 			}
 			if eps == "" {
-				return nil, fenced.ServerOptions{}, errors.New("--backend etcd needs --etcd-endpoints URL,...")
+				return nil, fencing.ServerOptions{}, errors.New("--backend etcd needs --etcd-endpoints URL,...")
 			}
 			// The etcd store reads no clock: leases live in etcd, on its
 			// members' monotonic clocks.
 			st, err := etcd.OpenStore(etcd.StoreOptions{Endpoints: strings.Split(eps, ",")})
 			if err != nil {
-				return nil, fenced.ServerOptions{}, err
+				return nil, fencing.ServerOptions{}, err
 			}
 			return st, cfg.ServerOptions(), nil
 		},

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/targets/memory"
 )
 
@@ -12,20 +12,20 @@ func init() {
 	registerBackend("memory", Backend{
 		Usage: "the reference: durable file-backed state in --data (bug switches: --bug)",
 		Bugs:  true,
-		Open: func(ctx context.Context, cfg Config) (fenced.Store, fenced.ServerOptions, error) {
+		Open: func(ctx context.Context, cfg Config) (fencing.Store, fencing.ServerOptions, error) {
 			if cfg.Data == "" {
-				return nil, fenced.ServerOptions{}, errors.New("--backend memory needs --data DIR")
+				return nil, fencing.ServerOptions{}, errors.New("--backend memory needs --data DIR")
 			}
 			bugs, err := memory.ParseBugs(cfg.Bugs...)
 			if err != nil {
-				return nil, fenced.ServerOptions{}, err
+				return nil, fencing.ServerOptions{}, err
 			}
 			if bugs.Has(memory.SplitIssuers) {
-				return nil, fenced.ServerOptions{}, errors.New("split-issuers runs two replicas in one process: use the embedded memory target")
+				return nil, fencing.ServerOptions{}, errors.New("split-issuers runs two replicas in one process: use the embedded memory target")
 			}
 			st, err := memory.OpenStore(cfg.Data, memory.StoreOptions{Clock: cfg.Clock, Bugs: bugs})
 			if err != nil {
-				return nil, fenced.ServerOptions{}, err
+				return nil, fencing.ServerOptions{}, err
 			}
 			return st, memory.ServerOptions(cfg.SealKey, bugs), nil
 		},

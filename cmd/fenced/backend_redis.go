@@ -6,7 +6,7 @@ import (
 	"flag"
 	"time"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/targets/redis"
 )
 
@@ -22,13 +22,13 @@ func init() {
 			fs.StringVar(&addr, "redis-addr", "", "Redis host:port (env "+redisAddrEnv+")")
 			fs.DurationVar(&timeout, "redis-timeout", 2*time.Second, "bound on each Redis command; a command that times out answers 5xx (unknown outcome)")
 		},
-		Open: func(ctx context.Context, cfg Config) (fenced.Store, fenced.ServerOptions, error) {
+		Open: func(ctx context.Context, cfg Config) (fencing.Store, fencing.ServerOptions, error) {
 			a := addr
 			if a == "" {
 				a = cfg.Getenv(redisAddrEnv)
 			}
 			if a == "" {
-				return nil, fenced.ServerOptions{}, errors.New("--backend redis needs --redis-addr HOST:PORT")
+				return nil, fencing.ServerOptions{}, errors.New("--backend redis needs --redis-addr HOST:PORT")
 			}
 			// The Redis store reads no adapter clock: leases are Redis TTLs,
 			// on Redis's own (skewable) clock. The adapter does not wait for

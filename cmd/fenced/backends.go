@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // Backend is one kind of store the adapter can serve the Fencing API over.
@@ -19,7 +19,7 @@ import (
 //		registerBackend("redis", Backend{
 //			Usage: "state in one Redis server",
 //			Flags: func(fs *flag.FlagSet) { fs.StringVar(&addr, "redis-addr", "", "Redis host:port") },
-//			Open: func(ctx context.Context, cfg Config) (fenced.Store, fenced.ServerOptions, error) {
+//			Open: func(ctx context.Context, cfg Config) (fencing.Store, fencing.ServerOptions, error) {
 //				return redis.OpenStore(redis.StoreOptions{Addr: addr}), cfg.ServerOptions(), nil
 //			},
 //		})
@@ -36,7 +36,7 @@ type Backend struct {
 	Bugs bool
 	// Open builds the store once flags are parsed, and the server options
 	// to serve it with (usually cfg.ServerOptions()).
-	Open func(ctx context.Context, cfg Config) (fenced.Store, fenced.ServerOptions, error)
+	Open func(ctx context.Context, cfg Config) (fencing.Store, fencing.ServerOptions, error)
 }
 
 // Config is what every backend gets from the common flags.
@@ -44,7 +44,7 @@ type Config struct {
 	// Data is the --data directory ("" when not given).
 	Data string
 	// Clock is the server's clock (skewed through --clock-offset-file).
-	Clock fenced.Clock
+	Clock fencing.Clock
 	// SealKey is --seal-key (nil: tokens are not authenticated).
 	SealKey []byte
 	// Bugs are the --bug names, unparsed (only backends with Bugs set get
@@ -57,8 +57,8 @@ type Config struct {
 }
 
 // ServerOptions are the plain options: the seal key, no bugs.
-func (c Config) ServerOptions() fenced.ServerOptions {
-	return fenced.ServerOptions{SealKey: c.SealKey}
+func (c Config) ServerOptions() fencing.ServerOptions {
+	return fencing.ServerOptions{SealKey: c.SealKey}
 }
 
 var backends = map[string]Backend{}

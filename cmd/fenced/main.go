@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/targets/memory"
 )
 
@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	data := fs.String("data", "", "data directory (memory backend)")
 	sealKey := fs.String("seal-key", "", "authenticate tokens with this HMAC-SHA256 key (env FENCECHECK_SEAL_KEY)")
 	bugs := fs.String("bug", "", "comma-separated bug switches of the reference (memory backend only)")
-	clockFile := fs.String("clock-offset-file", "", "read a clock offset (ns) from this file (env "+fenced.ClockFileEnv+")")
+	clockFile := fs.String("clock-offset-file", "", "read a clock offset (ns) from this file (env "+fencing.ClockFileEnv+")")
 	for _, n := range backendNames() {
 		if f := backends[n].Flags; f != nil {
 			f(fs)
@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 			return exitUsage
 		}
 	}
-	cfg := Config{Data: *data, Clock: fenced.SystemClock, Getenv: getenv, Log: stderr}
+	cfg := Config{Data: *data, Clock: fencing.SystemClock, Getenv: getenv, Log: stderr}
 	if *bugs != "" {
 		cfg.Bugs = []string{*bugs}
 	}
@@ -94,10 +94,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		cfg.SealKey = []byte(*sealKey)
 	}
 	if *clockFile == "" {
-		*clockFile = getenv(fenced.ClockFileEnv)
+		*clockFile = getenv(fencing.ClockFileEnv)
 	}
 	if *clockFile != "" {
-		cfg.Clock = fenced.FileOffsetClock(*clockFile)
+		cfg.Clock = fencing.FileOffsetClock(*clockFile)
 	}
 
 	store, opts, err := b.Open(ctx, cfg)
@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		return exitError
 	}
 	srv := &http.Server{
-		Handler:           fenced.NewServer(store, opts),
+		Handler:           fencing.NewServer(store, opts),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 func noEnv(string) string { return "" }
@@ -44,16 +45,16 @@ func serve(t *testing.T, args ...string) (url string, stop func() int) {
 func TestMemoryBackendIsDurable(t *testing.T) {
 	dir := t.TempDir()
 	url, stop := serve(t, "--backend", "memory", "--data", dir)
-	c := fenced.NewClient(url, nil)
+	c := fencing.NewClient(url, nil)
 	ctx := context.Background()
 	r := c.Acquire(ctx, "l", "c1", time.Minute)
-	require.Equal(t, fenced.Ok, r.Outcome)
-	require.Equal(t, fenced.Ok, c.Write(ctx, "k", r.Token, []byte("v1")).Outcome)
+	require.Equal(t, fencing.Ok, r.Outcome)
+	require.Equal(t, fencing.Ok, c.Write(ctx, "k", r.Token, []byte("v1")).Outcome)
 	assert.Equal(t, 0, stop(), "SIGTERM is a clean stop")
 
 	url, stop = serve(t, "--backend", "memory", "--data", dir)
 	defer stop()
-	c = fenced.NewClient(url, nil)
+	c = fencing.NewClient(url, nil)
 	r = c.Read(ctx, "k")
 	assert.Equal(t, "v1", string(r.Value))
 	assert.Equal(t, "1", r.Token)
@@ -62,29 +63,29 @@ func TestMemoryBackendIsDurable(t *testing.T) {
 func TestSealKeyAndBugFlags(t *testing.T) {
 	url, stop := serve(t, "--data", t.TempDir(), "--seal-key", "s3cret", "--bug", "accept-forged")
 	defer stop()
-	c := fenced.NewClient(url, nil)
+	c := fencing.NewClient(url, nil)
 	ctx := context.Background()
 	r := c.Acquire(ctx, "l", "c1", time.Minute)
-	assert.Equal(t, fenced.NewSealer([]byte("s3cret")).Seal(1), r.Token)
-	assert.Equal(t, fenced.Ok, c.Write(ctx, "k", "999", []byte("forged")).Outcome, "accept-forged skips the seal check")
+	assert.Equal(t, fencing.NewSealer([]byte("s3cret")).Seal(1), r.Token)
+	assert.Equal(t, fencing.Ok, c.Write(ctx, "k", "999", []byte("forged")).Outcome, "accept-forged skips the seal check")
 }
 
 func TestClockOffsetFile(t *testing.T) {
 	clock := filepath.Join(t.TempDir(), "offset")
 	url, stop := serve(t, "--data", t.TempDir(), "--clock-offset-file", clock)
 	defer stop()
-	c := fenced.NewClient(url, nil)
+	c := fencing.NewClient(url, nil)
 	ctx := context.Background()
-	require.Equal(t, fenced.Ok, c.Acquire(ctx, "l", "c1", time.Minute).Outcome)
+	require.Equal(t, fencing.Ok, c.Acquire(ctx, "l", "c1", time.Minute).Outcome)
 	require.Equal(t, "held", c.Acquire(ctx, "l", "c2", time.Minute).Error)
-	require.NoError(t, fenced.WriteClockOffset(clock, 2*time.Minute))
+	require.NoError(t, fencing.WriteClockOffset(clock, 2*time.Minute))
 	time.Sleep(20 * time.Millisecond)
-	assert.Equal(t, fenced.Ok, c.Acquire(ctx, "l", "c2", time.Minute).Outcome, "the offset file expired the lease")
+	assert.Equal(t, fencing.Ok, c.Acquire(ctx, "l", "c2", time.Minute).Outcome, "the offset file expired the lease")
 }
 
 func TestUsageErrors(t *testing.T) {
 	registerBackend("fake-nobugs", Backend{Usage: "test", Flags: func(fs *flag.FlagSet) { fs.String("fake-addr", "", "") },
-		Open: func(context.Context, Config) (fenced.Store, fenced.ServerOptions, error) { panic("not reached") }})
+		Open: func(context.Context, Config) (fencing.Store, fencing.ServerOptions, error) { panic("not reached") }})
 	defer delete(backends, "fake-nobugs")
 	for _, args := range [][]string{
 		{"--backend", "nope"},
@@ -114,7 +115,7 @@ func TestClockFileFromEnv(t *testing.T) {
 	addrc := make(chan string, 1)
 	done := make(chan int, 1)
 	env := func(k string) string {
-		if k == fenced.ClockFileEnv {
+		if k == fencing.ClockFileEnv {
 			return clock
 		}
 		return ""
@@ -123,8 +124,8 @@ func TestClockFileFromEnv(t *testing.T) {
 		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--bug", "wallclock-tokens"}, &stderr, env, func(a string) { addrc <- a })
 	}()
 	url := "http://" + <-addrc
-	r := fenced.NewClient(url, nil).Acquire(context.Background(), "l", "c", time.Second)
-	n, _, err := fenced.ParseToken(r.Token)
+	r := fencing.NewClient(url, nil).Acquire(context.Background(), "l", "c", time.Second)
+	n, _, err := history.SplitToken(r.Token)
 	require.NoError(t, err)
 	assert.InDelta(t, float64(time.Now().Add(time.Hour).UnixMilli()), float64(n), 5000, "wall-clock tokens follow the env's offset file")
 	cancel()

@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"sort"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Open is the completion time of an operation that never completes (the run

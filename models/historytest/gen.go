@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // GenConfig shapes a generated history. Zero fields take the defaults noted.

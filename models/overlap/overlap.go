@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -127,21 +127,21 @@ type Options struct {
 // Finder computes leases and overlaps from a stream of events.
 type Finder struct {
 	opts   Options
-	pairer *models.Pairer
+	pairer *history.Pairer
 	ttls   map[int64]time.Duration // invoke index -> ttl from extra
 	active map[int]*Lease          // by process
 	done   []Lease
 	// writes are each process's writes in call order (a process runs one
 	// operation at a time), so an overlap finds its writes by binary search.
-	writes map[int][]*models.Op
+	writes map[int][]*history.Op
 	last   int64
 	err    error
 }
 
 // NewFinder returns an empty Finder.
 func NewFinder(opts Options) *Finder {
-	return &Finder{opts: opts, pairer: models.NewPairer(), ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
-		writes: map[int][]*models.Op{}}
+	return &Finder{opts: opts, pairer: history.NewPairer(), ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
+		writes: map[int][]*history.Op{}}
 }
 
 // Find runs a Finder over a whole history.
@@ -237,7 +237,7 @@ func (f *Finder) end(l *Lease, t int64, reason string) {
 	}
 }
 
-func (f *Finder) apply(op *models.Op) {
+func (f *Finder) apply(op *history.Op) {
 	ttl := f.ttls[op.ID]
 	delete(f.ttls, op.ID)
 	if op.F == history.Write {
@@ -249,20 +249,20 @@ func (f *Finder) apply(op *models.Op) {
 		case op.F == history.Release:
 			f.end(l, op.Call, EndReleased)
 			return
-		case op.F == history.Renew && op.Outcome == models.OutcomeOk:
+		case op.F == history.Renew && op.Outcome == history.OutcomeOk:
 			if op.Call < l.expiry {
 				l.expiry = max(l.expiry, op.Call+int64(ttl))
 			}
-		case op.F == history.Renew && op.Outcome == models.OutcomeFail:
+		case op.F == history.Renew && op.Outcome == history.OutcomeFail:
 			f.end(l, op.Return, EndRenewFailed)
 			return
 		}
 	}
-	if op.Outcome == models.OutcomeInfo && l != nil {
+	if op.Outcome == history.OutcomeInfo && l != nil {
 		f.end(l, op.Completed, EndRetired)
 		return
 	}
-	if op.F == history.Acquire && op.Outcome == models.OutcomeOk {
+	if op.F == history.Acquire && op.Outcome == history.OutcomeOk {
 		f.active[op.Process] = &Lease{Key: op.Key, Process: op.Process, Token: op.Token.Raw,
 			tokenN: op.Token.N, AcquireID: op.ID, Start: op.Return, expiry: satAdd(op.Call, int64(ttl))}
 	}
@@ -351,9 +351,9 @@ func (f *Finder) countWrites(o *Overlap) {
 		}
 		o.WriteIDs = append(o.WriteIDs, w.ID)
 		switch w.Outcome {
-		case models.OutcomeOk:
+		case history.OutcomeOk:
 			o.Accepted++
-		case models.OutcomeFail:
+		case history.OutcomeFail:
 			if w.Error == "stale" {
 				o.Rejected++
 			} else {

@@ -39,12 +39,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // TokenHeader is the Fencing API's token header.
-const TokenHeader = fenced.TokenHeader
+const TokenHeader = fencing.TokenHeader
 
 // resourcePath is the prefix of resource requests; writes are PUTs under it.
 const resourcePath = "/v1/resources/"
@@ -348,7 +348,7 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 			// Nothing was sent to the node: say so, so the client records
 			// a definite failure as it would when dialing the node itself.
 			l.dropIfBlackholed(r.Context())
-			w.Header().Set(fenced.ProxyHeader, fenced.ProxyRefused)
+			w.Header().Set(fencing.ProxyHeader, fencing.ProxyRefused)
 			http.Error(w, "connection to the node refused", http.StatusBadGateway)
 			return
 		}
@@ -374,7 +374,7 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 	l.set.mu.Unlock()
 	rh := resp.Header.Clone()
 	removeHopHeaders(rh)
-	rh.Del(fenced.ProxyHeader) // only the proxy speaks for itself
+	rh.Del(fencing.ProxyHeader) // only the proxy speaks for itself
 	for k, v := range rh {
 		w.Header()[k] = v
 	}

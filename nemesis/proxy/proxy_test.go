@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness/history"
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // fakeResource is a strict resource that records, in the shared history,
@@ -467,12 +466,12 @@ func TestStripEventsReachTheCheckersPairing(t *testing.T) {
 			client = append(client, e)
 		}
 	}
-	ops, err := models.Pair(client)
+	ops, err := history.Pair(client)
 	require.NoError(t, err)
 	require.Len(t, ops, 12)
 	for _, op := range ops {
 		require.NotEmpty(t, op.Tampered, "write %s was tampered with", op.Value)
-		assert.NotEqual(t, models.TokenValid, op.Token.State, "the model sees the token the resource got, not %q", op.SentByClient)
+		assert.NotEqual(t, history.TokenValid, op.Token.State, "the model sees the token the resource got, not %q", op.SentByClient)
 		assert.NotEmpty(t, op.SentByClient)
 	}
 }
@@ -490,23 +489,23 @@ func TestARefusedNodeIsADefiniteFailureThroughTheProxy(t *testing.T) {
 	t.Cleanup(func() { set.Close() })
 	u, err := set.Link("clients->n1", "clients", "n1", down)
 	require.NoError(t, err)
-	c := fenced.NewClient(u, nil)
+	c := fencing.NewClient(u, nil)
 	ctx := context.Background()
 	w := c.Write(ctx, "k", "5", []byte("v"))
-	assert.Equal(t, fenced.Fail, w.Outcome, "%+v", w)
-	assert.Equal(t, fenced.ErrWordRefused, w.Error)
+	assert.Equal(t, fencing.Fail, w.Outcome, "%+v", w)
+	assert.Equal(t, fencing.ErrWordRefused, w.Error)
 	a := c.Acquire(ctx, "k", "c1", time.Second)
-	assert.Equal(t, fenced.Fail, a.Outcome, "%+v", a)
+	assert.Equal(t, fencing.Fail, a.Outcome, "%+v", a)
 
 	// A node cannot pass its own 502 off as the proxy's: the header is
 	// removed from nodes' answers, and the outcome stays unknown.
 	spoof := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(fenced.ProxyHeader, fenced.ProxyRefused)
+		w.Header().Set(fencing.ProxyHeader, fencing.ProxyRefused)
 		w.WriteHeader(http.StatusBadGateway)
 	}))
 	t.Cleanup(spoof.Close)
 	u2, err := set.Link("clients->n2", "clients", "n2", spoof.URL)
 	require.NoError(t, err)
-	w = fenced.NewClient(u2, nil).Write(ctx, "k", "6", []byte("v"))
-	assert.Equal(t, fenced.Info, w.Outcome, "%+v", w)
+	w = fencing.NewClient(u2, nil).Write(ctx, "k", "6", []byte("v"))
+	assert.Equal(t, fencing.Info, w.Outcome, "%+v", w)
 }

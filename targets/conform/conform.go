@@ -23,9 +23,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Options tune Check.
@@ -36,7 +37,7 @@ type Options struct {
 	Semantics models.Semantics
 	// Timeout bounds each request (default 5 s).
 	Timeout time.Duration
-	// HTTPClient sends the requests (default: fenced.DefaultHTTPClient()).
+	// HTTPClient sends the requests (default: fencing.DefaultHTTPClient()).
 	HTTPClient *http.Client
 	_          struct{}
 }
@@ -125,7 +126,7 @@ func Check(ctx context.Context, eps harness.Endpoints, opts Options) (*Report, e
 		opts.Timeout = 5 * time.Second
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = fenced.DefaultHTTPClient()
+		opts.HTTPClient = fencing.DefaultHTTPClient()
 	}
 	if opts.Semantics.Equal == "" {
 		opts.Semantics.Equal = models.EqualReject
@@ -232,7 +233,7 @@ func (c *checker) send(base, method, path string, header map[string]string, body
 	}
 	defer resp.Body.Close()
 	a.status, a.header = resp.StatusCode, resp.Header
-	a.body, a.err = io.ReadAll(io.LimitReader(resp.Body, fenced.MaxBodyBytes+1))
+	a.body, a.err = io.ReadAll(io.LimitReader(resp.Body, fencing.MaxBodyBytes+1))
 	return a
 }
 
@@ -262,8 +263,8 @@ func (c *checker) status(check string, e harness.Endpoint, a answer, what, wantW
 
 // errorBody checks that an error answer is a JSON object with an "error"
 // word (and the given word, when not ""). It returns the decoded body.
-func (c *checker) errorBody(check string, e harness.Endpoint, a answer, word string) (fenced.ErrorBody, bool) {
-	var eb fenced.ErrorBody
+func (c *checker) errorBody(check string, e harness.Endpoint, a answer, word string) (fencing.ErrorBody, bool) {
+	var eb fencing.ErrorBody
 	if err := json.Unmarshal(a.body, &eb); err != nil || eb.Error == "" {
 		c.deviate(check+"-json", e, a, "the error body %q is not a JSON object with an \"error\" field; every error of Fencing API v1 is JSON such as {\"error\":\"stale\",\"message\":\"...\"}", clip(a.body))
 		return eb, false
@@ -320,7 +321,7 @@ func (c *checker) acquire(check string, e harness.Endpoint, lock, owner string) 
 		c.deviate(check+"-body", e, a, "the acquire answer %q is not JSON with a \"token\" string; Fencing API v1 wants {\"token\":\"42\",\"ttl_ms\":5000}", clip(a.body))
 		return "", a
 	}
-	if _, _, err := fenced.ParseToken(*lr.Token); err != nil {
+	if _, _, err := history.SplitToken(*lr.Token); err != nil {
 		c.deviate(check+"-token", e, a, "the token %q is not a decimal uint64 (optionally followed by .SEAL)", *lr.Token)
 		return "", a
 	}
@@ -336,7 +337,7 @@ func (c *checker) release(e harness.Endpoint, lock, owner, token string) {
 }
 
 func number(tok string) uint64 {
-	n, _, _ := fenced.ParseToken(tok)
+	n, _, _ := history.SplitToken(tok)
 	return n
 }
 
@@ -351,11 +352,11 @@ func (c *checker) issuer(e harness.Endpoint) {
 	}
 	a := c.send(e.URL, http.MethodPost, lockPath(lock, "acquire"), jsonHeader, lockBody("conform-b", "", 5000))
 	if c.status("acquire-held", e, a, "acquiring a lock another owner holds", "409 {\"error\":\"held\"}", http.StatusConflict) {
-		c.errorBody("acquire-held", e, a, fenced.ErrWordHeld)
+		c.errorBody("acquire-held", e, a, fencing.ErrWordHeld)
 	}
 	a = c.send(e.URL, http.MethodPost, lockPath(lock, "renew"), jsonHeader, lockBody("conform-a", tokA, 5000))
 	if c.status("renew", e, a, "renewing a held lock with its token", "200 {\"token\":...}", http.StatusOK) {
-		var lr fenced.LockResponse
+		var lr fencing.LockResponse
 		if err := json.Unmarshal(a.body, &lr); err != nil || number(lr.Token) != number(tokA) {
 			c.deviate("renew-body", e, a, "the renew answer %q does not carry the lease's token %s", clip(a.body), tokA)
 		} else {
@@ -364,7 +365,7 @@ func (c *checker) issuer(e harness.Endpoint) {
 	}
 	a = c.send(e.URL, http.MethodPost, lockPath(lock, "renew"), jsonHeader, lockBody("conform-b", tokA, 5000))
 	if c.status("renew-lost", e, a, "renewing by an owner that does not hold the lock", "409 {\"error\":\"lost\"}", http.StatusConflict) {
-		c.errorBody("renew-lost", e, a, fenced.ErrWordLost)
+		c.errorBody("renew-lost", e, a, fencing.ErrWordLost)
 	}
 	a = c.send(e.URL, http.MethodPost, lockPath(lock, "renew"), jsonHeader, lockBody("conform-a", "", 5000))
 	if c.status("renew-missing-token", e, a, "renewing without a token", "428 with a JSON error", http.StatusPreconditionRequired) {
@@ -376,7 +377,7 @@ func (c *checker) issuer(e harness.Endpoint) {
 	}
 	a = c.send(e.URL, http.MethodPost, lockPath(lock, "release"), jsonHeader, lockBody("conform-b", tokA, 0))
 	if c.status("release-lost", e, a, "releasing by an owner that does not hold the lock", "409 {\"error\":\"lost\"}", http.StatusConflict) {
-		c.errorBody("release-lost", e, a, fenced.ErrWordLost)
+		c.errorBody("release-lost", e, a, fencing.ErrWordLost)
 	}
 	c.release(e, lock, "conform-a", tokA)
 	tokB, ab := c.acquire("acquire-after-release", e, lock, "conform-b")
@@ -399,7 +400,7 @@ func (c *checker) issuer(e harness.Endpoint) {
 		{"acquire-missing-owner", "an acquire without an owner", lockPath(c.name("lock"), "acquire"), []byte(`{"ttl_ms":5000}`)},
 		{"acquire-missing-ttl", "an acquire without ttl_ms", lockPath(c.name("lock"), "acquire"), []byte(`{"owner":"conform-a"}`)},
 		{"lock-bad-name", "an acquire of a lock named \"bad name!\"", lockPath("bad%20name%21", "acquire"), lockBody("conform-a", "", 5000)},
-		{"lock-long-name", "an acquire of a lock with a 129-character name", lockPath(strings.Repeat("x", fenced.MaxNameLen+1), "acquire"), lockBody("conform-a", "", 5000)},
+		{"lock-long-name", "an acquire of a lock with a 129-character name", lockPath(strings.Repeat("x", fencing.MaxNameLen+1), "acquire"), lockBody("conform-a", "", 5000)},
 	}
 	for _, b := range bad {
 		a := c.send(e.URL, http.MethodPost, b.path, jsonHeader, b.body)
@@ -463,7 +464,7 @@ func (c *checker) tokens(issuer *harness.Endpoint, lock string, n int) []string 
 	}
 	out = out[:0]
 	for i := 0; i < n; i++ {
-		out = append(out, fenced.FormatToken(uint64(1000+i)))
+		out = append(out, history.FormatToken(uint64(1000+i)))
 	}
 	return out
 }
@@ -471,7 +472,7 @@ func (c *checker) tokens(issuer *harness.Endpoint, lock string, n int) []string 
 func resPath(key string) string { return "/v1/resources/" + key }
 
 func tokenHeader(tok string) map[string]string {
-	return map[string]string{fenced.TokenHeader: tok, "Content-Type": "application/octet-stream"}
+	return map[string]string{fencing.TokenHeader: tok, "Content-Type": "application/octet-stream"}
 }
 
 // expectValue reads key and checks value and token-of-value.
@@ -480,7 +481,7 @@ func (c *checker) expectValue(check string, e harness.Endpoint, key, value, toke
 	if !c.status(check, e, a, "reading a written resource "+after, "200 with the value and its Fencing-Token", http.StatusOK) {
 		return
 	}
-	got := a.header.Get(fenced.TokenHeader)
+	got := a.header.Get(fencing.TokenHeader)
 	switch {
 	case string(a.body) != value:
 		c.deviate(check+"-value", e, a, "the read returned %q %s; the last write the resource accepted stored %q", clip(a.body), after, value)
@@ -503,7 +504,7 @@ type register struct {
 
 func (r *register) set(value, token string) {
 	r.value, r.token = value, token
-	if n, _, err := fenced.ParseToken(token); err == nil && n > r.mark {
+	if n, _, err := history.SplitToken(token); err == nil && n > r.mark {
 		r.mark = n
 	}
 }
@@ -512,7 +513,7 @@ func (r *register) set(value, token string) {
 // answered 2xx (the deviation is already recorded).
 func (r *register) wronglyAccepted(a answer, value, token string) {
 	if a.err == nil && a.status/100 == 2 {
-		if _, _, err := fenced.ParseToken(token); err != nil {
+		if _, _, err := history.SplitToken(token); err != nil {
 			token = ""
 		}
 		r.set(value, token)
@@ -529,13 +530,13 @@ func (c *checker) stale(check string, e harness.Endpoint, a answer, what string,
 	if !c.status(check, e, a, what, fmt.Sprintf("409 {\"error\":\"stale\",\"high_water\":\"%d\"}", number(highWater)), http.StatusConflict) {
 		return
 	}
-	eb, ok := c.errorBody(check, e, a, fenced.ErrWordStale)
+	eb, ok := c.errorBody(check, e, a, fencing.ErrWordStale)
 	if !ok {
 		return
 	}
 	if eb.HighWater == "" {
 		c.deviate(check+"-high-water", e, a, "the stale rejection carries no \"high_water\"; Fencing API v1 wants the mark (%d) so a client knows how far behind it is", number(highWater))
-	} else if n, _, err := fenced.ParseToken(eb.HighWater); err != nil || n != number(highWater) {
+	} else if n, _, err := history.SplitToken(eb.HighWater); err != nil || n != number(highWater) {
 		c.deviate(check+"-high-water", e, a, "the stale rejection says high_water %q; the mark is %d", eb.HighWater, number(highWater))
 	} else {
 		c.pass()
@@ -591,7 +592,7 @@ func (c *checker) resource(e harness.Endpoint, issuer *harness.Endpoint) {
 	}
 	stale := "conform-stale-" + key
 	a = c.write(e, key, tokenHeader(t1), stale)
-	c.stale("write-stale-token", e, a, fmt.Sprintf("a write with token %s, older than the high-water mark %d", t1, reg.mark), fenced.FormatToken(reg.mark))
+	c.stale("write-stale-token", e, a, fmt.Sprintf("a write with token %s, older than the high-water mark %d", t1, reg.mark), history.FormatToken(reg.mark))
 	reg.wronglyAccepted(a, stale, t1)
 	c.expectValue("read-after-stale", e, key, reg.value, reg.token, "after the stale write")
 
@@ -623,13 +624,13 @@ func (c *checker) resource(e harness.Endpoint, issuer *harness.Endpoint) {
 	if c.opts.Semantics.Authenticated {
 		// Made-up numbers far above the issuer's, each above the last, so
 		// that a resource that does not verify seals accepts both.
-		bare := fenced.FormatToken(number(t3) + 1000)
+		bare := history.FormatToken(number(t3) + 1000)
 		a = c.write(e, key, tokenHeader(bare), "conform-forged1-"+key)
 		if c.status("write-forged-token", e, a, fmt.Sprintf("a write with the unsealed made-up token %s (semantics authenticated: true)", bare), "403 with a JSON error", http.StatusForbidden) {
 			c.errorBody("write-forged-token", e, a, "")
 		}
 		reg.wronglyAccepted(a, "conform-forged1-"+key, bare)
-		badSeal := fenced.FormatToken(number(t3)+2000) + ".00badseal00"
+		badSeal := history.FormatToken(number(t3)+2000) + ".00badseal00"
 		a = c.write(e, key, tokenHeader(badSeal), "conform-forged2-"+key)
 		if c.status("write-forged-token", e, a, fmt.Sprintf("a write with the badly sealed token %s", badSeal), "403 with a JSON error", http.StatusForbidden) {
 			c.errorBody("write-forged-token", e, a, "")
@@ -650,15 +651,15 @@ func (c *checker) resource(e harness.Endpoint, issuer *harness.Endpoint) {
 		}
 	}
 
-	big := bytes.Repeat([]byte("x"), fenced.MaxBodyBytes+1)
-	a = c.send(e.URL, http.MethodPut, resPath(key), tokenHeader(fenced.FormatToken(number(t3)+1)), big)
+	big := bytes.Repeat([]byte("x"), fencing.MaxBodyBytes+1)
+	a = c.send(e.URL, http.MethodPut, resPath(key), tokenHeader(history.FormatToken(number(t3)+1)), big)
 	if c.status("write-too-large", e, a, "a write with a body over 1 MiB", "413 with a JSON error", http.StatusRequestEntityTooLarge) {
 		c.errorBody("write-too-large", e, a, "")
 	}
 
 	for _, n := range []struct{ check, what, path string }{
 		{"resource-bad-name", "a read of a resource named \"bad name!\"", resPath("bad%20name%21")},
-		{"resource-long-name", "a read of a resource with a 129-character name", resPath(strings.Repeat("y", fenced.MaxNameLen+1))},
+		{"resource-long-name", "a read of a resource with a 129-character name", resPath(strings.Repeat("y", fencing.MaxNameLen+1))},
 	} {
 		a = c.send(e.URL, http.MethodGet, n.path, nil, nil)
 		if c.status(n.check, e, a, n.what, "400 with a JSON error", http.StatusBadRequest) {

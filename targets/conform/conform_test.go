@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
-// store is a small correct fenced.Store (no leases expire) with switches
+// store is a small correct fencing.Store (no leases expire) with switches
 // that break the contract the way the reference's bug switches do.
 type store struct {
 	mu          sync.Mutex
@@ -37,7 +37,7 @@ func (s *store) Acquire(_ context.Context, lock, owner string, _ time.Duration) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h, ok := s.holder[lock]; ok && h != owner {
-		return 0, fenced.ErrHeld
+		return 0, fencing.ErrHeld
 	}
 	s.counter++
 	s.holder[lock], s.token[lock] = owner, s.counter
@@ -48,7 +48,7 @@ func (s *store) Renew(_ context.Context, lock, owner string, token uint64, _ tim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holder[lock] != owner || s.token[lock] != token {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	return nil
 }
@@ -57,7 +57,7 @@ func (s *store) Release(_ context.Context, lock, owner string, token uint64) err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holder[lock] != owner || s.token[lock] != token {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	delete(s.holder, lock)
 	return nil
@@ -68,7 +68,7 @@ func (s *store) Write(_ context.Context, key string, token uint64, value []byte)
 	defer s.mu.Unlock()
 	hw := s.hw[key]
 	if token < hw || (token == hw && !s.acceptEqual && hw != 0) {
-		return &fenced.StaleError{HighWater: hw}
+		return &fencing.StaleError{HighWater: hw}
 	}
 	s.hw[key], s.tov[key], s.val[key] = token, token, append([]byte(nil), value...)
 	return nil
@@ -86,7 +86,7 @@ func (s *store) Read(_ context.Context, key string) ([]byte, uint64, error) {
 	defer s.mu.Unlock()
 	v, ok := s.val[key]
 	if !ok {
-		return nil, 0, fenced.ErrNotFound
+		return nil, 0, fencing.ErrNotFound
 	}
 	return v, s.tov[key], nil
 }
@@ -109,7 +109,7 @@ func check(t *testing.T, eps harness.Endpoints, sem models.Semantics) *Report {
 }
 
 func TestFencedServerIsConformant(t *testing.T) {
-	rep := check(t, serve(t, fenced.NewServer(newStore(), fenced.ServerOptions{})), models.DefaultSemantics())
+	rep := check(t, serve(t, fencing.NewServer(newStore(), fencing.ServerOptions{})), models.DefaultSemantics())
 	assert.Empty(t, rep.Deviations)
 	assert.Empty(t, rep.Skipped)
 	assert.True(t, rep.Conformant())
@@ -119,7 +119,7 @@ func TestFencedServerIsConformant(t *testing.T) {
 }
 
 func TestSealedServerIsConformantAsAuthenticated(t *testing.T) {
-	h := fenced.NewServer(newStore(), fenced.ServerOptions{SealKey: []byte("k")})
+	h := fencing.NewServer(newStore(), fencing.ServerOptions{SealKey: []byte("k")})
 	sem := models.DefaultSemantics()
 	sem.Authenticated = true
 	rep := check(t, serve(t, h), sem)
@@ -130,7 +130,7 @@ func TestSealedServerIsConformantAsAuthenticated(t *testing.T) {
 func TestAcceptEqualIsReported(t *testing.T) {
 	s := newStore()
 	s.acceptEqual = true
-	rep := check(t, serve(t, fenced.NewServer(s, fenced.ServerOptions{})), models.DefaultSemantics())
+	rep := check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), models.DefaultSemantics())
 	require.False(t, rep.Conformant())
 	assert.True(t, rep.Has("write-equal-token"), "%v", rep.Deviations)
 	text := rep.Err().Error()
@@ -143,12 +143,12 @@ func TestAcceptEqualIsFineWhenDeclared(t *testing.T) {
 	s.acceptEqual = true
 	sem := models.DefaultSemantics()
 	sem.Equal = models.EqualAccept
-	rep := check(t, serve(t, fenced.NewServer(s, fenced.ServerOptions{})), sem)
+	rep := check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), sem)
 	assert.Empty(t, rep.Deviations)
 }
 
 func TestMissingAsZeroIsReported(t *testing.T) {
-	h := fenced.NewServer(newStore(), fenced.ServerOptions{Bugs: fenced.ServerBugs{MissingAsZero: true}})
+	h := fencing.NewServer(newStore(), fencing.ServerOptions{Bugs: fencing.ServerBugs{MissingAsZero: true}})
 	rep := check(t, serve(t, h), models.DefaultSemantics())
 	require.False(t, rep.Conformant())
 	assert.True(t, rep.Has("write-missing-token"), "%v", rep.Deviations)
@@ -159,7 +159,7 @@ func TestMissingAsZeroIsReported(t *testing.T) {
 }
 
 func TestAcceptForgedIsReportedWhenAuthenticated(t *testing.T) {
-	h := fenced.NewServer(newStore(), fenced.ServerOptions{SealKey: []byte("k"), Bugs: fenced.ServerBugs{AcceptForged: true}})
+	h := fencing.NewServer(newStore(), fencing.ServerOptions{SealKey: []byte("k"), Bugs: fencing.ServerBugs{AcceptForged: true}})
 	sem := models.DefaultSemantics()
 	sem.Authenticated = true
 	rep := check(t, serve(t, h), sem)
@@ -169,7 +169,7 @@ func TestAcceptForgedIsReportedWhenAuthenticated(t *testing.T) {
 // A hand-written server that gets the outcome classes wrong: stale writes
 // answered 500 with plain text, reads without Fencing-Token, no health.
 func TestSloppyServerDeviationsInWords(t *testing.T) {
-	good := fenced.NewServer(newStore(), fenced.ServerOptions{})
+	good := fencing.NewServer(newStore(), fencing.ServerOptions{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/v1/health":
@@ -177,7 +177,7 @@ func TestSloppyServerDeviationsInWords(t *testing.T) {
 		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/resources/"):
 			rec := httptest.NewRecorder()
 			good.ServeHTTP(rec, r)
-			rec.Header().Del(fenced.TokenHeader)
+			rec.Header().Del(fencing.TokenHeader)
 			for k, v := range rec.Header() {
 				w.Header()[k] = v
 			}
@@ -211,8 +211,8 @@ func TestSloppyServerDeviationsInWords(t *testing.T) {
 // resources with their own state: the preflight says clients could not use
 // them as one system.
 func TestIndependentNodesAreReported(t *testing.T) {
-	a := serve(t, fenced.NewServer(newStore(), fenced.ServerOptions{}))
-	b := serve(t, fenced.NewServer(newStore(), fenced.ServerOptions{}))
+	a := serve(t, fencing.NewServer(newStore(), fencing.ServerOptions{}))
+	b := serve(t, fencing.NewServer(newStore(), fencing.ServerOptions{}))
 	b.Issuers[0].Node, b.Resources[0].Node = "n2", "n2"
 	eps := harness.Endpoints{Issuers: append(a.Issuers, b.Issuers...), Resources: append(a.Resources, b.Resources...)}
 	rep := check(t, eps, models.DefaultSemantics())
@@ -234,7 +234,7 @@ func TestUnreachableNodeIsADeviation(t *testing.T) {
 // deviation, not one per later check), and the resource checks go on with
 // made-up tokens, since the system does not authenticate them.
 func TestBrokenIssuerIsOneDeviation(t *testing.T) {
-	good := fenced.NewServer(newStore(), fenced.ServerOptions{})
+	good := fencing.NewServer(newStore(), fencing.ServerOptions{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/acquire") && r.Method == http.MethodPost {
 			http.Error(w, "boom", http.StatusInternalServerError)

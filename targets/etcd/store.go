@@ -1,4 +1,4 @@
-// Package etcd is fencecheck's etcd fencing implementation: a fenced.Store
+// Package etcd is fencecheck's etcd fencing implementation: a fencing.Store
 // whose every check happens inside etcd (a lease plus a create-if-absent
 // transaction for locks, one compare-and-put transaction for writes), and
 // the container target "etcd": three etcd members behind two adapters.
@@ -14,15 +14,15 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Semantics is what the etcd store guarantees: a write needs a strictly
 // newer token, and tokens are etcd revisions, one sequence for all locks.
 var Semantics = models.Semantics{Equal: models.EqualReject, Scope: models.ScopeGlobal}
 
-// Store is a fenced.Store kept entirely in etcd; the adapter holds no
+// Store is a fencing.Store kept entirely in etcd; the adapter holds no
 // fencing state of its own, so any adapter replica can serve any request.
 //
 // Keys (under Prefix):
@@ -39,7 +39,7 @@ type Store struct {
 	timeout time.Duration
 }
 
-var _ fenced.Store = (*Store)(nil)
+var _ fencing.Store = (*Store)(nil)
 
 // StoreOptions configure OpenStore.
 type StoreOptions struct {
@@ -164,7 +164,7 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 	}
 	if !resp.Succeeded {
 		s.revokeQuietly(lease.ID)
-		return 0, fenced.ErrHeld
+		return 0, fencing.ErrHeld
 	}
 	return uint64(resp.Header.Revision), nil
 }
@@ -200,7 +200,7 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 		return err
 	}
 	if !ok {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	old := clientv3.LeaseID(resp.Kvs[0].Lease)
 	var ka *clientv3.LeaseKeepAliveResponse
@@ -209,7 +209,7 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 		return err
 	}); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fenced.ErrLost
+			return fencing.ErrLost
 		}
 		return fmt.Errorf("etcd keep-alive: %w", err)
 	}
@@ -219,7 +219,7 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 	if _, ok, err := s.holder(ctx, lock, owner, token); err != nil {
 		return err
 	} else if !ok {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func (s *Store) moveToNewLease(ctx context.Context, lock, owner string, token ui
 	}
 	if !resp.Succeeded {
 		s.revokeQuietly(lease.ID)
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	s.revokeQuietly(old)
 	return nil
@@ -275,7 +275,7 @@ func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) e
 		return fmt.Errorf("etcd release: %w", err)
 	}
 	if !resp.Succeeded {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) > 0 && prev[0].Lease != 0 {
 		s.revokeQuietly(clientv3.LeaseID(prev[0].Lease))
@@ -333,7 +333,7 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	if err != nil {
 		return fmt.Errorf("etcd write: bad high-water mark %q for %s", kvs[0].Value, key)
 	}
-	return &fenced.StaleError{HighWater: mark}
+	return &fencing.StaleError{HighWater: mark}
 }
 
 // Read is a linearizable read (etcd's default for a transaction without
@@ -352,7 +352,7 @@ func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 	vals := resp.Responses[0].GetResponseRange().Kvs
 	hws := resp.Responses[1].GetResponseRange().Kvs
 	if len(vals) == 0 || len(hws) == 0 {
-		return nil, 0, fenced.ErrNotFound
+		return nil, 0, fencing.ErrNotFound
 	}
 	mark, err := strconv.ParseUint(string(hws[0].Value), 10, 64)
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // singleEtcd runs one etcd member in a container for the store tests and
@@ -57,18 +57,18 @@ func TestStoreSemantics(t *testing.T) {
 		tok, err := s.Acquire(ctx, "l1", "c1", 5*time.Second)
 		require.NoError(t, err)
 		_, err = s.Acquire(ctx, "l1", "c2", 5*time.Second)
-		assert.ErrorIs(t, err, fenced.ErrHeld)
+		assert.ErrorIs(t, err, fencing.ErrHeld)
 		other, err := s.Acquire(ctx, "l2", "c2", 5*time.Second)
 		require.NoError(t, err)
 		assert.Greater(t, other, tok, "tokens are global etcd revisions")
 
 		assert.NoError(t, s.Renew(ctx, "l1", "c1", tok, 5*time.Second))
-		assert.ErrorIs(t, s.Renew(ctx, "l1", "c2", tok, 5*time.Second), fenced.ErrLost, "wrong owner")
-		assert.ErrorIs(t, s.Renew(ctx, "l1", "c1", tok+1, 5*time.Second), fenced.ErrLost, "wrong token")
-		assert.ErrorIs(t, s.Release(ctx, "l1", "c1", tok+1), fenced.ErrLost)
+		assert.ErrorIs(t, s.Renew(ctx, "l1", "c2", tok, 5*time.Second), fencing.ErrLost, "wrong owner")
+		assert.ErrorIs(t, s.Renew(ctx, "l1", "c1", tok+1, 5*time.Second), fencing.ErrLost, "wrong token")
+		assert.ErrorIs(t, s.Release(ctx, "l1", "c1", tok+1), fencing.ErrLost)
 		require.NoError(t, s.Release(ctx, "l1", "c1", tok))
-		assert.ErrorIs(t, s.Release(ctx, "l1", "c1", tok), fenced.ErrLost, "released twice")
-		assert.ErrorIs(t, s.Renew(ctx, "l1", "c1", tok, time.Second), fenced.ErrLost, "renew after release")
+		assert.ErrorIs(t, s.Release(ctx, "l1", "c1", tok), fencing.ErrLost, "released twice")
+		assert.ErrorIs(t, s.Renew(ctx, "l1", "c1", tok, time.Second), fencing.ErrLost, "renew after release")
 
 		again, err := s.Acquire(ctx, "l1", "c2", 5*time.Second)
 		require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestStoreSemantics(t *testing.T) {
 			return err == nil
 		}, 10*time.Second, 200*time.Millisecond)
 		assert.Greater(t, next, tok)
-		assert.ErrorIs(t, s.Renew(ctx, "short", "c1", tok, time.Second), fenced.ErrLost)
+		assert.ErrorIs(t, s.Renew(ctx, "short", "c1", tok, time.Second), fencing.ErrLost)
 	})
 
 	t.Run("renew with a longer ttl keeps the token and lengthens the lease", func(t *testing.T) {
@@ -94,21 +94,21 @@ func TestStoreSemantics(t *testing.T) {
 		require.NoError(t, s.Renew(ctx, "grow", "c1", tok, 10*time.Second))
 		time.Sleep(3500 * time.Millisecond) // past the first lease (etcd's minimum, about 2 s)
 		_, err = s.Acquire(ctx, "grow", "c2", time.Second)
-		assert.ErrorIs(t, err, fenced.ErrHeld, "the lease was lengthened")
+		assert.ErrorIs(t, err, fencing.ErrHeld, "the lease was lengthened")
 		assert.NoError(t, s.Renew(ctx, "grow", "c1", tok, time.Second), "same token after the move")
 		require.NoError(t, s.Release(ctx, "grow", "c1", tok))
 	})
 
 	t.Run("writes", func(t *testing.T) {
 		_, _, err := s.Read(ctx, "k")
-		assert.ErrorIs(t, err, fenced.ErrNotFound)
+		assert.ErrorIs(t, err, fencing.ErrNotFound)
 		require.NoError(t, s.Write(ctx, "k", 10, []byte("a")))
 		v, tok, err := s.Read(ctx, "k")
 		require.NoError(t, err)
 		assert.Equal(t, "a", string(v))
 		assert.Equal(t, uint64(10), tok)
 
-		var stale *fenced.StaleError
+		var stale *fencing.StaleError
 		require.ErrorAs(t, s.Write(ctx, "k", 10, []byte("b")), &stale, "equal token is a replay")
 		assert.Equal(t, uint64(10), stale.HighWater)
 		require.ErrorAs(t, s.Write(ctx, "k", 9, []byte("c")), &stale)
@@ -139,7 +139,7 @@ func TestStoreSemantics(t *testing.T) {
 			if err == nil {
 				accepted++
 			} else {
-				var stale *fenced.StaleError
+				var stale *fencing.StaleError
 				assert.ErrorAs(t, err, &stale)
 			}
 		}

@@ -16,11 +16,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Ports inside the containers.
@@ -160,7 +160,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		case roleAdapter:
 			n.clockDir = filepath.Join(t.dataRoot, n.name+"-clock")
 			if err = os.MkdirAll(n.clockDir, 0o755); err == nil {
-				err = fenced.WriteClockOffset(filepath.Join(n.clockDir, "offset"), 0)
+				err = fencing.WriteClockOffset(filepath.Join(n.clockDir, "offset"), 0)
 			}
 		}
 		if err != nil {
@@ -271,7 +271,7 @@ func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 			"--backend", "etcd",
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 		},
-		Env:   []string{fenced.ClockFileEnv + "=/clock/offset"},
+		Env:   []string{fencing.ClockFileEnv + "=/clock/offset"},
 		User:  docker.HostUser(),
 		Ports: []int{adapterPort},
 		Binds: []docker.Bind{{Host: n.clockDir, Container: "/clock", ReadOnly: true}},
@@ -607,5 +607,5 @@ func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Du
 	if n.role != roleAdapter {
 		return fmt.Errorf("clock skew does not apply to etcd member %s (Go reads the vDSO clock)", name)
 	}
-	return fenced.WriteClockOffset(filepath.Join(n.clockDir, "offset"), offset)
+	return fencing.WriteClockOffset(filepath.Join(n.clockDir, "offset"), offset)
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 type logWriter struct{ t *testing.T }
@@ -41,30 +41,30 @@ func TestCluster(t *testing.T) {
 	}()
 	require.Len(t, eps.Issuers, 2)
 	require.Len(t, eps.Resources, 2)
-	a1 := fenced.NewClient(eps.Issuers[0].URL, nil)
-	a2 := fenced.NewClient(eps.Resources[1].URL, nil)
+	a1 := fencing.NewClient(eps.Issuers[0].URL, nil)
+	a2 := fencing.NewClient(eps.Resources[1].URL, nil)
 	opCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
 
 	t.Run("fencing through both adapters", func(t *testing.T) {
 		c, cancel := opCtx()
 		defer cancel()
 		acq := a1.Acquire(c, "lock", "c1", 5*time.Second)
-		require.Equal(t, fenced.Ok, acq.Outcome, "%+v", acq)
+		require.Equal(t, fencing.Ok, acq.Outcome, "%+v", acq)
 		held := a2.Acquire(c, "lock", "c2", 5*time.Second)
-		assert.Equal(t, fenced.Fail, held.Outcome)
+		assert.Equal(t, fencing.Fail, held.Outcome)
 		assert.Equal(t, "held", held.Error)
 
 		w := a2.Write(c, "k", acq.Token, []byte("v1"))
-		require.Equal(t, fenced.Ok, w.Outcome, "%+v", w)
+		require.Equal(t, fencing.Ok, w.Outcome, "%+v", w)
 		r := a1.Read(c, "k")
-		require.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
+		require.Equal(t, fencing.Ok, r.Outcome, "%+v", r)
 		assert.Equal(t, "v1", string(r.Value))
 		assert.Equal(t, acq.Token, r.Token)
 		stale := a1.Write(c, "k", acq.Token, []byte("again"))
-		assert.Equal(t, fenced.Fail, stale.Outcome)
+		assert.Equal(t, fencing.Fail, stale.Outcome)
 		assert.Equal(t, "stale", stale.Error)
 		assert.Equal(t, acq.Token, stale.HighWater)
-		require.Equal(t, fenced.Ok, a1.Release(c, "lock", "c1", acq.Token).Outcome)
+		require.Equal(t, fencing.Ok, a1.Release(c, "lock", "c1", acq.Token).Outcome)
 	})
 
 	leader, err := tg.Leader(ctx)
@@ -88,7 +88,7 @@ func TestCluster(t *testing.T) {
 			defer cancel()
 			w := a1.Write(c, "k", fmt.Sprint(token), []byte("during-pause"))
 			t.Logf("write during pause: %s %s", w.Outcome, w.Message)
-			return w.Outcome == fenced.Ok
+			return w.Outcome == fencing.Ok
 		}, 30*time.Second, 100*time.Millisecond, "the majority keeps serving")
 		require.NoError(t, tg.ResumeNode(ctx, follower))
 		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(follower), 20*time.Second))
@@ -126,7 +126,7 @@ func TestCluster(t *testing.T) {
 			defer cancel()
 			w := a2.Write(c, "k", fmt.Sprint(token), []byte("during-partition"))
 			t.Logf("write during partition: %s %s", w.Outcome, w.Message)
-			return w.Outcome == fenced.Ok
+			return w.Outcome == fencing.Ok
 		}, 30*time.Second, 100*time.Millisecond, "adapters reach the majority")
 		require.NoError(t, tg.HealPartition(ctx))
 		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(leader), 20*time.Second))

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // Bug names one deliberate fault of the reference: each is one way real
@@ -93,6 +93,6 @@ func (bs Bugs) String() string {
 }
 
 // Server returns the bugs that live in the HTTP layer.
-func (bs Bugs) Server() fenced.ServerBugs {
-	return fenced.ServerBugs{MissingAsZero: bs.Has(MissingAsZero), AcceptForged: bs.Has(AcceptForged)}
+func (bs Bugs) Server() fencing.ServerBugs {
+	return fencing.ServerBugs{MissingAsZero: bs.Has(MissingAsZero), AcceptForged: bs.Has(AcceptForged)}
 }

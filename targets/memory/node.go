@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // Config describes one reference node.
@@ -23,7 +23,7 @@ type Config struct {
 	Dir string
 	// Addr is where Start listens when given ""; default 127.0.0.1:0.
 	Addr string
-	// SealKey switches on authenticated tokens (see fenced.ServerOptions).
+	// SealKey switches on authenticated tokens (see fencing.ServerOptions).
 	// With the accept-forged bug and no key, a fixed key is used: the bug
 	// only means something when tokens are sealed.
 	SealKey []byte
@@ -31,7 +31,7 @@ type Config struct {
 	Bugs Bugs
 	// Clock, when set, replaces the node's own OffsetClock (a container's
 	// FileOffsetClock); Node.Clock then returns nil.
-	Clock fenced.Clock
+	Clock fencing.Clock
 	// Log receives one line per lifecycle change; nil is silent.
 	Log io.Writer
 }
@@ -42,11 +42,11 @@ var defaultForgedKey = []byte("fencecheck-accept-forged-default-key")
 // ServerOptions are the HTTP layer's options for a reference with sealKey
 // and bugs: the server-layer bugs, and a fixed seal key under accept-forged
 // when none was given (the bug only means something when tokens are sealed).
-func ServerOptions(sealKey []byte, bugs Bugs) fenced.ServerOptions {
+func ServerOptions(sealKey []byte, bugs Bugs) fencing.ServerOptions {
 	if bugs.Has(AcceptForged) && len(sealKey) == 0 {
 		sealKey = defaultForgedKey
 	}
-	return fenced.ServerOptions{SealKey: sealKey, Bugs: bugs.Server()}
+	return fencing.ServerOptions{SealKey: sealKey, Bugs: bugs.Server()}
 }
 
 // Node is a reference server running in this process: the embedded target.
@@ -55,7 +55,7 @@ func ServerOptions(sealKey []byte, bugs Bugs) fenced.ServerOptions {
 // node keeps its address across restarts so clients' URLs stay valid.
 type Node struct {
 	cfg   Config
-	clock *fenced.OffsetClock
+	clock *fencing.OffsetClock
 
 	// extra mounts more routes ahead of the Fencing API (the split-issuers
 	// leader's counter endpoint); upstream feeds StoreOptions.Upstream.
@@ -87,7 +87,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.Name = "reference"
 	}
 	cfg.SealKey = ServerOptions(cfg.SealKey, cfg.Bugs).SealKey
-	return &Node{cfg: cfg, clock: fenced.NewOffsetClock()}, nil
+	return &Node{cfg: cfg, clock: fencing.NewOffsetClock()}, nil
 }
 
 // Name is the node's name.
@@ -95,14 +95,14 @@ func (n *Node) Name() string { return n.cfg.Name }
 
 // Clock is the node's clock, for the clock nemesis; nil when Config.Clock
 // replaced it.
-func (n *Node) Clock() *fenced.OffsetClock {
+func (n *Node) Clock() *fencing.OffsetClock {
 	if n.cfg.Clock != nil {
 		return nil
 	}
 	return n.clock
 }
 
-func (n *Node) storeClock() fenced.Clock {
+func (n *Node) storeClock() fencing.Clock {
 	if n.cfg.Clock != nil {
 		return n.cfg.Clock
 	}
@@ -155,7 +155,7 @@ func (n *Node) startLocked(addr string) error {
 		return err
 	}
 	g := &gate{}
-	api := fenced.NewServer(st, ServerOptions(n.cfg.SealKey, n.cfg.Bugs))
+	api := fencing.NewServer(st, ServerOptions(n.cfg.SealKey, n.cfg.Bugs))
 	mux := http.NewServeMux()
 	if n.extra != nil {
 		n.extra(mux, st)

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 var bg = context.Background()
 
-func startNode(t *testing.T, bugs ...Bug) (*Node, *fenced.Client) {
+func startNode(t *testing.T, bugs ...Bug) (*Node, *fencing.Client) {
 	t.Helper()
 	set := Bugs{}
 	for _, b := range bugs {
@@ -27,42 +28,42 @@ func startNode(t *testing.T, bugs ...Bug) (*Node, *fenced.Client) {
 	url, err := n.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Stop() })
-	return n, fenced.NewClient(url, nil)
+	return n, fencing.NewClient(url, nil)
 }
 
 // restart kills and restarts n, then lets c notice its dead keep-alive
 // connection on a harmless GET (which the transport may retry): a PUT or POST
 // on it would rightly come back info.
-func restart(t *testing.T, n *Node, c *fenced.Client, wipe bool) {
+func restart(t *testing.T, n *Node, c *fencing.Client, wipe bool) {
 	t.Helper()
 	require.NoError(t, n.Restart(wipe))
 	require.NoError(t, c.Health(bg))
 }
 
-func acquire(t *testing.T, c *fenced.Client, lock, owner string) uint64 {
+func acquire(t *testing.T, c *fencing.Client, lock, owner string) uint64 {
 	t.Helper()
 	r := c.Acquire(bg, lock, owner, time.Minute)
-	require.Equal(t, fenced.Ok, r.Outcome, "%s %s", r.Error, r.Message)
-	n, _, err := fenced.ParseToken(r.Token)
+	require.Equal(t, fencing.Ok, r.Outcome, "%s %s", r.Error, r.Message)
+	n, _, err := history.SplitToken(r.Token)
 	require.NoError(t, err)
 	return n
 }
 
-func write(c *fenced.Client, key string, token uint64, value string) fenced.Result {
+func write(c *fencing.Client, key string, token uint64, value string) fencing.Result {
 	return c.Write(bg, key, strconv.FormatUint(token, 10), []byte(value))
 }
 
 // history writes some state: lock l issued tokens 1..3 (c3 holds it), key k
 // has high-water 3 and value v3.
-func seed(t *testing.T, c *fenced.Client) {
+func seed(t *testing.T, c *fencing.Client) {
 	t.Helper()
 	for i := 1; i <= 3; i++ {
 		owner := fmt.Sprintf("c%d", i)
 		tok := acquire(t, c, "l", owner)
 		require.Equal(t, uint64(i), tok)
-		require.Equal(t, fenced.Ok, write(c, "k", tok, "v"+strconv.Itoa(i)).Outcome)
+		require.Equal(t, fencing.Ok, write(c, "k", tok, "v"+strconv.Itoa(i)).Outcome)
 		if i < 3 {
-			require.Equal(t, fenced.Ok, c.Release(bg, "l", owner, strconv.FormatUint(tok, 10)).Outcome)
+			require.Equal(t, fencing.Ok, c.Release(bg, "l", owner, strconv.FormatUint(tok, 10)).Outcome)
 		}
 	}
 }
@@ -76,7 +77,7 @@ func TestDurableAcrossKill(t *testing.T) {
 
 	// The holder's lease survived, and so did the counter and the mark.
 	assert.Equal(t, "held", c.Acquire(bg, "l", "c9", time.Second).Error)
-	assert.Equal(t, fenced.Ok, c.Release(bg, "l", "c3", "3").Outcome)
+	assert.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
 	assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"))
 	r := write(c, "k", 2, "late")
 	assert.Equal(t, "stale", r.Error)
@@ -98,7 +99,7 @@ func TestBugCounterInMemory(t *testing.T) {
 	n, c := startNode(t, CounterInMemory)
 	seed(t, c)
 	restart(t, n, c, false)
-	require.Equal(t, fenced.Ok, c.Release(bg, "l", "c3", "3").Outcome, "holders stay durable")
+	require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome, "holders stay durable")
 	assert.Equal(t, uint64(1), acquire(t, c, "l", "c4"), "the counter starts again from 0")
 	assert.Equal(t, "stale", write(c, "k", 1, "x").Error, "the high-water mark stays durable")
 }
@@ -108,27 +109,27 @@ func TestBugForgetHighwater(t *testing.T) {
 	seed(t, c)
 	restart(t, n, c, false)
 	assert.False(t, c.Read(bg, "k").Found, "values are forgotten")
-	assert.Equal(t, fenced.Ok, write(c, "k", 1, "old token accepted").Outcome)
-	require.Equal(t, fenced.Ok, c.Release(bg, "l", "c3", "3").Outcome)
+	assert.Equal(t, fencing.Ok, write(c, "k", 1, "old token accepted").Outcome)
+	require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
 	assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"), "the counter stays durable")
 }
 
 func TestBugAcceptEqual(t *testing.T) {
 	_, correct := startNode(t)
 	_, buggy := startNode(t, AcceptEqual)
-	for _, c := range []*fenced.Client{correct, buggy} {
-		require.Equal(t, fenced.Ok, write(c, "k", 5, "a").Outcome)
+	for _, c := range []*fencing.Client{correct, buggy} {
+		require.Equal(t, fencing.Ok, write(c, "k", 5, "a").Outcome)
 		assert.Equal(t, "stale", write(c, "k", 4, "b").Error)
 	}
 	assert.Equal(t, "stale", write(correct, "k", 5, "replay").Error)
-	assert.Equal(t, fenced.Ok, write(buggy, "k", 5, "replay").Outcome)
+	assert.Equal(t, fencing.Ok, write(buggy, "k", 5, "replay").Outcome)
 	assert.Equal(t, "replay", string(buggy.Read(bg, "k").Value))
 }
 
 func TestBugNoFencing(t *testing.T) {
 	_, c := startNode(t, NoFencing)
-	require.Equal(t, fenced.Ok, write(c, "k", 5, "a").Outcome)
-	require.Equal(t, fenced.Ok, write(c, "k", 2, "b").Outcome)
+	require.Equal(t, fencing.Ok, write(c, "k", 5, "a").Outcome)
+	require.Equal(t, fencing.Ok, write(c, "k", 2, "b").Outcome)
 	r := c.Read(bg, "k")
 	assert.Equal(t, "b", string(r.Value))
 	assert.Equal(t, "2", r.Token, "the token of the value is still kept")
@@ -137,8 +138,8 @@ func TestBugNoFencing(t *testing.T) {
 
 func TestBugMissingAsZero(t *testing.T) {
 	_, c := startNode(t, MissingAsZero)
-	require.Equal(t, fenced.Ok, write(c, "k", 5, "a").Outcome)
-	require.Equal(t, fenced.Ok, c.Write(bg, "k", "", []byte("tokenless")).Outcome)
+	require.Equal(t, fencing.Ok, write(c, "k", 5, "a").Outcome)
+	require.Equal(t, fencing.Ok, c.Write(bg, "k", "", []byte("tokenless")).Outcome)
 	r := c.Read(bg, "k")
 	assert.Equal(t, "tokenless", string(r.Value))
 	assert.Equal(t, "0", r.Token)
@@ -151,7 +152,7 @@ func TestBugWallclockTokens(t *testing.T) {
 	tok := acquire(t, c, "l", "c1")
 	assert.GreaterOrEqual(t, tok, before)
 	n.Clock().Set(-time.Hour)
-	require.Equal(t, fenced.Ok, c.Release(bg, "l", "c1", strconv.FormatUint(tok, 10)).Outcome)
+	require.Equal(t, fencing.Ok, c.Release(bg, "l", "c1", strconv.FormatUint(tok, 10)).Outcome)
 	tok2 := acquire(t, c, "l", "c2")
 	assert.Less(t, tok2, tok, "a step back makes tokens smaller")
 }
@@ -162,18 +163,18 @@ func TestSealedNodeAndAcceptForged(t *testing.T) {
 	url, err := n.Start("")
 	require.NoError(t, err)
 	defer n.Stop()
-	c := fenced.NewClient(url, nil)
+	c := fencing.NewClient(url, nil)
 	r := c.Acquire(bg, "l", "c1", time.Second)
-	require.Equal(t, fenced.Ok, r.Outcome)
-	assert.Equal(t, fenced.NewSealer([]byte("k")).Seal(1), r.Token)
+	require.Equal(t, fencing.Ok, r.Outcome)
+	assert.Equal(t, fencing.NewSealer([]byte("k")).Seal(1), r.Token)
 	assert.Equal(t, 403, write(c, "k", 99, "forged").Status)
-	assert.Equal(t, fenced.Ok, c.Write(bg, "k", r.Token, []byte("sealed")).Outcome)
+	assert.Equal(t, fencing.Ok, c.Write(bg, "k", r.Token, []byte("sealed")).Outcome)
 
 	_, buggy := startNode(t, AcceptForged)
 	r = buggy.Acquire(bg, "l", "c1", time.Second)
-	require.Equal(t, fenced.Ok, r.Outcome)
+	require.Equal(t, fencing.Ok, r.Outcome)
 	assert.Contains(t, r.Token, ".", "accept-forged seals tokens even without a key")
-	assert.Equal(t, fenced.Ok, write(buggy, "k", 99, "forged").Outcome)
+	assert.Equal(t, fencing.Ok, write(buggy, "k", 99, "forged").Outcome)
 }
 
 func TestLeaseFollowsClock(t *testing.T) {
@@ -184,25 +185,25 @@ func TestLeaseFollowsClock(t *testing.T) {
 	assert.Equal(t, tok+1, acquire(t, c, "l", "c2"), "a forward jump expires the lease early")
 	assert.Equal(t, "lost", c.Renew(bg, "l", "c1", strconv.FormatUint(tok, 10), time.Second).Error)
 	// Fencing still protects the resource from the old holder.
-	require.Equal(t, fenced.Ok, write(c, "k", tok+1, "new").Outcome)
+	require.Equal(t, fencing.Ok, write(c, "k", tok+1, "new").Outcome)
 	assert.Equal(t, "stale", write(c, "k", tok, "late").Error)
 }
 
 func TestRenewAndReleaseRules(t *testing.T) {
 	n, c := startNode(t)
 	tok := strconv.FormatUint(acquire(t, c, "l", "c1"), 10)
-	assert.Equal(t, fenced.Ok, c.Renew(bg, "l", "c1", tok, 3*time.Minute).Outcome)
+	assert.Equal(t, fencing.Ok, c.Renew(bg, "l", "c1", tok, 3*time.Minute).Outcome)
 	n.Clock().Set(2 * time.Minute)
 	assert.Equal(t, "held", c.Acquire(bg, "l", "c2", time.Second).Error, "renew extended the lease")
 	assert.Equal(t, "lost", c.Release(bg, "l", "c2", tok).Error)
-	assert.Equal(t, fenced.Ok, c.Acquire(bg, "l", "c1", time.Second).Outcome, "the owner may re-acquire")
+	assert.Equal(t, fencing.Ok, c.Acquire(bg, "l", "c1", time.Second).Outcome, "the owner may re-acquire")
 	assert.Equal(t, "lost", c.Release(bg, "l", "c1", tok).Error, "with a fresh token; the old one is gone")
 }
 
 func TestPauseStallsUntilResume(t *testing.T) {
 	n, c := startNode(t)
 	n.Pause()
-	done := make(chan fenced.Result, 1)
+	done := make(chan fencing.Result, 1)
 	go func() { done <- write(c, "k", 1, "late") }()
 	select {
 	case <-done:
@@ -212,29 +213,29 @@ func TestPauseStallsUntilResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	r := c.Read(ctx, "k")
 	cancel()
-	assert.Equal(t, fenced.Info, r.Outcome)
+	assert.Equal(t, fencing.Info, r.Outcome)
 	n.Resume()
 	r = <-done
-	assert.Equal(t, fenced.Ok, r.Outcome)
+	assert.Equal(t, fencing.Ok, r.Outcome)
 	assert.Equal(t, "late", string(c.Read(bg, "k").Value))
 }
 
 func TestKillDropsInFlight(t *testing.T) {
 	n, c := startNode(t)
-	require.Equal(t, fenced.Ok, write(c, "k", 1, "v1").Outcome)
+	require.Equal(t, fencing.Ok, write(c, "k", 1, "v1").Outcome)
 	n.Pause()
-	done := make(chan fenced.Result, 1)
+	done := make(chan fencing.Result, 1)
 	go func() { done <- write(c, "k", 2, "in flight") }()
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, n.Kill())
 	r := <-done
-	assert.Equal(t, fenced.Info, r.Outcome, "%s", r.Error)
+	assert.Equal(t, fencing.Info, r.Outcome, "%s", r.Error)
 	assert.False(t, n.Running())
 	// A killed node refuses connections: a definite failure.
-	assert.Equal(t, fenced.Fail, write(c, "k", 3, "x").Outcome)
+	assert.Equal(t, fencing.Fail, write(c, "k", 3, "x").Outcome)
 	restart(t, n, c, false)
 	r = c.Read(bg, "k")
-	require.Equal(t, fenced.Ok, r.Outcome)
+	require.Equal(t, fencing.Ok, r.Outcome)
 	assert.Equal(t, "v1", string(r.Value), "the stalled write never reached the store")
 }
 
@@ -251,10 +252,10 @@ func TestConcurrentClientsGroupCommit(t *testing.T) {
 			for i := 0; i < each; i++ {
 				lock := fmt.Sprintf("l%d", w%2)
 				r := c.Acquire(bg, lock, fmt.Sprintf("c%d", w), time.Millisecond)
-				if r.Outcome != fenced.Ok {
+				if r.Outcome != fencing.Ok {
 					continue
 				}
-				tok, _, _ := fenced.ParseToken(r.Token)
+				tok, _, _ := history.SplitToken(r.Token)
 				mu.Lock()
 				assert.False(t, seen[tok<<1|uint64(w%2)], "token %d issued twice on %s", tok, lock)
 				seen[tok<<1|uint64(w%2)] = true
@@ -293,7 +294,7 @@ func TestParseBugs(t *testing.T) {
 	}
 	none, err := ParseBugs("")
 	require.NoError(t, err)
-	assert.Equal(t, fenced.ServerBugs{}, none.Server())
+	assert.Equal(t, fencing.ServerBugs{}, none.Server())
 }
 
 func TestServeStopsOnCancel(t *testing.T) {
@@ -328,12 +329,12 @@ func TestAcknowledgedSurvivesKills(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
 				r := c.Acquire(ctx, "l", fmt.Sprintf("c%d", w), time.Millisecond)
-				if r.Outcome == fenced.Ok {
-					tok, _, _ := fenced.ParseToken(r.Token)
+				if r.Outcome == fencing.Ok {
+					tok, _, _ := history.SplitToken(r.Token)
 					mu.Lock()
 					maxAcquired = max(maxAcquired, tok)
 					mu.Unlock()
-					if c.Write(ctx, "k", r.Token, []byte(fmt.Sprintf("c%d-%d", w, i))).Outcome == fenced.Ok {
+					if c.Write(ctx, "k", r.Token, []byte(fmt.Sprintf("c%d-%d", w, i))).Outcome == fencing.Ok {
 						mu.Lock()
 						maxWritten = max(maxWritten, tok)
 						mu.Unlock()
@@ -361,7 +362,7 @@ func TestAcknowledgedSurvivesKills(t *testing.T) {
 
 func TestStopThenStartKeepsAddress(t *testing.T) {
 	n, c := startNode(t)
-	require.Equal(t, fenced.Ok, write(c, "k", 1, "v").Outcome)
+	require.Equal(t, fencing.Ok, write(c, "k", 1, "v").Outcome)
 	url := n.URL()
 	require.NoError(t, n.Stop())
 	assert.False(t, n.Running())

@@ -12,7 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // The split-issuers bug: a lock service of two replicas that share one
@@ -72,12 +73,12 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &IssuerPair{Leader: l, Follower: f, hc: fenced.DefaultHTTPClient()}
+	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient()}
 	s.timeout.Store(int64(DefaultPeerTimeout))
 	l.extra = func(mux *http.ServeMux, st *Store) {
 		mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
 			lock := r.PathValue("lock")
-			if !fenced.ValidName(lock) {
+			if !fencing.ValidName(lock) {
 				http.Error(w, "bad lock name", http.StatusBadRequest)
 				return
 			}
@@ -87,7 +88,7 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(fenced.LockResponse{Token: fenced.FormatToken(n)})
+			json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(n)})
 		})
 	}
 	f.upstream = s.fetchToken
@@ -184,10 +185,10 @@ func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("leader answered %s: %s", resp.Status, b)
 	}
-	var lr fenced.LockResponse
+	var lr fencing.LockResponse
 	if err := json.Unmarshal(b, &lr); err != nil {
 		return 0, err
 	}
-	n, _, err = fenced.ParseToken(lr.Token)
+	n, _, err = history.SplitToken(lr.Token)
 	return n, err
 }

@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
 )
 
-func startSplit(t *testing.T) (*IssuerPair, *fenced.Client, *fenced.Client) {
+func startSplit(t *testing.T) (*IssuerPair, *fencing.Client, *fencing.Client) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := NewSplitIssuers(Config{Dir: filepath.Join(dir, "a")}, Config{Dir: filepath.Join(dir, "b"), Bugs: Bugs{SplitIssuers: true}})
@@ -20,16 +21,16 @@ func startSplit(t *testing.T) (*IssuerPair, *fenced.Client, *fenced.Client) {
 	lu, fu, err := s.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Stop() })
-	return s, fenced.NewClient(lu, nil), fenced.NewClient(fu, nil)
+	return s, fencing.NewClient(lu, nil), fencing.NewClient(fu, nil)
 }
 
 // acquireRelease takes and gives back lock l on c, returning the token.
-func acquireRelease(t *testing.T, c *fenced.Client, owner string) uint64 {
+func acquireRelease(t *testing.T, c *fencing.Client, owner string) uint64 {
 	t.Helper()
 	r := c.Acquire(bg, "l", owner, time.Minute)
-	require.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
-	require.Equal(t, fenced.Ok, c.Release(bg, "l", owner, r.Token).Outcome)
-	n, _, err := fenced.ParseToken(r.Token)
+	require.Equal(t, fencing.Ok, r.Outcome, "%+v", r)
+	require.Equal(t, fencing.Ok, c.Release(bg, "l", owner, r.Token).Outcome)
+	n, _, err := history.SplitToken(r.Token)
 	require.NoError(t, err)
 	return n
 }

@@ -1,5 +1,5 @@
 // Package memory is fencecheck's reference fencing implementation: a durable
-// file-backed fenced.Store, the deliberate bug switches that break it in each
+// file-backed fencing.Store, the deliberate bug switches that break it in each
 // known way, and Node, an in-process server the harness and nemeses drive
 // (start, kill, restart, pause, clock skew).
 package memory
@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // Persistence: one JSON snapshot of the whole state, rewritten on every
@@ -68,7 +68,7 @@ type StoreOptions struct {
 	// Clock drives lease expiry (and tokens, under wallclock-tokens); nil is
 	// the system clock. A forward step expires leases early on purpose: the
 	// resource's check must keep writes safe anyway.
-	Clock fenced.Clock
+	Clock fencing.Clock
 	// Bugs switches on deliberate faults; only the store-layer ones act here.
 	Bugs Bugs
 	// Upstream, when set, is asked for each new token first (the
@@ -77,7 +77,7 @@ type StoreOptions struct {
 	Upstream func(ctx context.Context, lock string) (uint64, error)
 }
 
-// Store is the reference's durable fenced.Store. It is safe for concurrent
+// Store is the reference's durable fencing.Store. It is safe for concurrent
 // use; every answer is given only once the state it reflects is on disk.
 type Store struct {
 	dir  string
@@ -97,8 +97,8 @@ type Store struct {
 }
 
 var (
-	_ fenced.Store           = (*Store)(nil)
-	_ fenced.UncheckedWriter = (*Store)(nil)
+	_ fencing.Store           = (*Store)(nil)
+	_ fencing.UncheckedWriter = (*Store)(nil)
 )
 
 // OpenStore opens (creating if needed) the store in dir and restores the
@@ -108,7 +108,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		return nil, errors.New("memory: a data dir is needed")
 	}
 	if opts.Clock == nil {
-		opts.Clock = fenced.SystemClock
+		opts.Clock = fencing.SystemClock
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -274,13 +274,13 @@ func (s *Store) NextToken(ctx context.Context, lock string) (token uint64, err e
 	return token, err
 }
 
-// Acquire implements fenced.Store: the lock is free, expired, or already
+// Acquire implements fencing.Store: the lock is free, expired, or already
 // the owner's (a re-acquire gets a fresh token and lease).
 func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (token uint64, err error) {
 	err = s.do(func() (bool, error) {
 		now := s.now()
 		if h, ok := s.locks[lock]; ok && h.Owner != owner && now < h.Expires {
-			return false, fenced.ErrHeld
+			return false, fencing.ErrHeld
 		}
 		token = s.nextTokenLocked(ctx, lock)
 		s.locks[lock] = holder{Owner: owner, Token: token, Expires: now + int64(ttl)}
@@ -289,14 +289,14 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 	return token, err
 }
 
-// Renew implements fenced.Store: only the current holder with its token,
+// Renew implements fencing.Store: only the current holder with its token,
 // before its lease ran out.
 func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
 	return s.do(func() (bool, error) {
 		now := s.now()
 		h, ok := s.locks[lock]
 		if !ok || h.Owner != owner || h.Token != token || now >= h.Expires {
-			return false, fenced.ErrLost
+			return false, fencing.ErrLost
 		}
 		h.Expires = now + int64(ttl)
 		s.locks[lock] = h
@@ -304,19 +304,19 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 	})
 }
 
-// Release implements fenced.Store: like Renew, an expired lease is lost.
+// Release implements fencing.Store: like Renew, an expired lease is lost.
 func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) error {
 	return s.do(func() (bool, error) {
 		h, ok := s.locks[lock]
 		if !ok || h.Owner != owner || h.Token != token || s.now() >= h.Expires {
-			return false, fenced.ErrLost
+			return false, fencing.ErrLost
 		}
 		delete(s.locks, lock)
 		return true, nil
 	})
 }
 
-// Write implements fenced.Store: strict fencing, token must be newer than
+// Write implements fencing.Store: strict fencing, token must be newer than
 // the key's high-water mark (bugs: accept-equal, no-fencing).
 func (s *Store) Write(ctx context.Context, key string, token uint64, value []byte) error {
 	return s.do(func() (bool, error) {
@@ -325,7 +325,7 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 			(token == r.HighWater && s.opts.Bugs.Has(AcceptEqual)) ||
 			s.opts.Bugs.Has(NoFencing)
 		if !ok {
-			return false, &fenced.StaleError{HighWater: r.HighWater}
+			return false, &fencing.StaleError{HighWater: r.HighWater}
 		}
 		r.Value = append([]byte{}, value...)
 		r.Token = token
@@ -337,7 +337,7 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	})
 }
 
-// WriteUnchecked implements fenced.UncheckedWriter (missing-as-zero): the
+// WriteUnchecked implements fencing.UncheckedWriter (missing-as-zero): the
 // value and its token change, the high-water mark does not.
 func (s *Store) WriteUnchecked(ctx context.Context, key string, token uint64, value []byte) error {
 	return s.do(func() (bool, error) {
@@ -349,12 +349,12 @@ func (s *Store) WriteUnchecked(ctx context.Context, key string, token uint64, va
 	})
 }
 
-// Read implements fenced.Store.
+// Read implements fencing.Store.
 func (s *Store) Read(ctx context.Context, key string) (value []byte, token uint64, err error) {
 	err = s.do(func() (bool, error) {
 		r, ok := s.keys[key]
 		if !ok {
-			return false, fenced.ErrNotFound
+			return false, fencing.ErrNotFound
 		}
 		value, token = r.Value, r.Token
 		return false, nil

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/harness/history"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models/overlap"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // startFull runs the whole target: Redis and the adapters.
@@ -49,7 +49,7 @@ func (l *opLog) add(e history.Event) {
 	l.events = append(l.events, e)
 }
 
-func (l *opLog) do(proc int, inv history.Event, call func() fenced.Result) fenced.Result {
+func (l *opLog) do(proc int, inv history.Event, call func() fencing.Result) fencing.Result {
 	inv.Process, inv.Type = proc, history.Invoke
 	l.add(inv)
 	res := call()
@@ -75,35 +75,35 @@ func TestDockerClockJumpCausesLeaseOverlapThatFencingStops(t *testing.T) {
 	defer cancel()
 	target := Durable()
 	eps := startFull(t, ctx, target)
-	a := fenced.NewClient(eps.Issuers[0].URL, nil)
-	b := fenced.NewClient(eps.Issuers[1].URL, nil)
+	a := fencing.NewClient(eps.Issuers[0].URL, nil)
+	b := fencing.NewClient(eps.Issuers[1].URL, nil)
 	log := &opLog{start: time.Now()}
 	const ttl = 30 * time.Second
 	opCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
-	acquire := func(proc int, c *fenced.Client, owner string) fenced.Result {
+	acquire := func(proc int, c *fencing.Client, owner string) fencing.Result {
 		cctx, cancel := opCtx()
 		defer cancel()
 		return log.do(proc, history.Event{F: history.Acquire, Key: "k", Node: c.BaseURL(), Extra: ttlExtra(ttl)},
-			func() fenced.Result { return c.Acquire(cctx, "k", owner, ttl) })
+			func() fencing.Result { return c.Acquire(cctx, "k", owner, ttl) })
 	}
-	write := func(proc int, c *fenced.Client, token, value string) fenced.Result {
+	write := func(proc int, c *fencing.Client, token, value string) fencing.Result {
 		cctx, cancel := opCtx()
 		defer cancel()
 		return log.do(proc, history.Event{F: history.Write, Key: "k", Token: token, Value: value, Node: c.BaseURL()},
-			func() fenced.Result { return c.Write(cctx, "k", token, []byte(value)) })
+			func() fencing.Result { return c.Write(cctx, "k", token, []byte(value)) })
 	}
-	release := func(proc int, c *fenced.Client, owner, token string) fenced.Result {
+	release := func(proc int, c *fencing.Client, owner, token string) fencing.Result {
 		cctx, cancel := opCtx()
 		defer cancel()
 		return log.do(proc, history.Event{F: history.Release, Key: "k", Token: token, Node: c.BaseURL()},
-			func() fenced.Result { return c.Release(cctx, "k", owner, token) })
+			func() fencing.Result { return c.Release(cctx, "k", owner, token) })
 	}
 
 	ra := acquire(0, a, "A")
-	require.Equal(t, fenced.Ok, ra.Outcome, "%+v", ra)
-	require.Equal(t, fenced.Ok, write(0, a, ra.Token, "A-1").Outcome)
+	require.Equal(t, fencing.Ok, ra.Outcome, "%+v", ra)
+	require.Equal(t, fencing.Ok, write(0, a, ra.Token, "A-1").Outcome)
 	rb := acquire(1, b, "B")
-	require.Equal(t, fenced.Fail, rb.Outcome, "the lock is held for 30 s: %+v", rb)
+	require.Equal(t, fencing.Fail, rb.Outcome, "the lock is held for 30 s: %+v", rb)
 	require.Equal(t, "held", rb.Error)
 
 	// The clock nemesis steps Redis 60 s ahead: A's 30 s lease is gone in
@@ -113,18 +113,18 @@ func TestDockerClockJumpCausesLeaseOverlapThatFencingStops(t *testing.T) {
 	defer func() { _ = target.SetClockOffset(context.Background(), RedisNode, 0) }()
 
 	rb = acquire(2, b, "B")
-	require.Equal(t, fenced.Ok, rb.Outcome, "after the jump the lease has expired in Redis: %+v", rb)
+	require.Equal(t, fencing.Ok, rb.Outcome, "after the jump the lease has expired in Redis: %+v", rb)
 	tokA, _ := strconv.ParseUint(ra.Token, 10, 64)
 	tokB, _ := strconv.ParseUint(rb.Token, 10, 64)
 	require.Greater(t, tokB, tokA)
-	require.Equal(t, fenced.Ok, write(2, b, rb.Token, "B-1").Outcome)
+	require.Equal(t, fencing.Ok, write(2, b, rb.Token, "B-1").Outcome)
 
 	late := write(0, a, ra.Token, "A-2")
-	assert.Equal(t, fenced.Fail, late.Outcome, "A's late write must be fenced off: %+v", late)
+	assert.Equal(t, fencing.Fail, late.Outcome, "A's late write must be fenced off: %+v", late)
 	assert.Equal(t, "stale", late.Error)
 	assert.Equal(t, rb.Token, late.HighWater)
 	assert.Equal(t, "lost", release(0, a, "A", ra.Token).Error, "A's lease is gone")
-	assert.Equal(t, fenced.Ok, release(2, b, "B", rb.Token).Outcome)
+	assert.Equal(t, fencing.Ok, release(2, b, "B", rb.Token).Outcome)
 
 	rep, err := overlap.Find(log.events, overlap.Options{})
 	require.NoError(t, err)
@@ -149,27 +149,27 @@ func TestDockerRedisTargetFaults(t *testing.T) {
 		names[n.Name+"/"+n.Role] = true
 	}
 	assert.Equal(t, map[string]bool{"redis-1/redis": true, "adapter-1/adapter": true, "adapter-2/adapter": true}, names)
-	c1 := fenced.NewClient(eps.Issuers[0].URL, nil)
-	c2 := fenced.NewClient(eps.Issuers[1].URL, nil)
+	c1 := fencing.NewClient(eps.Issuers[0].URL, nil)
+	c2 := fencing.NewClient(eps.Issuers[1].URL, nil)
 	n := 0
-	acquire := func(c *fenced.Client, timeout time.Duration) fenced.Result {
+	acquire := func(c *fencing.Client, timeout time.Duration) fencing.Result {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		n++
 		res := c.Acquire(cctx, "L"+strconv.Itoa(n), "o", time.Minute)
 		return res
 	}
-	eventuallyOk := func(c *fenced.Client, what string) {
+	eventuallyOk := func(c *fencing.Client, what string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return acquire(c, 2*time.Second).Outcome == fenced.Ok },
+		require.Eventually(t, func() bool { return acquire(c, 2*time.Second).Outcome == fencing.Ok },
 			60*time.Second, 200*time.Millisecond, "adapter never recovered after %s", what)
 	}
-	require.Equal(t, fenced.Ok, acquire(c1, 5*time.Second).Outcome)
+	require.Equal(t, fencing.Ok, acquire(c1, 5*time.Second).Outcome)
 
 	// Pause Redis: nothing is decided, so the outcome is unknown, not a failure.
 	require.NoError(t, target.PauseNode(ctx, RedisNode))
 	res := acquire(c1, 3*time.Second)
-	assert.Equal(t, fenced.Info, res.Outcome, "a paused Redis gives unknown outcomes: %+v", res)
+	assert.Equal(t, fencing.Info, res.Outcome, "a paused Redis gives unknown outcomes: %+v", res)
 	require.NoError(t, target.ResumeNode(ctx, RedisNode))
 	eventuallyOk(c1, "pause")
 	require.NoError(t, target.ResumeNode(ctx, RedisNode), "resuming a running node is a no-op")
@@ -177,15 +177,15 @@ func TestDockerRedisTargetFaults(t *testing.T) {
 	// Cut adapter-1 off from Redis; adapter-2 is in no group and keeps going.
 	require.NoError(t, target.Partition(ctx, [][]string{{RedisNode}, {"adapter-1"}}))
 	res = acquire(c1, 3*time.Second)
-	assert.Equal(t, fenced.Info, res.Outcome, "a partitioned adapter gives unknown outcomes: %+v", res)
-	assert.Equal(t, fenced.Ok, acquire(c2, 5*time.Second).Outcome, "adapter-2 is not partitioned")
+	assert.Equal(t, fencing.Info, res.Outcome, "a partitioned adapter gives unknown outcomes: %+v", res)
+	assert.Equal(t, fencing.Ok, acquire(c2, 5*time.Second).Outcome, "adapter-2 is not partitioned")
 	require.NoError(t, target.HealPartition(ctx))
 	eventuallyOk(c1, "heal")
 
 	// Kill and restart an adapter: it is stateless and answers again.
 	require.NoError(t, target.KillNode(ctx, "adapter-2"))
 	res = acquire(c2, 2*time.Second)
-	assert.NotEqual(t, fenced.Ok, res.Outcome)
+	assert.NotEqual(t, fencing.Ok, res.Outcome)
 	require.NoError(t, target.StartNode(ctx, "adapter-2", false))
 	eventuallyOk(c2, "adapter restart")
 

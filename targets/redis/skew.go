@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // skewSource is the clock-skew library's C source; it is compiled on the
@@ -56,5 +56,5 @@ func BuildSkewLibrary(ctx context.Context, dir string) (string, error) {
 // directory rather than be bind-mounted itself (a rename would leave the
 // container looking at the old file).
 func WriteClockOffset(path string, offset time.Duration) error {
-	return fenced.WriteClockOffset(path, offset)
+	return fencing.WriteClockOffset(path, offset)
 }

@@ -1,5 +1,5 @@
 // Package redis is fencecheck's Redis fencing implementation: a
-// fenced.Store whose every check runs inside Redis as one Lua script, and
+// fencing.Store whose every check runs inside Redis as one Lua script, and
 // the container targets "redis" (AOF, fsync on every write) and
 // "redis-volatile" (no persistence) that run it behind two adapters.
 package redis
@@ -13,8 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Semantics is what the Redis store guarantees: a write needs a strictly
@@ -77,13 +77,13 @@ redis.call('HSET', KEYS[1], 'hw', ARGV[1], 'value', ARGV[2], 'token', ARGV[1])
 return {1, ARGV[1]}
 `)
 
-// Store is a fenced.Store kept entirely in one Redis server.
+// Store is a fencing.Store kept entirely in one Redis server.
 type Store struct {
 	client *goredis.Client
 	prefix string
 }
 
-var _ fenced.Store = (*Store)(nil)
+var _ fencing.Store = (*Store)(nil)
 
 // StoreOptions configure OpenStore.
 type StoreOptions struct {
@@ -147,7 +147,7 @@ func ttlMillis(ttl time.Duration) (int64, error) {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
 }
 
-// Acquire implements fenced.Store.
+// Acquire implements fencing.Store.
 func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (uint64, error) {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 	}
 	token, err := acquireScript.Run(ctx, s.client, []string{s.holderKey(lock), s.counterKey(lock)}, owner, ms).Int64()
 	if errors.Is(err, goredis.Nil) {
-		return 0, fenced.ErrHeld
+		return 0, fencing.ErrHeld
 	}
 	if err != nil {
 		return 0, fmt.Errorf("redis acquire %q: %w", lock, err)
@@ -163,7 +163,7 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 	return uint64(token), nil
 }
 
-// Renew implements fenced.Store.
+// Renew implements fencing.Store.
 func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -174,24 +174,24 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 		return fmt.Errorf("redis renew %q: %w", lock, err)
 	}
 	if ok != 1 {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	return nil
 }
 
-// Release implements fenced.Store.
+// Release implements fencing.Store.
 func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) error {
 	ok, err := releaseScript.Run(ctx, s.client, []string{s.holderKey(lock)}, holderValue(owner, token)).Int64()
 	if err != nil {
 		return fmt.Errorf("redis release %q: %w", lock, err)
 	}
 	if ok != 1 {
-		return fenced.ErrLost
+		return fencing.ErrLost
 	}
 	return nil
 }
 
-// Write implements fenced.Store.
+// Write implements fencing.Store.
 func (s *Store) Write(ctx context.Context, key string, token uint64, value []byte) error {
 	res, err := writeScript.Run(ctx, s.client, []string{s.resourceKey(key)}, strconv.FormatUint(token, 10), value).Slice()
 	if err != nil {
@@ -209,10 +209,10 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	if err != nil {
 		return fmt.Errorf("redis write %q: bad high-water mark %q in store: %w", key, hwText, err)
 	}
-	return &fenced.StaleError{HighWater: hw}
+	return &fencing.StaleError{HighWater: hw}
 }
 
-// Read implements fenced.Store.
+// Read implements fencing.Store.
 func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 	vals, err := s.client.HMGet(ctx, s.resourceKey(key), "value", "token").Result()
 	if err != nil {
@@ -220,7 +220,7 @@ func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 	}
 	value, ok := vals[0].(string)
 	if !ok {
-		return nil, 0, fenced.ErrNotFound
+		return nil, 0, fencing.ErrNotFound
 	}
 	tokenText, _ := vals[1].(string)
 	token, err := strconv.ParseUint(tokenText, 10, 64)
@@ -230,9 +230,9 @@ func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 	return []byte(value), token, nil
 }
 
-// Health reports whether Redis answers (fenced.HealthChecker): the adapter
+// Health reports whether Redis answers (fencing.HealthChecker): the adapter
 // is not ready while its Redis is down.
 func (s *Store) Health(ctx context.Context) error { return s.client.Ping(ctx).Err() }
 
-// Close implements fenced.Store.
+// Close implements fencing.Store.
 func (s *Store) Close() error { return s.client.Close() }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/targets/fenced"
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 func newTestStore(t *testing.T) (*Store, *localRedis) {
@@ -30,7 +30,7 @@ func TestAcquireIssuesGrowingTokensPerLock(t *testing.T) {
 	t1, err := s.Acquire(ctx, "a", "c1", time.Minute)
 	require.NoError(t, err)
 	_, err = s.Acquire(ctx, "a", "c2", time.Minute)
-	require.ErrorIs(t, err, fenced.ErrHeld, "a held lock must refuse another owner")
+	require.ErrorIs(t, err, fencing.ErrHeld, "a held lock must refuse another owner")
 	require.NoError(t, s.Release(ctx, "a", "c1", t1))
 	t2, err := s.Acquire(ctx, "a", "c2", time.Minute)
 	require.NoError(t, err)
@@ -52,8 +52,8 @@ func TestAcquireAfterExpiry(t *testing.T) {
 	t2, err := s.Acquire(ctx, "a", "c2", time.Minute)
 	require.NoError(t, err, "an expired lease is free")
 	assert.Greater(t, t2, t1)
-	assert.ErrorIs(t, s.Renew(ctx, "a", "c1", t1, time.Minute), fenced.ErrLost, "the expired holder lost its lease")
-	assert.ErrorIs(t, s.Release(ctx, "a", "c1", t1), fenced.ErrLost)
+	assert.ErrorIs(t, s.Renew(ctx, "a", "c1", t1, time.Minute), fencing.ErrLost, "the expired holder lost its lease")
+	assert.ErrorIs(t, s.Release(ctx, "a", "c1", t1), fencing.ErrLost)
 }
 
 func TestRenewAndReleaseNeedHolderAndToken(t *testing.T) {
@@ -62,10 +62,10 @@ func TestRenewAndReleaseNeedHolderAndToken(t *testing.T) {
 	tok, err := s.Acquire(ctx, "a", "c1", 200*time.Millisecond)
 	require.NoError(t, err)
 
-	assert.ErrorIs(t, s.Renew(ctx, "a", "c2", tok, time.Minute), fenced.ErrLost, "wrong owner")
-	assert.ErrorIs(t, s.Renew(ctx, "a", "c1", tok+1, time.Minute), fenced.ErrLost, "wrong token")
-	assert.ErrorIs(t, s.Release(ctx, "a", "c2", tok), fenced.ErrLost, "wrong owner")
-	assert.ErrorIs(t, s.Release(ctx, "a", "c1", tok-1), fenced.ErrLost, "wrong token")
+	assert.ErrorIs(t, s.Renew(ctx, "a", "c2", tok, time.Minute), fencing.ErrLost, "wrong owner")
+	assert.ErrorIs(t, s.Renew(ctx, "a", "c1", tok+1, time.Minute), fencing.ErrLost, "wrong token")
+	assert.ErrorIs(t, s.Release(ctx, "a", "c2", tok), fencing.ErrLost, "wrong owner")
+	assert.ErrorIs(t, s.Release(ctx, "a", "c1", tok-1), fencing.ErrLost, "wrong token")
 
 	require.NoError(t, s.Renew(ctx, "a", "c1", tok, time.Minute))
 	pttl, err := srv.client(t).PTTL(ctx, s.holderKey("a")).Result()
@@ -73,7 +73,7 @@ func TestRenewAndReleaseNeedHolderAndToken(t *testing.T) {
 	assert.Greater(t, pttl, 30*time.Second, "renew must extend the lease to the new ttl")
 
 	require.NoError(t, s.Release(ctx, "a", "c1", tok))
-	assert.ErrorIs(t, s.Release(ctx, "a", "c1", tok), fenced.ErrLost, "a released lock is no longer held")
+	assert.ErrorIs(t, s.Release(ctx, "a", "c1", tok), fencing.ErrLost, "a released lock is no longer held")
 	_, err = s.Acquire(ctx, "a", "c2", time.Minute)
 	require.NoError(t, err)
 }
@@ -83,10 +83,10 @@ func TestWriteRejectsStaleAndEqualTokens(t *testing.T) {
 	ctx := context.Background()
 
 	_, _, err := s.Read(ctx, "r")
-	require.ErrorIs(t, err, fenced.ErrNotFound)
+	require.ErrorIs(t, err, fencing.ErrNotFound)
 
 	require.NoError(t, s.Write(ctx, "r", 5, []byte("v5")))
-	var stale *fenced.StaleError
+	var stale *fencing.StaleError
 	err = s.Write(ctx, "r", 5, []byte("v5-again"))
 	require.True(t, errors.As(err, &stale), "equal token must be stale, got %v", err)
 	assert.Equal(t, uint64(5), stale.HighWater)
@@ -131,7 +131,7 @@ func TestConcurrentAcquiresNeverShareAToken(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
 				tok, err := s.Acquire(ctx, "a", owner, time.Minute)
-				if errors.Is(err, fenced.ErrHeld) {
+				if errors.Is(err, fencing.ErrHeld) {
 					continue
 				}
 				if !assert.NoError(t, err) {
@@ -160,9 +160,9 @@ func TestUnreachableRedisIsAnErrorNotARejection(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.Acquire(ctx, "a", "c1", time.Second)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, fenced.ErrHeld)
+	assert.NotErrorIs(t, err, fencing.ErrHeld)
 	err = s.Write(ctx, "r", 1, []byte("x"))
 	require.Error(t, err)
-	var stale *fenced.StaleError
+	var stale *fencing.StaleError
 	assert.False(t, errors.As(err, &stale))
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/nemesis"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // An image node: the project's own adapter image with its file-backed
@@ -43,23 +43,23 @@ func TestImageNode(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, tg.(*Target).Preflight().Conformant())
 
-	c := fenced.NewClient(eps.Resources[0].URL, nil)
+	c := fencing.NewClient(eps.Resources[0].URL, nil)
 	acq := c.Acquire(opCtx(t, 5*time.Second), "k", "a", time.Second)
-	require.Equal(t, fenced.Ok, acq.Outcome, "%+v", acq)
-	require.Equal(t, fenced.Ok, c.Write(opCtx(t, 5*time.Second), "k", acq.Token, []byte("v")).Outcome)
+	require.Equal(t, fencing.Ok, acq.Outcome, "%+v", acq)
+	require.Equal(t, fencing.Ok, c.Write(opCtx(t, 5*time.Second), "k", acq.Token, []byte("v")).Outcome)
 
 	rs := tg.(nemesis.Restarter)
 	require.NoError(t, rs.KillNode(ctx, "c1"))
 	require.NoError(t, rs.StartNode(ctx, "c1", false))
 	rd := c.Read(opCtx(t, 5*time.Second), "k")
-	require.Equal(t, fenced.Ok, rd.Outcome, "%+v", rd)
+	require.Equal(t, fencing.Ok, rd.Outcome, "%+v", rd)
 	assert.Equal(t, "v", string(rd.Value), "the data path survives a kill")
 
 	pz := tg.(nemesis.Pauser)
 	require.NoError(t, pz.PauseNode(ctx, "c1"))
-	assert.Equal(t, fenced.Info, c.Read(opCtx(t, 300*time.Millisecond), "k").Outcome)
+	assert.Equal(t, fencing.Info, c.Read(opCtx(t, 300*time.Millisecond), "k").Outcome)
 	require.NoError(t, pz.ResumeNode(ctx, "c1"))
-	assert.Equal(t, fenced.Ok, c.Read(opCtx(t, 5*time.Second), "k").Outcome)
+	assert.Equal(t, fencing.Ok, c.Read(opCtx(t, 5*time.Second), "k").Outcome)
 
 	require.NoError(t, tg.(nemesis.ClockSkewer).SetClockOffset(ctx, "c1", time.Hour))
 	off, err := os.ReadFile(filepath.Join(dir, "nodes", "c1", "clock", "offset"))
@@ -69,7 +69,7 @@ func TestImageNode(t *testing.T) {
 	require.NoError(t, rs.KillNode(ctx, "c1"))
 	require.NoError(t, rs.StartNode(ctx, "c1", true))
 	rd = c.Read(opCtx(t, 5*time.Second), "k")
-	require.Equal(t, fenced.Ok, rd.Outcome)
+	require.Equal(t, fencing.Ok, rd.Outcome)
 	assert.False(t, rd.Found, "restart-wipe empties the data path")
 }
 

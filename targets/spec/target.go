@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/targets/conform"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // Options configure a spec target.
@@ -679,7 +679,7 @@ func (t *Target) SetClockOffset(_ context.Context, name string, offset time.Dura
 // writeClockOffset replaces the offset file by rename: a reader sees the
 // old number or the new one, never half of one.
 func writeClockOffset(path string, offset time.Duration) error {
-	return fenced.WriteClockOffset(path, offset)
+	return fencing.WriteClockOffset(path, offset)
 }
 
 // partitionable is a target whose started nodes all run in containers, so

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/nemesis"
-	"github.com/fencecheck/fencecheck/targets/fenced"
 )
 
 // pythonSpec is the example's spec with extra arguments (bug switches) and
@@ -50,7 +50,9 @@ func startTarget(t *testing.T, s *Spec, opts Options) (harness.Target, harness.E
 	return tg, eps, dir
 }
 
-func client(eps harness.Endpoints) *fenced.Client { return fenced.NewClient(eps.Resources[0].URL, nil) }
+func client(eps harness.Endpoints) *fencing.Client {
+	return fencing.NewClient(eps.Resources[0].URL, nil)
+}
 
 func opCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -80,25 +82,25 @@ func TestRestartKeepsDataAndWipeEmptiesIt(t *testing.T) {
 	tg, eps, _ := startTarget(t, pythonSpec(t, false), Options{NoPreflight: true})
 	c := client(eps)
 	r := c.Acquire(opCtx(t, 2*time.Second), "k", "a", time.Second)
-	require.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
+	require.Equal(t, fencing.Ok, r.Outcome, "%+v", r)
 	tok := r.Token
-	require.Equal(t, fenced.Ok, c.Write(opCtx(t, 2*time.Second), "k", tok, []byte("v1")).Outcome)
+	require.Equal(t, fencing.Ok, c.Write(opCtx(t, 2*time.Second), "k", tok, []byte("v1")).Outcome)
 
 	rs := tg.(nemesis.Restarter)
 	require.NoError(t, rs.KillNode(context.Background(), "n1"))
-	assert.Equal(t, fenced.Fail, c.Read(opCtx(t, 2*time.Second), "k").Outcome, "a killed node refuses connections")
+	assert.Equal(t, fencing.Fail, c.Read(opCtx(t, 2*time.Second), "k").Outcome, "a killed node refuses connections")
 	require.NoError(t, rs.StartNode(context.Background(), "n1", false))
 	rd := c.Read(opCtx(t, 2*time.Second), "k")
-	require.Equal(t, fenced.Ok, rd.Outcome)
+	require.Equal(t, fencing.Ok, rd.Outcome)
 	assert.Equal(t, "v1", string(rd.Value), "the data dir survives kill -9")
 	// The counter too: the next token is newer.
 	r2 := c.Acquire(opCtx(t, 2*time.Second), "k2", "b", time.Second)
-	require.Equal(t, fenced.Ok, r2.Outcome)
+	require.Equal(t, fencing.Ok, r2.Outcome)
 
 	require.NoError(t, rs.KillNode(context.Background(), "n1"))
 	require.NoError(t, rs.StartNode(context.Background(), "n1", true))
 	rd = c.Read(opCtx(t, 2*time.Second), "k")
-	require.Equal(t, fenced.Ok, rd.Outcome)
+	require.Equal(t, fencing.Ok, rd.Outcome)
 	assert.False(t, rd.Found, "restart-wipe starts from an empty data dir")
 }
 
@@ -108,11 +110,11 @@ func TestPauseStopsTheProcessGroup(t *testing.T) {
 	pz := tg.(nemesis.Pauser)
 	require.NoError(t, pz.PauseNode(context.Background(), "n1"))
 	r := c.Read(opCtx(t, 300*time.Millisecond), "k")
-	assert.Equal(t, fenced.Info, r.Outcome, "a frozen node does not answer: %+v", r)
-	assert.Equal(t, fenced.ErrWordTimeout, r.Error)
+	assert.Equal(t, fencing.Info, r.Outcome, "a frozen node does not answer: %+v", r)
+	assert.Equal(t, fencing.ErrWordTimeout, r.Error)
 	require.NoError(t, pz.ResumeNode(context.Background(), "n1"))
 	r = c.Read(opCtx(t, 2*time.Second), "k")
-	assert.Equal(t, fenced.Ok, r.Outcome, "%+v", r)
+	assert.Equal(t, fencing.Ok, r.Outcome, "%+v", r)
 }
 
 func TestClockOffsetFileForNodesThatOptIn(t *testing.T) {
@@ -138,12 +140,12 @@ func TestClockOffsetFileForNodesThatOptIn(t *testing.T) {
 	// The example reads the file: a lease of a minute is over once its
 	// clock jumps two minutes ahead.
 	require.NoError(t, cs.SetClockOffset(context.Background(), "n1", 0))
-	c := fenced.NewClient(tg.(*Target).nodes["n1"].url, nil)
-	require.Equal(t, fenced.Ok, c.Acquire(opCtx(t, 2*time.Second), "lease", "a", time.Minute).Outcome)
-	require.Equal(t, fenced.Fail, c.Acquire(opCtx(t, 2*time.Second), "lease", "b", time.Minute).Outcome)
+	c := fencing.NewClient(tg.(*Target).nodes["n1"].url, nil)
+	require.Equal(t, fencing.Ok, c.Acquire(opCtx(t, 2*time.Second), "lease", "a", time.Minute).Outcome)
+	require.Equal(t, fencing.Fail, c.Acquire(opCtx(t, 2*time.Second), "lease", "b", time.Minute).Outcome)
 	require.NoError(t, cs.SetClockOffset(context.Background(), "n1", 2*time.Minute))
 	require.Eventually(t, func() bool {
-		return c.Acquire(opCtx(t, 2*time.Second), "lease", "b", time.Minute).Outcome == fenced.Ok
+		return c.Acquire(opCtx(t, 2*time.Second), "lease", "b", time.Minute).Outcome == fencing.Ok
 	}, 2*time.Second, 20*time.Millisecond)
 
 	tg2, _, _ := startTarget(t, pythonSpec(t, false), Options{NoPreflight: true})

@@ -1,4 +1,4 @@
-package fenced
+package fencing
 
 import (
 	"bytes"

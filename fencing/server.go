@@ -1,4 +1,4 @@
-package fenced
+package fencing
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // Limits of Fencing API v1.
@@ -193,14 +195,14 @@ func (s *server) formatToken(n uint64) string {
 	if s.sealer != nil {
 		return s.sealer.Seal(n)
 	}
-	return FormatToken(n)
+	return history.FormatToken(n)
 }
 
 // checkToken parses a token a client sent and verifies its seal. verify is
 // false where a bug switch says the seal is not checked. ok is false when an
 // answer was sent.
 func (s *server) checkToken(w http.ResponseWriter, tok string, verify bool) (uint64, bool) {
-	n, seal, err := ParseToken(tok)
+	n, seal, err := history.SplitToken(tok)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, ErrWordMalformedToken, "token must be a decimal uint64, optionally followed by .SEAL")
 		return 0, false
@@ -348,8 +350,8 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, key string) {
 	if errors.As(err, &stale) {
 		writeJSON(w, http.StatusConflict, ErrorBody{
 			Error:     ErrWordStale,
-			Message:   "token " + FormatToken(n) + " is not newer than the high-water mark " + FormatToken(stale.HighWater),
-			HighWater: FormatToken(stale.HighWater),
+			Message:   "token " + history.FormatToken(n) + " is not newer than the high-water mark " + history.FormatToken(stale.HighWater),
+			HighWater: history.FormatToken(stale.HighWater),
 		})
 		return
 	}

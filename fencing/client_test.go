@@ -1,4 +1,4 @@
-package fenced
+package fencing
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -172,7 +173,7 @@ func TestClientKeepAlive(t *testing.T) {
 	defer ts.Close()
 	c := NewClient(ts.URL, nil)
 	for i := 1; i <= 20; i++ {
-		c.Write(context.Background(), "k", FormatToken(uint64(i)), []byte("v"))
+		c.Write(context.Background(), "k", history.FormatToken(uint64(i)), []byte("v"))
 		c.Write(context.Background(), "k", "0", []byte("stale"))
 		c.Read(context.Background(), "k")
 	}

@@ -1,4 +1,4 @@
-package fenced
+package fencing
 
 import (
 	"context"
@@ -340,19 +340,4 @@ func TestServerOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 204, resp.StatusCode)
-}
-
-func TestParseToken(t *testing.T) {
-	for _, s := range []string{"0", "1", "42", "18446744073709551615", "42.abc", "42.A-_z"} {
-		_, _, err := ParseToken(s)
-		assert.NoError(t, err, s)
-	}
-	for _, s := range []string{"", "-1", "+1", "01", "1.", ".5", "1.a.b", "1 ", " 1", "0x10", "18446744073709551616", "1.a b"} {
-		_, _, err := ParseToken(s)
-		assert.ErrorIs(t, err, ErrMalformedToken, s)
-	}
-	n, seal, err := ParseToken("42.9f")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(42), n)
-	assert.Equal(t, "9f", seal)
 }

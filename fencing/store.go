@@ -1,8 +1,8 @@
-// Package fenced is the Fencing API v1 server: the HTTP front end shared by
+// Package fencing is the Fencing API v1 server: the HTTP front end shared by
 // the reference (backed by a durable file store) and the adapters (backed by
 // etcd or Redis). All fencing state and every atomic check live in the Store;
 // the server only parses, validates and maps errors to status codes.
-package fenced
+package fencing
 
 import (
 	"context"

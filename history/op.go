@@ -1,12 +1,9 @@
-package models
+package history
 
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
-
-	"github.com/fencecheck/fencecheck/harness/history"
 )
 
 // Never is the return time of an operation whose outcome is unknown (info, or
@@ -32,52 +29,6 @@ func (o Outcome) String() string {
 		return "fail"
 	}
 	return "info"
-}
-
-// TokenState says what kind of token an operation carried.
-type TokenState uint8
-
-const (
-	// TokenNone: no token (header absent or empty).
-	TokenNone TokenState = iota
-	// TokenValid: a decimal uint64, optionally with a "." seal.
-	TokenValid
-	// TokenMalformed: something that is not a token.
-	TokenMalformed
-)
-
-// Token is a parsed fencing token. Only N orders tokens.
-type Token struct {
-	N     uint64
-	Seal  string
-	State TokenState
-	Raw   string
-}
-
-// ParseToken parses "N" or "N.SEAL"; "" is TokenNone.
-func ParseToken(s string) Token {
-	if s == "" {
-		return Token{State: TokenNone}
-	}
-	num, seal, sealed := strings.Cut(s, ".")
-	if num == "" || (sealed && seal == "") || strings.TrimLeft(num, "0123456789") != "" {
-		return Token{State: TokenMalformed, Raw: s}
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil {
-		return Token{State: TokenMalformed, Raw: s}
-	}
-	return Token{N: n, Seal: seal, State: TokenValid, Raw: s}
-}
-
-func (t Token) String() string {
-	switch t.State {
-	case TokenNone:
-		return "no token"
-	case TokenMalformed:
-		return fmt.Sprintf("malformed token %q", t.Raw)
-	}
-	return strconv.FormatUint(t.N, 10)
 }
 
 // Op is one client operation: an invoke paired with its completion.
@@ -129,7 +80,7 @@ func NewPairer() *Pairer {
 // Add consumes one event. It returns the operation the event completed, if
 // any. Non-client events return nil, except strip events, which are applied
 // to the open write they tampered with.
-func (p *Pairer) Add(e history.Event) (*Op, error) {
+func (p *Pairer) Add(e Event) (*Op, error) {
 	if !e.IsClient() {
 		if e.IsTamper() {
 			if op, ok := p.byValue[e.Value]; ok {
@@ -144,7 +95,7 @@ func (p *Pairer) Add(e history.Event) (*Op, error) {
 		}
 		return nil, nil
 	}
-	if e.Type == history.Invoke {
+	if e.Type == Invoke {
 		if prev, ok := p.open[e.Process]; ok {
 			return nil, fmt.Errorf("event %d: process %d invokes %s while its %s (event %d) is still open", e.Index, e.Process, e.F, prev.F, prev.ID)
 		}
@@ -153,10 +104,10 @@ func (p *Pairer) Add(e history.Event) (*Op, error) {
 		}
 		op := &Op{ID: e.Index, Process: e.Process, F: e.F, Key: e.Key, Call: e.Time,
 			Return: Never, Completed: Never, CompleteID: -1, Node: e.Node}
-		if e.F != history.Acquire && e.F != history.Read {
+		if e.F != Acquire && e.F != Read {
 			op.Token = ParseToken(e.Token)
 		}
-		if e.F == history.Write {
+		if e.F == Write {
 			op.Value = e.Value
 			if e.Value != "" {
 				p.byValue[e.Value] = op
@@ -173,7 +124,7 @@ func (p *Pairer) Add(e history.Event) (*Op, error) {
 		return nil, fmt.Errorf("event %d: process %d completes %s %q but its open operation (event %d) is %s %q", e.Index, e.Process, e.F, e.Key, op.ID, op.F, op.Key)
 	}
 	delete(p.open, e.Process)
-	if op.F == history.Write {
+	if op.F == Write {
 		delete(p.byValue, op.Value)
 	}
 	op.Completed = e.Time
@@ -181,20 +132,20 @@ func (p *Pairer) Add(e history.Event) (*Op, error) {
 	op.Error = e.Error
 	op.HighWater = e.HighWater
 	switch e.Type {
-	case history.Ok:
+	case Ok:
 		op.Outcome = OutcomeOk
 		op.Return = e.Time
 		switch op.F {
-		case history.Acquire:
+		case Acquire:
 			op.Token = ParseToken(e.Token)
-		case history.Read:
+		case Read:
 			op.Token = ParseToken(e.Token)
 			op.Value = e.Value
 		}
-	case history.Fail:
+	case Fail:
 		op.Outcome = OutcomeFail
 		op.Return = e.Time
-	case history.Info:
+	case Info:
 		op.Outcome = OutcomeInfo
 		p.retired[e.Process] = true
 	default:
@@ -217,9 +168,9 @@ func (p *Pairer) Finish() []*Op {
 	return out
 }
 
-// Pair pairs a whole in-memory history. Operations come back in order of
+// Pair pairs a whole in-memory  Operations come back in order of
 // completion, then the never-completed ones.
-func Pair(events []history.Event) ([]*Op, error) {
+func Pair(events []Event) ([]*Op, error) {
 	p := NewPairer()
 	var out []*Op
 	for _, e := range events {
