@@ -1,0 +1,38 @@
+package history
+
+// Run events (process NemesisProcess, f "run") are what the harness records
+// about the run itself, so that a stored history alone says what the run set
+// out to do and how far it got: a re-check of a stored run (`fencecheck
+// report`) then reaches the same verdict as the run did, and a history cut
+// short by a killed harness is seen to be incomplete.
+//
+// Every run event carries extra.action:
+//
+//   - "start" (time 0, the first event): extra.requested is the nemesis list
+//     as asked for ("all", "pause,restart", "none"); extra.nemeses the
+//     nemeses that will act; extra.not_applicable maps each requested one
+//     that cannot act on the target to why.
+//   - "phase": extra.phase names the phase that begins now: "main", "final"
+//     (heal, recovery, final reads).
+//   - "problem": something went wrong that did not stop the run;
+//     extra.error says what (extra.phase where it happened), e.g. a
+//     recovery that timed out.
+//   - "end" (the last event of a run that finished its final phase):
+//     extra.complete is true when heal, recovery and final reads all
+//     succeeded, extra.cut_short true when the run was interrupted (signal)
+//     and ended early.
+//
+// Histories without run events (version 1 files, histories from other
+// tools) are judged on their operations alone.
+const RunEvent = "run"
+
+// Actions of run events.
+const (
+	RunStart   = "start"
+	RunPhase   = "phase"
+	RunProblem = "problem"
+	RunEnd     = "end"
+)
+
+// IsRun reports whether e is a run event.
+func (e *Event) IsRun() bool { return e.Process == NemesisProcess && e.F == RunEvent }
