@@ -3,7 +3,6 @@ package fencing
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,26 +118,10 @@ func ParseClockOffset(s string) (time.Duration, bool) {
 // WriteClockOffset sets the offset in path atomically (temp file and
 // rename), in the decimal-nanoseconds form every reader understands.
 func WriteClockOffset(path string, d time.Duration) error {
-	// A fresh temporary file in the same folder, renamed over the old one:
-	// a reader never sees half a number. Readable by a container process
-	// under any uid.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".offset-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.WriteString(strconv.FormatInt(int64(d), 10) + "\n")
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing clock offset %s: %w", path, werr)
+	// Atomic, so a reader never sees half a number; readable by a container
+	// process under any uid.
+	if err := WriteFile(path, []byte(strconv.FormatInt(int64(d), 10)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("writing clock offset %s: %w", path, err)
 	}
 	return nil
 }

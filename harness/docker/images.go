@@ -19,6 +19,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // The project's images. Each is a static binary in a scratch image with a
@@ -281,16 +283,30 @@ func goVersion(ctx context.Context) ([]byte, error) {
 
 // goBuildStatic builds a static, reproducible binary (no cgo, no paths, no
 // VCS stamp: same sources, same bytes, same image hash) and moves it into
-// place atomically.
+// place atomically. The build goes to a folder of its own, so checkouts that
+// share the cache and build at once never write into one file.
 func goBuildStatic(ctx context.Context, dir, pkg, out string) error {
-	tmp := out + ".tmp"
+	tmpDir, err := os.MkdirTemp(filepath.Dir(out), ".build-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, filepath.Base(out))
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", tmp, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in %s: %w\n%s", pkg, dir, err, b)
 	}
-	return os.Rename(tmp, out)
+	bin, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer bin.Close()
+	return fencing.WriteFileFrom(out, 0o755, func(w io.Writer) error {
+		_, err := io.Copy(w, bin)
+		return err
+	})
 }
 
 // SourceRoot finds the project's source tree (images are built from it):

@@ -141,7 +141,9 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	// A temp file left by a crash mid-commit was never renamed, so it was
 	// never acknowledged.
-	os.Remove(filepath.Join(dir, snapshotName+".tmp"))
+	for _, tmp := range fencing.TempFiles(filepath.Join(dir, snapshotName)) {
+		os.Remove(tmp)
+	}
 	return s, nil
 }
 
@@ -201,32 +203,9 @@ func (s *Store) writeSnapshot(data []byte) error {
 	if s.dead.Load() {
 		return ErrKilled
 	}
-	final := filepath.Join(s.dir, snapshotName)
-	tmp := final + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return err
-	}
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	// Temp file, fsync, rename, fsync of the folder: acknowledged state
+	// survives a crash or a power loss.
+	return fencing.WriteFile(filepath.Join(s.dir, snapshotName), data, 0o644)
 }
 
 // do runs fn under the lock, then waits until the state fn saw is durable.
