@@ -6,13 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/targets"
 	"github.com/fencecheck/fencecheck/targets/conform"
-	"github.com/fencecheck/fencecheck/targets/spec"
 )
 
 // ConformConfig is one conformance check of a target.
@@ -36,18 +34,10 @@ type ConformConfig struct {
 // folder with the nodes' logs, "" when it was removed.
 func Conform(ctx context.Context, cfg ConformConfig) (rep *conform.Report, dir string, err error) {
 	if cfg.Target == "" {
-		cfg.Target = "memory"
+		cfg.Target = harness.Default().Target
 	}
-	var target harness.Target
-	if path, ok := strings.CutPrefix(cfg.Target, "spec:"); ok {
-		if len(cfg.Bugs) > 0 || cfg.SealKey != "" {
-			return nil, "", &usageError{fmt.Errorf("--bug and --seal-key apply to the memory reference only")}
-		}
-		// The preflight is what is asked for: the report, not Start's error.
-		target, err = spec.Open(path, spec.Options{Log: cfg.Log, NoPreflight: true})
-	} else {
-		target, err = targets.New(cfg.Target, targets.Options{Bugs: cfg.Bugs, SealKey: cfg.SealKey, Log: cfg.Log})
-	}
+	// The preflight is what is asked for: the report, not Start's error.
+	target, err := targets.NewWithoutPreflight(harness.Config{Target: cfg.Target, Bugs: cfg.Bugs, SealKey: cfg.SealKey})
 	if err != nil {
 		return nil, "", &usageError{err}
 	}

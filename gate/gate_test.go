@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -54,7 +56,7 @@ func run(t *testing.T, cfg Config) *Result {
 func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	junit := filepath.Join(t.TempDir(), "fencecheck.xml")
 	res := run(t, Config{Target: exampleSpec(t, true), Time: 6 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
-	require.Equal(t, ExitValid, res.ExitCode, res.Summary())
+	require.Equal(t, analysis.ExitValid, res.ExitCode, res.Summary())
 	assert.True(t, res.Passed())
 	assert.Equal(t, models.Valid, res.Verdict)
 	assert.Empty(t, res.Reasons)
@@ -74,7 +76,7 @@ func TestCorrectHostProcessSystemPasses(t *testing.T) {
 func TestBuggyHostProcessSystemFails(t *testing.T) {
 	res := run(t, Config{Target: exampleSpec(t, false, "--bug", "counter-in-memory"), Time: 8 * time.Second,
 		Nemesis: "restart", Seed: 1})
-	require.Equal(t, ExitInvalid, res.ExitCode, res.Summary())
+	require.Equal(t, analysis.ExitInvalid, res.ExitCode, res.Summary())
 	assert.Equal(t, models.Invalid, res.Verdict)
 	assert.NotEmpty(t, res.Anomalies)
 	assert.Positive(t, res.Faults["restart"])
@@ -87,7 +89,7 @@ func TestContractBreakingSystemCannotRun(t *testing.T) {
 		Time: 3 * time.Second, Store: t.TempDir()})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, harness.ErrCannotRun)
-	assert.Equal(t, ExitCannot, res.ExitCode)
+	assert.Equal(t, analysis.ExitCannot, res.ExitCode)
 	assert.Contains(t, err.Error(), "[write-equal-token] n1")
 	assert.Contains(t, res.Summary(), "could not be carried out")
 }
@@ -96,7 +98,7 @@ func TestContractBreakingSystemCannotRun(t *testing.T) {
 // history, but the gate says unknown and why.
 func TestFaultThatCannotApplyIsUnknown(t *testing.T) {
 	res := run(t, Config{Target: exampleSpec(t, false), Time: 3 * time.Second, Nemesis: "pause,clock"})
-	require.Equal(t, ExitUnknown, res.ExitCode, res.Summary())
+	require.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
 	assert.Equal(t, models.Unknown, res.Verdict)
 	require.Contains(t, res.NotApplicable, "clock")
 	assert.Contains(t, strings.Join(res.Reasons, "\n"), "nemesis clock was requested but cannot act on this target")
@@ -104,7 +106,7 @@ func TestFaultThatCannotApplyIsUnknown(t *testing.T) {
 
 func TestTooShortForMinOpsIsUnknown(t *testing.T) {
 	res := run(t, Config{Target: exampleSpec(t, false), Time: 2 * time.Second, Nemesis: "none", MinOps: 1_000_000})
-	require.Equal(t, ExitUnknown, res.ExitCode, res.Summary())
+	require.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
 	assert.Contains(t, strings.Join(res.Reasons, "\n"), "the gate needs at least 1000000 (--min-ops)")
 }
 
@@ -112,16 +114,35 @@ func TestUsageErrors(t *testing.T) {
 	res, err := Run(context.Background(), Config{Target: "no-such-target", Store: t.TempDir()})
 	require.Error(t, err)
 	assert.True(t, IsUsage(err))
-	assert.Equal(t, ExitUsage, res.ExitCode)
+	assert.Equal(t, analysis.ExitUsage, res.ExitCode)
 
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","nodes":[{"name":"n1","roles":["issuer"],"comand":["a"]}]}`), 0o644))
 	res, err = Run(context.Background(), Config{Target: "spec:" + bad, Store: t.TempDir()})
 	require.Error(t, err)
 	assert.True(t, IsUsage(err))
-	assert.Equal(t, ExitUsage, res.ExitCode)
+	assert.Equal(t, analysis.ExitUsage, res.ExitCode)
 	assert.Contains(t, err.Error(), `nodes[0].comand: unknown field "comand" (did you mean "command"?)`)
 
 	_, err = Run(context.Background(), Config{Target: "memory", Time: -time.Second, Store: t.TempDir()})
 	assert.True(t, IsUsage(err))
+}
+
+// A requested nemesis that cannot act is in the start event, with why.
+func TestHistoryRecordsANemesisThatCannotAct(t *testing.T) {
+	res := run(t, Config{Target: exampleSpec(t, false), Time: 2 * time.Second, Nemesis: "clock", Seed: 5})
+	events, err := history.ReadFile(res.Run.HistoryPath)
+	require.NoError(t, err)
+	require.True(t, events[0].IsRun())
+	x := map[string]any{}
+	for k, v := range events[0].Extra {
+		var val any
+		require.NoError(t, json.Unmarshal(v, &val))
+		x[k] = val
+	}
+	assert.Equal(t, "clock", x[history.RunExtraRequested])
+	assert.Empty(t, x[history.RunExtraNemeses])
+	na, _ := x[history.RunExtraNotApplicable].(map[string]any)
+	assert.Contains(t, na, "clock")
+	assert.NotEmpty(t, na["clock"], "with why")
 }

@@ -49,7 +49,7 @@ func CheckFile(ctx context.Context, path, dir string, sem models.Semantics, cfg 
 			return reports.Check{}, nil, err
 		}
 		end = max(end, e.Time)
-		if e.Process == history.NemesisProcess && !e.IsTamper() {
+		if e.Process == history.NemesisProcess && !e.IsTamper() && !e.IsRun() {
 			faults = append(faults, e)
 		}
 		op, err := pairer.Add(e)

@@ -4,116 +4,274 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
-// Config is every setting of one run. It is stored in config.json with the
-// command that reproduces the run.
+// Config is every setting of one run, from the target to the checkers: what
+// `fencecheck test`'s flags set, what the Go gate API takes, what config.json
+// records and what Command turns back into a command line. A zero field
+// takes its value from Default.
 type Config struct {
-	// Target is the name the target was chosen by (memory, etcd, spec:PATH...).
+	// Target is the name the target is chosen by: memory, etcd, redis,
+	// redis-volatile or spec:PATH.
 	Target string `json:"target"`
+	// Bugs are the reference's bug switches; SealKey makes it seal tokens
+	// and verify seals (memory target only).
+	Bugs    []string `json:"bugs,omitempty"`
+	SealKey string   `json:"seal_key,omitempty"`
+
 	// Time is the length of the main phase.
 	Time time.Duration `json:"time_ns"`
 	// Concurrency is the number of writer clients; Keys the number of
 	// lock/resource keys they share.
 	Concurrency int `json:"concurrency"`
 	Keys        int `json:"keys"`
-	// Readers is the number of extra clients that only read.
+	// Readers is the number of extra clients that only read; a negative
+	// number means none (zero takes the default).
 	Readers int `json:"readers"`
 	// TTL is the lease clients ask for.
 	TTL time.Duration `json:"ttl_ns"`
 	// OpTimeout bounds each client request; past it the op is info.
 	OpTimeout time.Duration `json:"op_timeout_ns"`
-	// Nemesis is the comma-separated nemesis list ("all", "none").
-	Nemesis string `json:"nemesis"`
-	// Seed drives every random choice of the workload and the nemeses.
-	Seed uint64 `json:"seed"`
-	// Store is the root of the run store.
-	Store string `json:"store"`
 	// Forge adds the forge workload (writes with tokens no issuer signed).
 	Forge bool `json:"forge"`
+
+	// Nemesis is the comma-separated nemesis list: names, "all" (every one
+	// that applies, except opt-in ones) or "none".
+	Nemesis string `json:"nemesis"`
+	// Seed drives every random choice of the workload and the nemeses; zero
+	// draws one from the clock (WithDefaults), recorded so the run can be
+	// repeated.
+	Seed uint64 `json:"seed"`
+	// Recovery bounds the wait for every node to answer after the heal, and
+	// the final reads.
+	Recovery time.Duration `json:"recovery_ns"`
+
 	// Checker is fast, porcupine or both.
 	Checker string `json:"checker"`
-	// CheckTimeout bounds Porcupine's search per model.
+	// CheckTimeout bounds Porcupine's search.
 	CheckTimeout time.Duration `json:"check_timeout_ns"`
-	// MinOps is the least number of ok operations a run must have to give a
-	// verdict other than unknown.
+	// MinOps is the fewest client operations that must end ok or fail for a
+	// verdict other than unknown; a negative number means no minimum (zero
+	// takes the default).
 	MinOps int `json:"min_ops"`
-	// Recovery bounds the wait for every node to answer after the heal.
-	Recovery time.Duration `json:"recovery_ns"`
-	// Command is the command line that reproduces this run.
-	Command []string `json:"command"`
-	// Options holds target-specific settings (bugs, seal key...) for the
-	// record.
-	Options map[string]any `json:"options,omitempty"`
+
+	// Store is the root of the run store.
+	Store string `json:"store"`
+	// JUnit, when set, is where the run's junit.xml is also copied.
+	JUnit string `json:"junit,omitempty"`
 	// Progress receives live progress lines; nil for none.
 	Progress io.Writer `json:"-"`
 	// Log receives phase messages; nil for none.
 	Log io.Writer `json:"-"`
+	_   struct{}
 }
 
-// DefaultTTL is the lease clients ask for when a config does not say.
+// DefaultTTL is the lease clients ask for when a config does not say. Checks
+// of histories whose events carry no lease use it too.
 const DefaultTTL = time.Second
 
-// Defaults fills unset fields.
-func (c *Config) Defaults() {
-	if c.Time == 0 {
-		c.Time = 30 * time.Second
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 5
-	}
-	if c.Keys == 0 {
-		c.Keys = 3
-	}
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = time.Second
-	}
-	if c.Store == "" {
-		c.Store = "store"
-	}
-	if c.Checker == "" {
-		c.Checker = "both"
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = 30 * time.Second
-	}
-	if c.MinOps == 0 {
-		c.MinOps = 10
-	}
-	if c.Recovery == 0 {
-		c.Recovery = 30 * time.Second
+// Default is the configuration of `fencecheck test` with no flags: the one
+// place defaults are defined. The CLI's flags, the Go gate API and
+// WithDefaults take them from here; the checker's come from the checkers.
+func Default() Config {
+	return Config{
+		Target: "memory",
+		Time:   30 * time.Second, Concurrency: 5, Keys: 3, Readers: 2,
+		TTL: DefaultTTL, OpTimeout: time.Second,
+		Nemesis: "all", Recovery: 30 * time.Second,
+		Checker: models.CheckerBoth, CheckTimeout: models.DefaultTimeout, MinOps: models.DefaultMinOps,
+		Store: "store",
 	}
 }
 
-// Validate rejects settings no run can use.
+// WithDefaults returns c with every zero field set from Default, and a seed
+// drawn from the clock when it has none.
+func (c Config) WithDefaults() Config {
+	d := Default()
+	orString := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	orInt := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	orDuration := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	orString(&c.Target, d.Target)
+	orDuration(&c.Time, d.Time)
+	orInt(&c.Concurrency, d.Concurrency)
+	orInt(&c.Keys, d.Keys)
+	orInt(&c.Readers, d.Readers)
+	orDuration(&c.TTL, d.TTL)
+	orDuration(&c.OpTimeout, d.OpTimeout)
+	orString(&c.Nemesis, d.Nemesis)
+	orDuration(&c.Recovery, d.Recovery)
+	orString(&c.Checker, d.Checker)
+	orDuration(&c.CheckTimeout, d.CheckTimeout)
+	orInt(&c.MinOps, d.MinOps)
+	orString(&c.Store, d.Store)
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano()&0x7fffffff) + 1
+	}
+	return c
+}
+
+// Validate rejects settings no run can use, all at once. Which target names
+// and bug switches exist is the targets' to say (targets.New).
 func (c *Config) Validate() error {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Target == "" {
+		bad("--target is needed")
+	}
 	if c.Time <= 0 {
-		errs = append(errs, fmt.Errorf("time must be positive, got %s", c.Time))
+		bad("--time must be positive, got %s", c.Time)
 	}
 	if c.Concurrency < 1 || c.Concurrency > 1000 {
-		errs = append(errs, fmt.Errorf("concurrency must be 1..1000, got %d", c.Concurrency))
+		bad("--concurrency must be 1..1000, got %d", c.Concurrency)
 	}
 	if c.Keys < 1 || c.Keys > 10000 {
-		errs = append(errs, fmt.Errorf("keys must be 1..10000, got %d", c.Keys))
+		bad("--keys must be 1..10000, got %d", c.Keys)
 	}
-	if c.Readers < 0 {
-		errs = append(errs, fmt.Errorf("readers must be >= 0, got %d", c.Readers))
+	if c.Readers > 1000 {
+		bad("--readers must be 0..1000, got %d", c.Readers)
 	}
 	if c.TTL < 10*time.Millisecond {
-		errs = append(errs, fmt.Errorf("ttl must be at least 10ms, got %s", c.TTL))
+		bad("--ttl must be at least 10ms, got %s", c.TTL)
 	}
 	if c.OpTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("op timeout must be positive, got %s", c.OpTimeout))
+		bad("--op-timeout must be positive, got %s", c.OpTimeout)
+	}
+	if _, err := nemesis.Parse(c.Nemesis); err != nil {
+		bad("--nemesis: %v", err)
+	}
+	if c.Recovery <= 0 {
+		bad("--recovery must be positive, got %s", c.Recovery)
 	}
 	switch c.Checker {
-	case "fast", "porcupine", "both":
+	case "fast", "porcupine", models.CheckerBoth:
 	default:
-		errs = append(errs, fmt.Errorf("checker must be fast, porcupine or both, got %q", c.Checker))
+		bad("--checker must be fast, porcupine or both, got %q", c.Checker)
+	}
+	if c.CheckTimeout <= 0 {
+		bad("--check-timeout must be positive, got %s", c.CheckTimeout)
+	}
+	if c.Store == "" {
+		bad("--store is needed")
 	}
 	return errors.Join(errs...)
 }
+
+// readers is the number of read-only clients c asks for.
+func (c *Config) readers() int { return max(c.Readers, 0) }
+
+// RegisterFlags defines one flag per setting on fs, bound to c, with the
+// values of Default (c is set to them): the flags of `fencecheck test`.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	d := Default()
+	*c = Config{}
+	fs.StringVar(&c.Target, "target", d.Target, "target to test, or spec:FILE")
+	fs.StringSliceVar(&c.Bugs, "bug", d.Bugs, "memory reference bug switch(es) to turn on (see 'fencecheck targets')")
+	fs.StringVar(&c.SealKey, "seal-key", d.SealKey, "memory reference: authenticate tokens with this HMAC key")
+	fs.DurationVar(&c.Time, "time", d.Time, "length of the main phase")
+	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "writer clients")
+	fs.IntVar(&c.Keys, "keys", d.Keys, "locks/resource keys the clients share")
+	c.Readers = d.Readers
+	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read")
+	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
+	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
+	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed")
+	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except restart-wipe) or 'none'")
+	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
+	fs.DurationVar(&c.Recovery, "recovery", d.Recovery, "how long the final phase waits for every node to answer after the heal")
+	fs.StringVar(&c.Checker, "checker", d.Checker, "checker: fast, porcupine or both")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "time Porcupine may search")
+	c.MinOps = d.MinOps
+	fs.Var(zeroIsNone{&c.MinOps}, "min-ops", "fewest operations ending ok or fail for a verdict other than unknown (0: no minimum)")
+	fs.StringVar(&c.Store, "store", d.Store, "run store folder")
+	fs.StringVar(&c.JUnit, "junit", d.JUnit, "also write the JUnit XML file here")
+}
+
+// notReproduced are the flags Command leaves out: where else the results go
+// is not a setting of the run (a repeat must not overwrite CI's file).
+var notReproduced = map[string]bool{"junit": true}
+
+// Command is the fencecheck command line that repeats a run of c: every
+// setting, defaults included (they may change between versions), the seed
+// too. It is generated from the flags RegisterFlags defines, so a setting
+// with a flag cannot be left out.
+func (c Config) Command() []string {
+	fs := pflag.NewFlagSet("fencecheck test", pflag.ContinueOnError)
+	var bound Config
+	bound.RegisterFlags(fs)
+	bound = c // the flags now read c's values
+	out := []string{"fencecheck", "test"}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if notReproduced[f.Name] {
+			return
+		}
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), ",")
+		}
+		if v == "" && f.DefValue == "" || v == "" && f.DefValue == "[]" {
+			return // nothing set, nothing to repeat
+		}
+		out = append(out, "--"+f.Name+"="+v)
+	})
+	return out
+}
+
+// ShellLine joins a command line for a shell, quoting what needs it.
+func ShellLine(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+// zeroIsNone is an int flag whose 0 means none. A Config stores none as a
+// negative number, since a zero field takes the default.
+type zeroIsNone struct{ p *int }
+
+func (v zeroIsNone) String() string {
+	if v.p == nil || *v.p < 0 {
+		return "0"
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v zeroIsNone) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	if n < 0 {
+		return fmt.Errorf("must be >= 0, got %d", n)
+	}
+	if n == 0 {
+		n = -1
+	}
+	*v.p = n
+	return nil
+}
+
+func (zeroIsNone) Type() string { return "int" }

@@ -105,6 +105,12 @@ func gate(run *Run, rep *models.Report) []string {
 	if rep.Definite < run.Config.MinOps {
 		why = append(why, fmt.Sprintf("only %d operations ended ok or fail; the gate needs at least %d (--min-ops)", rep.Definite, run.Config.MinOps))
 	}
+	if run.CutShort {
+		why = append(why, "the run was cut short (interrupted) before its main phase ended")
+	}
+	if !run.Complete {
+		why = append(why, "the run did not complete its final phase (heal, recovery, final reads): "+strings.Join(run.RunErrors, "; "))
+	}
 	requested := namedNemeses(run.Config.Nemesis)
 	for _, n := range requested {
 		if why2, ok := run.NotApplicable[n]; ok {
@@ -146,7 +152,7 @@ func RunInfoOf(run *Run, sem models.Semantics) reports.RunInfo {
 	}
 	sort.Strings(nem)
 	info := reports.RunInfo{RunID: filepath.Base(run.Dir), Target: run.Config.Target, Seed: int64(run.Config.Seed),
-		Command: strings.Join(run.Config.Command, " "), Start: run.Start, End: run.End, Nemeses: nem,
+		Command: strings.Join(run.Command, " "), Start: run.Start, End: run.End, Nemeses: nem,
 		Semantics: &sem, Config: run.Config}
 	var na []string
 	for n, why := range run.NotApplicable {

@@ -9,21 +9,12 @@ import (
 	"github.com/fencecheck/fencecheck/workloads"
 )
 
-// linkNemeses act on traffic between clients and nodes, through proxies.
-var linkNemeses = map[string]bool{"strip": true, "delay": true, "partition": true}
-
 // interpose puts a proxy between the clients and every node when a nemesis
-// that acts on links may run, and returns the endpoints clients must use.
-// Without such a nemesis clients talk to the nodes directly: a proxy hop
-// is not free, and it is not the system under test.
+// that acts on links (nemesis.LinkActor) may run, and returns the endpoints
+// clients must use. Without such a nemesis clients talk to the nodes
+// directly: a proxy hop is not free, and it is not the system under test.
 func interpose(rec *history.Recorder, cfg Config, eps Endpoints, nemeses []string) (*proxy.Set, Endpoints, error) {
-	need := false
-	for _, n := range nemeses {
-		if n == "all" || linkNemeses[n] {
-			need = true
-		}
-	}
-	if !need {
+	if !nemesis.NeedLinks(nemeses) {
 		return nil, eps, nil
 	}
 	set := proxy.NewSet(rec, cfg.Seed)

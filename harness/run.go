@@ -26,6 +26,8 @@ var ErrCannotRun = errors.New("the run could not be carried out")
 // Run is one finished run.
 type Run struct {
 	Config Config
+	// Command is the command line that repeats the run (Config.Command).
+	Command []string
 	// Dir is the run's store folder.
 	Dir string
 	// HistoryPath is Dir/history.jsonl.
@@ -37,16 +39,23 @@ type Run struct {
 	NotApplicable map[string]string
 	// Endpoints the clients used.
 	Endpoints Endpoints
-	// RunError is a problem during the run that did not stop it (heal
-	// failed, recovery timed out); reported beside the verdict.
+	// RunErrors are problems during the run that did not stop it (heal
+	// failed, recovery timed out), each also a problem event in the history;
+	// reported beside the verdict.
 	RunErrors []string
+	// Complete is false when heal, recovery or the final reads failed;
+	// CutShort is true when the caller's context ended the main phase early
+	// (a signal). Both are in the history's end event.
+	Complete, CutShort bool
 }
 
 // Execute carries out one run against target: setup, main phase (workload and
 // nemeses), heal, recovery, final reads, teardown. It returns once the
-// history is complete on disk; checking and reporting follow (Check).
+// history is complete on disk; checking and reporting follow (Finish). The
+// history records the run itself too (history/run.go): what it set out to
+// do, its phases, its problems and how far it got.
 func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
-	cfg.Defaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -55,14 +64,15 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 			fmt.Fprintf(cfg.Log, format+"\n", args...)
 		}
 	}
-	run := &Run{Config: cfg, Start: time.Now()}
+	run := &Run{Config: cfg, Command: cfg.Command(), Start: time.Now()}
+	logf("fencecheck: seed %d; reproduce with: %s", cfg.Seed, ShellLine(run.Command))
 	dir, err := newRunDir(cfg.Store, target.Name(), run.Start)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	run.Dir = dir
 	run.HistoryPath = filepath.Join(dir, "history.jsonl")
-	if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(cfg, target)); err != nil {
+	if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(run, target)); err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	logf("setup: starting target %s (run folder %s)", target.Name(), dir)
@@ -81,8 +91,6 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	}
 	run.Endpoints = eps
 
-	// The history starts once the target is up: its time 0 is the start of
-	// the workload, so times (and time to detection) do not count setup.
 	rec, err := history.Create(run.HistoryPath)
 	if err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
@@ -97,21 +105,19 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
-	var linkEnv any
-	if links != nil {
-		defer links.Close()
-		linkEnv = links
-	}
-
 	wl, err := workloads.NewFenced(workloads.Config{
-		Clients: cfg.Concurrency, Readers: cfg.Readers, Keys: cfg.Keys, TTL: cfg.TTL,
+		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
 		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
 	if err != nil {
 		return run, err
 	}
-	nenv := &nemesis.Env{Target: target, Workload: wl, Links: linkEnv, TTL: cfg.TTL, Log: orDiscard(cfg.Log)}
+	nenv := &nemesis.Env{Target: target, Holders: wl, ClientClock: wl, TTL: cfg.TTL, Log: orDiscard(cfg.Log)}
+	if links != nil { // a nil *proxy.Set is not "no links"
+		defer links.Close()
+		nenv.Links = links
+	}
 	sel := nemesis.Select(nemNames, nenv)
 	run.NotApplicable = sel.NotApplicable
 	for n, why := range sel.NotApplicable {
@@ -119,15 +125,30 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	}
 	sched := nemesis.NewScheduler(nenv, rec, cfg.Seed, sel.Active)
 	run.Nemeses = sched.Counts
-
-	prog := newProgress(cfg.Progress, cfg.Time, sched.Active)
-	rec.Listen(prog.observe)
 	names := make([]string, 0, len(sel.Active))
 	for _, n := range sel.Active {
 		names = append(names, n.Name())
 	}
 	sort.Strings(names)
+
+	// The history starts once the target is up: its time 0 is the start of
+	// the workload, so times (and time to detection) do not count setup.
+	if _, err := rec.Begin(runEvent(history.RunStart, map[string]any{
+		history.RunExtraRequested: cfg.Nemesis, history.RunExtraNemeses: names,
+		history.RunExtraNotApplicable: sel.NotApplicable,
+	})); err != nil {
+		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
+	}
+	problem := func(phase, msg string) {
+		run.RunErrors = append(run.RunErrors, msg)
+		rec.Record(runEvent(history.RunProblem, map[string]any{history.RunExtraPhase: phase, history.RunExtraError: msg}))
+		logf("%s", msg)
+	}
+
+	prog := newProgress(cfg.Progress, cfg.Time, sched.Active)
+	rec.Listen(prog.observe)
 	logf("main phase: %s, %d clients on %d keys, nemeses %v, seed %d", cfg.Time, cfg.Concurrency, cfg.Keys, names, cfg.Seed)
+	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseMain}))
 	prog.run()
 	mainCtx, cancel := context.WithTimeout(ctx, cfg.Time)
 	g, gctx := errgroup.WithContext(mainCtx)
@@ -139,30 +160,54 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	werr := g.Wait()
 	cancel()
 	prog.finish()
+	run.CutShort = ctx.Err() != nil
 	if werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, context.DeadlineExceeded) {
-		run.RunErrors = append(run.RunErrors, "workload: "+werr.Error())
+		problem(history.PhaseMain, "workload: "+werr.Error())
 	}
 
 	// The final phase runs even if the caller was cancelled: faults must be
 	// healed and the final state read so the history can be checked.
 	fctx := context.WithoutCancel(ctx)
 	logf("final phase: heal, recover, read every key")
+	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseFinal}))
+	run.Complete = true
 	if err := sched.Heal(fctx); err != nil {
-		run.RunErrors = append(run.RunErrors, err.Error())
-		logf("%v", err)
+		problem(history.PhaseFinal, err.Error())
+		run.Complete = false
 	}
 	if err := WaitHealthy(fctx, eps, cfg.Recovery); err != nil {
-		run.RunErrors = append(run.RunErrors, "recovery: "+err.Error())
-		logf("recovery: %v", err)
+		problem(history.PhaseFinal, "recovery: "+err.Error())
+		run.Complete = false
 	}
 	rctx, rcancel := context.WithTimeout(fctx, cfg.Recovery)
-	_ = wl.FinalReads(rctx, rec)
+	if err := wl.FinalReads(rctx, rec); err != nil {
+		problem(history.PhaseFinal, "final reads: "+err.Error())
+		run.Complete = false
+	}
 	rcancel()
+	end := map[string]any{history.RunExtraComplete: run.Complete, history.RunExtraCutShort: run.CutShort}
+	if waited := sched.Waited(); len(waited) > 0 {
+		end[history.RunExtraWaited] = waited
+	}
+	rec.Record(runEvent(history.RunEnd, end))
 	run.End = time.Now()
 	if err := rec.Close(); err != nil {
 		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
 	}
 	return run, nil
+}
+
+// runEvent is a run event (history/run.go) with its extra fields.
+func runEvent(action string, extra map[string]any) history.Event {
+	e := history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.RunEvent,
+		Extra: map[string]json.RawMessage{}}
+	extra[history.RunExtraAction] = action
+	for k, v := range extra {
+		if b, err := json.Marshal(v); err == nil {
+			e.Extra[k] = b
+		}
+	}
+	return e
 }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -181,15 +226,19 @@ func newRunDir(store, target string, t time.Time) (string, error) {
 	return dir, reports.UpdateLatest(store, dir)
 }
 
+// configRecord is config.json: every setting, the command that repeats the
+// run, and what the target declared. Version 2: the target's options are
+// fields (bugs, seal_key), not an options map; every setting has a flag.
 type configRecord struct {
 	Config
-	TargetName string `json:"target_name"`
-	Semantics  any    `json:"semantics"`
-	Version    int    `json:"config_version"`
+	Command    []string `json:"command"`
+	TargetName string   `json:"target_name"`
+	Semantics  any      `json:"semantics"`
+	Version    int      `json:"config_version"`
 }
 
-func storedConfig(cfg Config, t Target) configRecord {
-	return configRecord{Config: cfg, TargetName: t.Name(), Semantics: t.Semantics(), Version: 1}
+func storedConfig(run *Run, t Target) configRecord {
+	return configRecord{Config: run.Config, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: 2}
 }
 
 func writeJSON(path string, v any) error {

@@ -5,14 +5,16 @@ import (
 	"io"
 
 	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // Target is a fencing system under test: it brings its nodes up, tells
-// clients where to connect, and tears everything down. Fault capabilities
-// (pause, restart, partition, clock) are optional interfaces from package
-// nemesis, discovered by type assertion.
+// clients where to connect, lists its nodes (what faults act on), and tears
+// everything down. Fault capabilities (pause, restart, partition, clock) are
+// optional interfaces from package nemesis, discovered by type assertion.
 type Target interface {
 	Name() string
+	nemesis.Cluster
 	Semantics() models.Semantics
 	// Start brings the system up and returns once every node answers
 	// GET /v1/health.
@@ -42,4 +44,17 @@ type Endpoint struct {
 type Endpoints struct {
 	Issuers   []Endpoint `json:"issuers"`
 	Resources []Endpoint `json:"resources"`
+}
+
+// All lists every endpoint once (a node that serves both roles is one).
+func (e Endpoints) All() []Endpoint {
+	seen := map[string]bool{}
+	var all []Endpoint
+	for _, ep := range append(append([]Endpoint{}, e.Issuers...), e.Resources...) {
+		if !seen[ep.URL] {
+			seen[ep.URL] = true
+			all = append(all, ep)
+		}
+	}
+	return all
 }

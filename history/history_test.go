@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,4 +72,20 @@ func TestTruncatedLastLineIsSkippedNotFatal(t *testing.T) {
 	// The same damage in the middle of a file is an error.
 	_, err = ReadAll(strings.NewReader(`{"index":1,"time":2,"proc` + "\n" + `{"index":0,"time":1,"process":0,"type":"invoke","f":"read","key":"k"}` + "\n"))
 	require.Error(t, err)
+}
+
+// Begin puts the first event at time 0, whatever setup came before, and
+// refuses once the history has events.
+func TestBeginStartsTheClock(t *testing.T) {
+	var buf bytes.Buffer
+	rec := NewRecorder(&buf)
+	time.Sleep(50 * time.Millisecond)
+	first, err := rec.Begin(Event{Process: NemesisProcess, Type: Info, F: RunEvent})
+	require.NoError(t, err)
+	assert.Zero(t, first.Index)
+	assert.Zero(t, first.Time, "setup before Begin is not counted")
+	assert.True(t, first.IsRun())
+	rec.Record(Event{Process: 0, Type: Invoke, F: Read, Key: "k"})
+	_, err = rec.Begin(Event{Process: NemesisProcess, Type: Info, F: RunEvent})
+	assert.Error(t, err)
 }

@@ -57,9 +57,14 @@ func (r *Recorder) Listen(fn func(Event)) { r.listen = append(r.listen, fn) }
 func (r *Recorder) Record(e Event) Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.write(e, int64(time.Since(r.start)))
+}
+
+// write stamps e with the next index and time t and writes it; r.mu is held.
+func (r *Recorder) write(e Event, t int64) Event {
 	e.Index = r.next
 	r.next++
-	e.Time = int64(time.Since(r.start))
+	e.Time = t
 	if r.err == nil {
 		if err := r.enc.Encode(&e); err != nil {
 			r.err = err
@@ -71,6 +76,20 @@ func (r *Recorder) Record(e Event) Event {
 		fn(e)
 	}
 	return e
+}
+
+// Begin records e as the history's first event, at time 0: the history's
+// clock starts now, so the setup before it (proxies, clients) is not
+// counted in any time. It fails once an event has been recorded.
+func (r *Recorder) Begin(e Event) (Event, error) {
+	r.mu.Lock()
+	if r.next > 0 {
+		defer r.mu.Unlock()
+		return e, fmt.Errorf("history: Begin after %d events", r.next)
+	}
+	r.start = time.Now()
+	defer r.mu.Unlock()
+	return r.write(e, 0), nil
 }
 
 // Err is the first write error, if any. Events after a write error are still

@@ -20,7 +20,8 @@ package history
 //   - "end" (the last event of a run that finished its final phase):
 //     extra.complete is true when heal, recovery and final reads all
 //     succeeded, extra.cut_short true when the run was interrupted (signal)
-//     and ended early.
+//     and ended early; extra.waited (when any) maps a nemesis to how often
+//     it found every node it could act on held by another fault.
 //
 // Histories without run events (version 1 files, histories from other
 // tools) are judged on their operations alone.
@@ -32,6 +33,25 @@ const (
 	RunPhase   = "phase"
 	RunProblem = "problem"
 	RunEnd     = "end"
+)
+
+// Keys of run events' extra, as documented above.
+const (
+	RunExtraAction        = "action"
+	RunExtraRequested     = "requested"
+	RunExtraNemeses       = "nemeses"
+	RunExtraNotApplicable = "not_applicable"
+	RunExtraPhase         = "phase"
+	RunExtraError         = "error"
+	RunExtraComplete      = "complete"
+	RunExtraCutShort      = "cut_short"
+	RunExtraWaited        = "waited"
+)
+
+// Phases named by phase events.
+const (
+	PhaseMain  = "main"
+	PhaseFinal = "final"
 )
 
 // IsRun reports whether e is a run event.

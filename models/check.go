@@ -519,7 +519,7 @@ func faultPeriods(events []history.Event) ([]faultPeriod, int64) {
 	var out []faultPeriod
 	for _, e := range events {
 		end = max(end, e.Time)
-		if e.Process != history.NemesisProcess || e.IsTamper() {
+		if e.Process != history.NemesisProcess || e.IsTamper() || e.IsRun() {
 			continue
 		}
 		key := e.F + "\x00" + string(e.Extra["id"])

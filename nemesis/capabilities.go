@@ -26,6 +26,14 @@ type Cluster interface {
 	Nodes() []Node
 }
 
+// nodesOf lists env's target's nodes (none without a target).
+func nodesOf(env *Env) []Node {
+	if env.Target == nil {
+		return nil
+	}
+	return env.Target.Nodes()
+}
+
 // Leaderer is a cluster that can name its current leader (etcd).
 type Leaderer interface {
 	Leader(ctx context.Context) (string, error)

@@ -72,6 +72,7 @@ func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
 	assert.EqualValues(t, busy, s.start(ctx, pause{}, rng), "the node is down: pause must wait")
 	assert.Zero(t, s.Counts["pause"].Failed, "waiting for a node is not a failure")
 	assert.Equal(t, 1, s.Counts["pause"].Waited, "but it is counted")
+	assert.Equal(t, map[string]int{"pause": 1}, s.Waited())
 
 	s.stop(ctx, restartID)
 	pauseID := s.start(ctx, pause{}, rng)
@@ -87,7 +88,7 @@ func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
 // freezes a lock holder instead of waiting.
 func TestPauseFallsBackToAHolderWhenEveryNodeIsHeld(t *testing.T) {
 	wl := &holders{}
-	env := &Env{Target: &oneNode{}, Workload: wl, TTL: time.Second}
+	env := &Env{Target: &oneNode{}, Holders: wl, TTL: time.Second}
 	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, pause{}})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))

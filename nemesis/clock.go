@@ -8,8 +8,6 @@ import (
 	"time"
 )
 
-func init() { Register("clock", func() Nemesis { return clock{} }) }
-
 // clock steps a node's wall clock forward or back by seconds to minutes, or
 // strobes it between two offsets, through the target's injectable clock; a
 // third of the time the clients' clock (the workload's, by which they judge
@@ -36,10 +34,10 @@ type clockTarget struct {
 	node   string
 }
 
-// clocksOf lists v's skewable clocks, if it has any.
-func clocksOf(v any) []clockTarget {
+// clocksOf lists the clocks cs can skew (none for nil).
+func clocksOf(cs ClockSkewer) []clockTarget {
 	var out []clockTarget
-	if cs, ok := v.(ClockSkewer); ok {
+	if cs != nil {
 		for _, n := range cs.ClockNodes() {
 			out = append(out, clockTarget{skewer: cs, node: n})
 		}
@@ -47,14 +45,20 @@ func clocksOf(v any) []clockTarget {
 	return out
 }
 
+// nodeClocks lists the target's skewable clocks.
+func nodeClocks(env *Env) []clockTarget {
+	cs, _ := env.Target.(ClockSkewer)
+	return clocksOf(cs)
+}
+
 func clockTargets(env *Env) []clockTarget {
-	return append(clocksOf(env.Target), clocksOf(env.Workload)...)
+	return append(nodeClocks(env), clocksOf(env.ClientClock)...)
 }
 
 // pickClocks chooses the clocks one fault steps together: a node's, with the
 // clients' a third of the time.
 func pickClocks(env *Env, rng *rand.Rand) []clockTarget {
-	nodes, clients := clocksOf(env.Target), clocksOf(env.Workload)
+	nodes, clients := nodeClocks(env), clocksOf(env.ClientClock)
 	if len(nodes) == 0 {
 		return nil
 	}
@@ -66,7 +70,7 @@ func pickClocks(env *Env, rng *rand.Rand) []clockTarget {
 }
 
 func (clock) Applicable(env *Env) (bool, string) {
-	if len(clocksOf(env.Target)) == 0 {
+	if len(nodeClocks(env)) == 0 {
 		if _, ok := env.Target.(ClockSkewer); ok {
 			return false, "none of the target's nodes has a clock that can be skewed"
 		}

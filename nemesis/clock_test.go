@@ -24,6 +24,20 @@ func newFakeClocks(nodes ...string) *fakeClocks {
 
 func (f *fakeClocks) ClockNodes() []string { return f.nodes }
 
+// Nodes makes fakeClocks a target too: a cluster of clocks.
+func (f *fakeClocks) Nodes() []Node {
+	out := make([]Node, len(f.nodes))
+	for i, n := range f.nodes {
+		out[i] = Node{Name: n, Role: "reference"}
+	}
+	return out
+}
+
+// noNodes is a target with nothing a fault can act on.
+type noNodes struct{}
+
+func (noNodes) Nodes() []Node { return nil }
+
 func (f *fakeClocks) SetClockOffset(_ context.Context, node string, off time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -46,7 +60,7 @@ func (f *fakeClocks) current(node string) time.Duration {
 }
 
 func TestClockApplicable(t *testing.T) {
-	ok, why := clock{}.Applicable(&Env{Target: struct{}{}})
+	ok, why := clock{}.Applicable(&Env{Target: noNodes{}})
 	assert.False(t, ok)
 	assert.Contains(t, why, "injectable clock")
 	ok, why = clock{}.Applicable(&Env{Target: newFakeClocks()})
@@ -54,7 +68,7 @@ func TestClockApplicable(t *testing.T) {
 	assert.Contains(t, why, "none of the target's nodes")
 	ok, _ = clock{}.Applicable(&Env{Target: newFakeClocks("n1")})
 	assert.True(t, ok)
-	ok, why = clock{}.Applicable(&Env{Target: struct{}{}, Workload: newFakeClocks("client")})
+	ok, why = clock{}.Applicable(&Env{Target: noNodes{}, ClientClock: newFakeClocks("client")})
 	assert.False(t, ok, "the clients' clock alone does not test the target")
 	assert.Contains(t, why, "injectable clock")
 }
@@ -62,7 +76,7 @@ func TestClockApplicable(t *testing.T) {
 func TestClockStepsAndStrobesThenResets(t *testing.T) {
 	target := newFakeClocks("n1", "n2")
 	wl := newFakeClocks("client")
-	env := &Env{Target: target, Workload: wl}
+	env := &Env{Target: target, ClientClock: wl}
 	rng := rand.New(rand.NewPCG(7, 7))
 	modes := map[string]int{}
 	hit := map[string]bool{}
@@ -129,7 +143,7 @@ func TestClockStepsAndStrobesThenResets(t *testing.T) {
 func TestClockHealResetsEveryClock(t *testing.T) {
 	target := newFakeClocks("n1", "n2")
 	wl := newFakeClocks("client")
-	env := &Env{Target: target, Workload: wl}
+	env := &Env{Target: target, ClientClock: wl}
 	require.NoError(t, target.SetClockOffset(context.Background(), "n1", time.Minute))
 	require.NoError(t, clock{}.Heal(context.Background(), env))
 	for _, n := range []string{"n1", "n2"} {

@@ -6,8 +6,6 @@ import (
 	"time"
 )
 
-func init() { Register("delay", func() Nemesis { return delay{} }) }
-
 // delay makes the proxies between clients and the resource hold a share of
 // writes in flight until a newer token has been accepted for the same key
 // (or a bound elapses), then deliver them: the write that was sent while its
@@ -17,6 +15,9 @@ func init() { Register("delay", func() Nemesis { return delay{} }) }
 type delay struct{}
 
 func (delay) Name() string { return "delay" }
+
+// ActsOnLinks: the proxies hold the writes.
+func (delay) ActsOnLinks() bool { return true }
 
 func (delay) Applicable(env *Env) (bool, string) {
 	if len(clientLinks(env)) == 0 {

@@ -23,10 +23,7 @@ type LinkSet interface {
 }
 
 // linkSet is env's link set, when the harness interposed one.
-func linkSet(env *Env) (LinkSet, bool) {
-	ls, ok := env.Links.(LinkSet)
-	return ls, ok && ls != nil
-}
+func linkSet(env *Env) (LinkSet, bool) { return env.Links, env.Links != nil }
 
 // clientLinks lists the links that carry clients' traffic.
 func clientLinks(env *Env) []proxy.Info {

@@ -10,14 +10,23 @@ import (
 	"time"
 )
 
-// Env is what a nemesis may act on. Target and Workload are asserted against
-// the capability interfaces (Pauser, Restarter, ClockSkewer, HolderPauser...).
+// Env is what a nemesis may act on.
 type Env struct {
-	Target   any
-	Workload any
+	// Target is the system under test: its nodes. What they can suffer is
+	// the capability interfaces the target also implements (Pauser,
+	// Restarter, Partitioner, ClockSkewer, Leaderer), found by type
+	// assertion, so a target offers only what it can really do.
+	Target Cluster
+	// Holders are the workload's lock holders, one of which can be frozen
+	// past its lease (the client pause); nil when none can.
+	Holders HolderPauser
+	// ClientClock is the clients' wall clock, by which they judge their
+	// leases; the clock nemesis steps it with a node's. Nil when it cannot
+	// be stepped.
+	ClientClock ClockSkewer
 	// Links are the harness's proxies between clients and nodes (and between
 	// nodes, where a target routes through them); nil when none.
-	Links any
+	Links LinkSet
 	// TTL is the lease time clients ask for; pauses are sized from it.
 	TTL time.Duration
 	Log io.Writer
@@ -71,13 +80,34 @@ type Timed interface {
 // DefaultTiming suits runs of tens of seconds.
 var DefaultTiming = Timing{QuietMin: 1 * time.Second, QuietMax: 3 * time.Second, FaultMin: 1 * time.Second, FaultMax: 3 * time.Second}
 
-// registry is the table of nemeses by name: adding one is adding a line.
-var registry = map[string]func() Nemesis{}
+// LinkActor is a nemesis that acts on the traffic between clients and
+// nodes, through the harness's proxies (Env.Links). The harness interposes
+// the proxies only when such a nemesis may run: a proxy hop is not free, and
+// it is not the system under test.
+type LinkActor interface{ ActsOnLinks() bool }
 
-// Register adds a nemesis constructor to the table.
-func Register(name string, mk func() Nemesis) { registry[name] = mk }
+// table is every nemesis: adding one is its file and one line here. Each
+// call of a constructor gives a fresh nemesis (some keep per-run state).
+var table = []func() Nemesis{
+	func() Nemesis { return pause{} },
+	func() Nemesis { return restart{} },
+	func() Nemesis { return restart{wipe: true} },
+	func() Nemesis { return clock{} },
+	func() Nemesis { return &partition{} },
+	func() Nemesis { return strip{} },
+	func() Nemesis { return delay{} },
+}
 
-// Names lists the registered nemeses, sorted.
+// registry is the table by name.
+var registry = func() map[string]func() Nemesis {
+	m := map[string]func() Nemesis{}
+	for _, mk := range table {
+		m[mk().Name()] = mk
+	}
+	return m
+}()
+
+// Names lists the nemeses, sorted.
 func Names() []string {
 	var out []string
 	for n := range registry {
@@ -85,6 +115,31 @@ func Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// expand turns "all" into every nemesis that is not opt-in.
+func expand(names []string) []string {
+	if len(names) != 1 || names[0] != "all" {
+		return names
+	}
+	var out []string
+	for _, n := range Names() {
+		if o, ok := registry[n]().(OptIn); !ok || !o.OptInOnly() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// NeedLinks reports whether any of the named nemeses (as Parse returns them,
+// "all" included) acts on links, so the harness must interpose proxies.
+func NeedLinks(names []string) bool {
+	for _, n := range expand(names) {
+		if la, ok := registry[n]().(LinkActor); ok && la.ActsOnLinks() {
+			return true
+		}
+	}
+	return false
 }
 
 // Parse turns "pause,restart" (or "all", or "none"/"") into nemeses. "all"
@@ -129,15 +184,7 @@ type Selection struct {
 // listed, so reports say what was not exercised.
 func Select(names []string, env *Env) Selection {
 	sel := Selection{NotApplicable: map[string]string{}}
-	if len(names) == 1 && names[0] == "all" {
-		names = nil
-		for _, n := range Names() {
-			if o, ok := registry[n]().(OptIn); !ok || !o.OptInOnly() {
-				names = append(names, n)
-			}
-		}
-	}
-	for _, n := range names {
+	for _, n := range expand(names) {
 		nem := registry[n]()
 		if ok, why := nem.Applicable(env); !ok {
 			sel.NotApplicable[n] = why

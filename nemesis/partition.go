@@ -11,8 +11,6 @@ import (
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
 )
 
-func init() { Register("partition", func() Nemesis { return &partition{} }) }
-
 // partition cuts the network. Where the target can cut links between its
 // nodes (Partitioner) it isolates one node, the leader, a minority from a
 // majority, or issuer replicas from each other; where the harness put proxies
@@ -29,6 +27,10 @@ type partition struct {
 }
 
 func (partition) Name() string { return "partition" }
+
+// ActsOnLinks: besides the target's own cuts, the proxies black-hole
+// clients, the only cut a single node or a host process allows.
+func (partition) ActsOnLinks() bool { return true }
 
 // Timing: where the target can cut between its own nodes, the default. Where
 // only client black-holes are possible (a single node), cuts are shorter and
@@ -133,11 +135,7 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 	if _, ok := env.Target.(Partitioner); !ok {
 		return nil
 	}
-	cl, ok := env.Target.(Cluster)
-	if !ok {
-		return nil
-	}
-	nodes := cl.Nodes()
+	nodes := nodesOf(env)
 	if len(nodes) < 2 {
 		return nil
 	}
@@ -223,10 +221,8 @@ func linkPlans(env *Env) []partitionPlan {
 		return nil
 	}
 	roles := map[string]string{}
-	if cl, ok := env.Target.(Cluster); ok {
-		for _, n := range cl.Nodes() {
-			roles[n.Name] = n.Role
-		}
+	for _, n := range nodesOf(env) {
+		roles[n.Name] = n.Role
 	}
 	var plans []partitionPlan
 	seen := map[string]bool{}

@@ -7,8 +7,6 @@ import (
 	"time"
 )
 
-func init() { Register("pause", func() Nemesis { return pause{} }) }
-
 // pause freezes a lock holder past its lease (the GC pause that fencing
 // exists for) or freezes a whole node. A frozen holder wakes with an expired
 // lease and writes with its old token: only the resource's check can stop it.
@@ -17,9 +15,8 @@ type pause struct{}
 func (pause) Name() string { return "pause" }
 
 func (pause) Applicable(env *Env) (bool, string) {
-	_, holder := env.Workload.(HolderPauser)
 	_, node := env.Target.(Pauser)
-	if !holder && !node {
+	if env.Holders == nil && !node {
 		return false, "neither the workload's lock holders nor the target's nodes can be paused"
 	}
 	return true, ""
@@ -35,10 +32,10 @@ func (pause) Timing(env *Env) Timing {
 }
 
 func (pause) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	hp, holder := env.Workload.(HolderPauser)
+	hp, holder := env.Holders, env.Holders != nil
 	pz, canNode := env.Target.(Pauser)
-	cl, hasNodes := env.Target.(Cluster)
-	canNode = canNode && hasNodes && len(cl.Nodes()) > 0
+	nodes := nodesOf(env)
+	canNode = canNode && len(nodes) > 0
 	pauseHolder := func() (*Fault, error) {
 		d := env.TTL + time.Duration(rng.Int64N(int64(env.TTL)+1))
 		hp.PauseNextHolder(d)
@@ -51,7 +48,7 @@ func (pause) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 	if !canNode {
 		return nil, errors.New("no pausable node")
 	}
-	node, err := claimNode(ctx, env, rng, cl.Nodes(), "pause")
+	node, err := claimNode(ctx, env, rng, nodes, "pause")
 	if errors.Is(err, ErrBusy) && holder {
 		return pauseHolder() // every node is down or frozen: freeze a client instead
 	}

@@ -7,11 +7,6 @@ import (
 	"time"
 )
 
-func init() {
-	Register("restart", func() Nemesis { return restart{} })
-	Register("restart-wipe", func() Nemesis { return restart{wipe: true} })
-}
-
 // restart kills a node hard (kill -9: nothing not yet durable survives) and
 // starts it again when the fault ends. With wipe, it starts from an empty
 // data dir: a disaster that even a correct system does not survive, so "all"
@@ -41,7 +36,7 @@ func (restart) Applicable(env *Env) (bool, string) {
 	if _, ok := env.Target.(Restarter); !ok {
 		return false, "the target's nodes cannot be killed and restarted"
 	}
-	if cl, ok := env.Target.(Cluster); !ok || len(cl.Nodes()) == 0 {
+	if len(nodesOf(env)) == 0 {
 		return false, "the target lists no nodes"
 	}
 	return true, ""
@@ -49,7 +44,7 @@ func (restart) Applicable(env *Env) (bool, string) {
 
 func (r restart) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
 	rs := env.Target.(Restarter)
-	nodes := env.Target.(Cluster).Nodes()
+	nodes := nodesOf(env)
 	// Three times in four a node that holds state, when some do not: a
 	// stateless adapter's restart loses nothing worth testing.
 	var stateful []Node

@@ -56,6 +56,20 @@ func NewScheduler(env *Env, rec *history.Recorder, seed uint64, nemeses []Nemesi
 	return s
 }
 
+// Waited maps each nemesis that ever found every node it could act on held
+// by another fault to how often.
+func (s *Scheduler) Waited() map[string]int {
+	s.countsMu.Lock()
+	defer s.countsMu.Unlock()
+	out := map[string]int{}
+	for n, c := range s.Counts {
+		if c.Waited > 0 {
+			out[n] = c.Waited
+		}
+	}
+	return out
+}
+
 // Active lists the names of the faults live right now (for progress lines).
 func (s *Scheduler) Active() []string {
 	s.mu.Lock()

@@ -6,8 +6,6 @@ import (
 	"time"
 )
 
-func init() { Register("strip", func() Nemesis { return strip{} }) }
-
 // strip makes the proxies between clients and the resource remove, empty or
 // garble the Fencing-Token header of a share of writes, as a misconfigured
 // proxy or a half-upgraded client would. Each tampering is recorded by the
@@ -17,6 +15,9 @@ func init() { Register("strip", func() Nemesis { return strip{} }) }
 type strip struct{}
 
 func (strip) Name() string { return "strip" }
+
+// ActsOnLinks: the proxies strip the header.
+func (strip) ActsOnLinks() bool { return true }
 
 // Timing: stripping does not stop progress, so it may last longer than the
 // default; that keeps tampered writes coming even when other faults make the

@@ -17,7 +17,7 @@ func TestLinkNemesesNeedClientLinks(t *testing.T) {
 		assert.False(t, ok, n.Name())
 		assert.Contains(t, why, "no proxies between clients and nodes")
 	}
-	ok, why := (&partition{}).Applicable(&Env{Target: struct{}{}})
+	ok, why := (&partition{}).Applicable(&Env{Target: noNodes{}})
 	assert.False(t, ok)
 	assert.Contains(t, why, "cannot partition")
 

@@ -171,7 +171,7 @@ func analyze(src eventSource) (*analysis, error) {
 		if e.IsClient() {
 			a.ClientEvents++
 			keys[e.Key] = true
-		} else if e.Process == history.NemesisProcess {
+		} else if e.Process == history.NemesisProcess && !e.IsRun() {
 			if e.IsTamper() {
 				a.Tampered++
 			} else {

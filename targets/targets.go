@@ -1,74 +1,102 @@
 // Package targets is the table of fencing systems fencecheck can test, by
-// name. Adding a target is adding one line here.
+// name: a new target is its package (a harness.Target) and one line in the
+// table below.
 package targets
 
 import (
+	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/targets/etcd"
+	"github.com/fencecheck/fencecheck/targets/memory"
+	"github.com/fencecheck/fencecheck/targets/redis"
+	"github.com/fencecheck/fencecheck/targets/spec"
 )
 
-// Options are the target settings a user can give on the command line.
-type Options struct {
-	// Bugs are the reference's bug switches (memory target only).
-	Bugs []string
-	// SealKey makes the reference authenticate tokens.
-	SealKey string
-	// Log receives setup messages.
-	Log io.Writer
-}
-
+// entry is one line of the table. open makes the target from a run's
+// config; options a target does not take (the reference's bug switches and
+// seal key) are refused before it is called.
 type entry struct {
-	describe string
-	make     func(opts Options) (harness.Target, error)
+	name, describe string
+	// reference marks the target that takes --bug and --seal-key.
+	reference bool
+	open      func(cfg harness.Config) (harness.Target, error)
 }
 
-var table = map[string]entry{}
-
-// register adds a target; called from the files that wire each target.
-func register(name, describe string, mk func(Options) (harness.Target, error)) {
-	table[name] = entry{describe: describe, make: mk}
+var table = []entry{
+	{name: "memory", reference: true,
+		describe: "the reference fencing server, embedded in this process (no Docker); --bug switches break it on purpose",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return memory.NewTarget(memory.TargetOptions{Bugs: cfg.Bugs, SealKey: cfg.SealKey})
+		}},
+	{name: "etcd",
+		describe: "3 etcd members + 2 fenced adapters in containers (token = lock key's create revision, global scope)",
+		open:     func(harness.Config) (harness.Target, error) { return etcd.New(etcd.Options{}), nil }},
+	{name: "redis",
+		describe: "Redis with AOF appendfsync always + 2 fenced adapters in containers (Lua scripts, per-lock tokens)",
+		open:     func(harness.Config) (harness.Target, error) { return redis.Durable(), nil }},
+	{name: "redis-volatile",
+		describe: "Redis with no persistence + 2 adapters: the lock counter resets on restart (expected invalid under restart)",
+		open:     func(harness.Config) (harness.Target, error) { return redis.VolatileTarget(), nil }},
 }
 
-// specPrefix selects a target described by a spec file: spec:PATH.
-const specPrefix = "spec:"
+// SpecPrefix selects a target described by a spec file: spec:PATH.
+const SpecPrefix = "spec:"
 
-// specTarget is set by the spec wiring (targets/spec).
-var specTarget func(path string, opts Options) (harness.Target, error)
+// New returns the target cfg.Target names, configured by cfg.
+func New(cfg harness.Config) (harness.Target, error) {
+	return open(cfg, spec.Options{})
+}
 
-// New returns the target called name.
-func New(name string, opts Options) (harness.Target, error) {
-	if path, ok := strings.CutPrefix(name, specPrefix); ok {
-		if specTarget == nil {
-			return nil, fmt.Errorf("spec targets are not available in this build")
-		}
+// NewWithoutPreflight is New, except that a spec target does not run the
+// conformance preflight in Start: for a caller that runs it itself and wants
+// the report rather than Start's error (fencecheck conform).
+func NewWithoutPreflight(cfg harness.Config) (harness.Target, error) {
+	return open(cfg, spec.Options{NoPreflight: true})
+}
+
+func open(cfg harness.Config, so spec.Options) (harness.Target, error) {
+	reference := len(cfg.Bugs) > 0 || cfg.SealKey != ""
+	if path, ok := strings.CutPrefix(cfg.Target, SpecPrefix); ok {
 		if path == "" {
-			return nil, fmt.Errorf("spec target needs a file: spec:PATH")
+			return nil, errors.New("a spec target needs a file: spec:PATH")
 		}
-		return specTarget(path, opts)
+		if reference {
+			return nil, errors.New("--bug and --seal-key apply to the memory reference only; a spec's system is configured by its spec")
+		}
+		return spec.Open(path, so)
 	}
-	e, ok := table[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown target %q (known: %s, spec:FILE)", name, strings.Join(Names(), ", "))
+	for _, e := range table {
+		if e.name != cfg.Target {
+			continue
+		}
+		if reference && !e.reference {
+			return nil, fmt.Errorf("--bug and --seal-key apply to the memory reference only, not %s", e.name)
+		}
+		return e.open(cfg)
 	}
-	if len(opts.Bugs) > 0 && name != "memory" {
-		return nil, fmt.Errorf("--bug applies to the memory reference only, not %s", name)
-	}
-	return e.make(opts)
+	return nil, fmt.Errorf("unknown target %q (known: %s, spec:FILE)", cfg.Target, strings.Join(Names(), ", "))
 }
 
 // Names lists the built-in targets, sorted.
 func Names() []string {
-	var out []string
-	for n := range table {
-		out = append(out, n)
+	out := make([]string, len(table))
+	for i, e := range table {
+		out[i] = e.name
 	}
 	sort.Strings(out)
 	return out
 }
 
 // Describe returns a one-line description of a built-in target.
-func Describe(name string) string { return table[name].describe }
+func Describe(name string) string {
+	for _, e := range table {
+		if e.name == name {
+			return e.describe
+		}
+	}
+	return ""
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,8 +197,11 @@ func (w *Fenced) reader(ctx context.Context, rec *history.Recorder, worker int) 
 
 // FinalReads reads every key once after the heal, each from a fresh process,
 // retrying a read that timed out a few times so the final state is known.
+// The error names the keys whose state stayed unknown.
 func (w *Fenced) FinalReads(ctx context.Context, rec *history.Recorder) error {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var unknown []string
 	for i := 0; i < w.cfg.Keys; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -212,10 +217,17 @@ func (w *Fenced) FinalReads(ctx context.Context, rec *history.Recorder) error {
 				}
 				sleepCtx(ctx, 200*time.Millisecond)
 			}
+			mu.Lock()
+			unknown = append(unknown, key)
+			mu.Unlock()
 		}(i)
 	}
 	wg.Wait()
-	return ctx.Err()
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("no definite answer for key(s) %s", strings.Join(unknown, ", "))
+	}
+	return nil
 }
 
 func backoff(ctx context.Context, rng *rand.Rand) {

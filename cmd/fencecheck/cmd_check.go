@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
@@ -99,12 +100,12 @@ func runCheck(path string, f *checkFlags) error {
 		if errors.As(err, &pe) || errors.Is(err, os.ErrNotExist) {
 			return usageErrorf("%s: %v", path, err)
 		}
-		return exitWith(ExitCannot, fmt.Errorf("%s: %w", path, err))
+		return exitWith(analysis.ExitCannot, fmt.Errorf("%s: %w", path, err))
 	}
 	if f.report != "" {
 		info := reports.RunInfo{Target: "history " + path, Semantics: &sem}
 		if _, err := reports.WriteFrom(f.report, path, info, check); err != nil {
-			return exitWith(ExitCannot, err)
+			return exitWith(analysis.ExitCannot, err)
 		}
 	}
 	dir := ""

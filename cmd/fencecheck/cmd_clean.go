@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness/docker"
 )
 
@@ -24,7 +25,7 @@ touched. Images are kept (they are a cache) unless --images is given.`,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		cli, err := docker.Connect(cmd.Context())
 		if err != nil {
-			return exitWith(ExitCannot, err)
+			return exitWith(analysis.ExitCannot, err)
 		}
 		defer cli.Close()
 		removed, err := docker.Sweep(cmd.Context(), cli, cleanRun)
@@ -37,7 +38,7 @@ touched. Images are kept (they are a cache) unless --images is given.`,
 			fmt.Println("removed", r)
 		}
 		if err != nil {
-			return exitWith(ExitCannot, err)
+			return exitWith(analysis.ExitCannot, err)
 		}
 		if len(removed) == 0 {
 			fmt.Println("nothing to remove")
@@ -63,7 +64,7 @@ var watchdogCmd = &cobra.Command{
 			return usageErrorf("watchdog needs --run")
 		}
 		if err := docker.Watchdog(cmd.Context(), watchdogRun, watchdogParent, os.Stdin); err != nil {
-			return exitWith(ExitCannot, err)
+			return exitWith(analysis.ExitCannot, err)
 		}
 		return nil
 	},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/targets"
 )
@@ -60,7 +61,7 @@ func runConform(f *conformFlags) error {
 		if gate.IsUsage(err) {
 			return usageErrorf("%v", err)
 		}
-		return exitWith(ExitCannot, err)
+		return exitWith(analysis.ExitCannot, err)
 	}
 	fmt.Fprintf(os.Stdout, "conformance of %s to Fencing API v1:\n", f.target)
 	rep.Print(os.Stdout)
@@ -68,7 +69,7 @@ func runConform(f *conformFlags) error {
 		fmt.Fprintf(os.Stdout, "node logs: %s\n", dir)
 	}
 	if !rep.Conformant() {
-		return exitWith(ExitInvalid, nil)
+		return exitWith(analysis.ExitInvalid, nil)
 	}
 	return nil
 }

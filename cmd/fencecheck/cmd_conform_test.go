@@ -9,11 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/analysis"
 )
 
 func exitCodeOf(err error) int {
 	if err == nil {
-		return ExitValid
+		return analysis.ExitValid
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -27,11 +29,11 @@ func exitCodeOf(err error) int {
 func TestConformExitCodes(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // the logs of a target that did not start are kept
 	base := conformFlags{target: "memory", timeout: 5 * time.Second}
-	assert.Equal(t, ExitValid, exitCodeOf(runConform(&base)))
+	assert.Equal(t, analysis.ExitValid, exitCodeOf(runConform(&base)))
 
 	buggy := base
 	buggy.bugs = []string{"accept-equal"}
-	assert.Equal(t, ExitInvalid, exitCodeOf(runConform(&buggy)))
+	assert.Equal(t, analysis.ExitInvalid, exitCodeOf(runConform(&buggy)))
 
 	dir := t.TempDir()
 	hangs := filepath.Join(dir, "hangs.json")
@@ -39,11 +41,11 @@ func TestConformExitCodes(t *testing.T) {
 		{"name":"n1","roles":["issuer","resource"],"command":["sleep","30","{port}"]}]}`), 0o644))
 	cannot := base
 	cannot.target = "spec:" + hangs
-	assert.Equal(t, ExitCannot, exitCodeOf(runConform(&cannot)))
+	assert.Equal(t, analysis.ExitCannot, exitCodeOf(runConform(&cannot)))
 
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x"}`), 0o644))
 	usage := base
 	usage.target = "spec:" + bad
-	assert.Equal(t, ExitUsage, exitCodeOf(runConform(&usage)))
+	assert.Equal(t, analysis.ExitUsage, exitCodeOf(runConform(&usage)))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness/docker"
 )
 
@@ -29,7 +30,7 @@ Known images: ` + strings.Join(docker.KnownImages(), ", ") + `.`,
 		start := time.Now()
 		tags, err := docker.EnsureImages(cmd.Context(), os.Stdout, args...)
 		if err != nil {
-			return exitWith(ExitCannot, err)
+			return exitWith(analysis.ExitCannot, err)
 		}
 		fmt.Printf("%d images ready in %.1fs\n", len(tags), time.Since(start).Seconds())
 		return nil

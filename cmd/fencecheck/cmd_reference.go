@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/targets/memory"
 )
 
@@ -41,7 +42,7 @@ checker catches it. Bugs: ` + strings.Join(names, ", ") + `.`,
 			fmt.Fprintf(os.Stderr, "reference: serving Fencing API v1 on http://%s (data %s)\n", addr, data)
 			if err := memory.Serve(ctx, memory.Config{Name: "reference", Dir: data, Addr: addr,
 				SealKey: []byte(sealKey), Bugs: bs, Log: os.Stderr}); err != nil {
-				return exitWith(ExitCannot, err)
+				return exitWith(analysis.ExitCannot, err)
 			}
 			return nil
 		},

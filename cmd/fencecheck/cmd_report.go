@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/reports"
@@ -49,7 +50,7 @@ func runReport(dir string, f *reportFlags) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return usageErrorf("%s is not a run folder: it has no %s", dir, reports.HistoryFile)
 		}
-		return exitWith(ExitCannot, err)
+		return exitWith(analysis.ExitCannot, err)
 	}
 	if err := f.checkerFlags.validate(); err != nil {
 		return usageErrorf("%v", err)
@@ -69,7 +70,7 @@ func runReport(dir string, f *reportFlags) error {
 	}
 	res, err := reports.Regenerate(dir, recheck)
 	if err != nil {
-		return exitWith(ExitCannot, err)
+		return exitWith(analysis.ExitCannot, err)
 	}
 	fmt.Printf("verdict: %s\n%s\nreport: %s\n", res.Verdict, res.Summary, filepath.Join(dir, reports.ReportFile))
 	return exitWith(res.ExitCode, nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -38,12 +39,12 @@ func runServe(addr, store string) error {
 	}
 	srv, err := reports.NewServer(store)
 	if err != nil {
-		return exitWith(ExitCannot, err)
+		return exitWith(analysis.ExitCannot, err)
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return exitWith(ExitCannot, fmt.Errorf("listen: %w", err))
+		return exitWith(analysis.ExitCannot, fmt.Errorf("listen: %w", err))
 	}
 	if !reports.IsLoopback(addr) {
 		fmt.Fprintf(os.Stderr, "warning: serving %s beyond loopback on %s\n", store, addr)
@@ -59,7 +60,7 @@ func runServe(addr, store string) error {
 		hs.Shutdown(shut)
 	}()
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return exitWith(ExitCannot, err)
+		return exitWith(analysis.ExitCannot, err)
 	}
 	return nil
 }

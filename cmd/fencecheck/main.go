@@ -8,15 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-)
 
-// Exit codes, shared by every command. Release gates depend on them.
-const (
-	ExitValid   = 0
-	ExitInvalid = 1
-	ExitUnknown = 2
-	ExitCannot  = 3 // the run could not be carried out (Docker unreachable, bad image, ...)
-	ExitUsage   = 64
+	"github.com/fencecheck/fencecheck/analysis"
 )
 
 // exitError carries an exit code up to main.
@@ -33,7 +26,7 @@ func exitWith(code int, err error) error { return &exitError{code: code, err: er
 
 // usageErrorf is a bad flag, argument or input file: exit 64.
 func usageErrorf(format string, args ...any) error {
-	return exitWith(ExitUsage, fmt.Errorf(format, args...))
+	return exitWith(analysis.ExitUsage, fmt.Errorf(format, args...))
 }
 
 // rootCmd is the fencecheck command; each subcommand registers itself from
@@ -52,20 +45,20 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 
 func main() {
 	rootCmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return exitWith(ExitUsage, fmt.Errorf("%w\nSee '%s --help'.", err, c.CommandPath()))
+		return exitWith(analysis.ExitUsage, fmt.Errorf("%w\nSee '%s --help'.", err, c.CommandPath()))
 	})
 	err := rootCmd.Execute()
 	if err == nil {
-		os.Exit(ExitValid)
+		os.Exit(analysis.ExitValid)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil && ee.code != ExitValid {
+		if ee.err != nil && ee.code != analysis.ExitValid {
 			fmt.Fprintln(os.Stderr, "fencecheck:", ee.err)
 		}
 		os.Exit(ee.code)
 	}
 	// Cobra's own argument errors (unknown command, wrong arg count) are usage errors.
 	fmt.Fprintln(os.Stderr, "fencecheck:", err)
-	os.Exit(ExitUsage)
+	os.Exit(analysis.ExitUsage)
 }

@@ -1,33 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/models"
 )
-
-// finishRun checks and reports a finished run, prints the summary and
-// returns the verdict's exit code.
-func finishRun(ctx context.Context, run *harness.Run, target harness.Target, junit string) error {
-	fmt.Fprintln(os.Stderr, "check: running the models")
-	v, err := harness.Finish(ctx, run, target.Semantics())
-	if err != nil {
-		return exitWith(ExitCannot, err)
-	}
-	if junit != "" {
-		if err := copyFile(filepath.Join(run.Dir, "junit.xml"), junit); err != nil {
-			return exitWith(ExitCannot, fmt.Errorf("--junit: %w", err))
-		}
-	}
-	printSummary(os.Stdout, v.Report, v.Verdict, v.GateReasons, run.Dir)
-	return exitWith(v.ExitCode, nil)
-}
 
 // printSummary prints the verdict, each checker's answer and the anomalies
 // in words.
@@ -80,12 +60,4 @@ func printSummary(w io.Writer, rep *models.Report, verdict models.Verdict, gate 
 	if dir != "" {
 		fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, "report.html"))
 	}
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
 }

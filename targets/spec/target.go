@@ -195,10 +195,12 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 			eps.Resources = append(eps.Resources, ep)
 		}
 	}
-	for _, sn := range t.spec.Nodes {
-		if err := t.waitNode(ctx, sn.Name); err != nil {
-			return harness.Endpoints{}, err
-		}
+	names := make([]string, len(t.spec.Nodes))
+	for i, sn := range t.spec.Nodes {
+		names[i] = sn.Name
+	}
+	if err := t.waitNodes(ctx, names...); err != nil {
+		return harness.Endpoints{}, err
 	}
 	t.mu.Lock()
 	t.eps = eps
@@ -440,57 +442,48 @@ func (t *Target) startContainer(ctx context.Context, n *node) error {
 	return nil
 }
 
-// waitNode polls the node's GET /v1/health until 200, failing early when a
-// command node's program exits.
-func (t *Target) waitNode(ctx context.Context, name string) error {
-	var url string
-	var p *process
-	var logPath string
+// waitNodes waits until every named node answers GET /v1/health with 200
+// (harness.PollHealth), failing early when a command node's program exits.
+func (t *Target) waitNodes(ctx context.Context, names ...string) error {
+	var eps []harness.Endpoint
+	procs := map[string]*process{}
+	var logs []string
 	t.mu.Lock()
-	if n, ok := t.nodes[name]; ok {
-		url, p, logPath = n.url, n.proc, n.logPath
-	} else {
+	for _, name := range names {
+		if n, ok := t.nodes[name]; ok {
+			eps = append(eps, harness.Endpoint{Node: name, URL: n.url})
+			procs[name] = n.proc
+			if n.logPath != "" {
+				logs = append(logs, n.logPath)
+			}
+			continue
+		}
 		for _, sn := range t.spec.Nodes {
 			if sn.Name == name {
-				url = sn.URL
+				eps = append(eps, harness.Endpoint{Node: name, URL: sn.URL})
 			}
 		}
 	}
 	t.mu.Unlock()
-	limit := t.spec.Timeout()
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
-	last := "no answer yet"
-	for {
-		if p != nil && p.exited() {
-			msg := fmt.Sprintf("node %s exited before it answered GET /v1/health (%v)", name, p.err)
-			if tl := tail(logPath, 10); tl != "" {
-				msg += "; last lines of " + logPath + ":\n" + tl
+	var exited error
+	gone := func(node string) error {
+		n, _ := t.node(node)
+		if p := procs[node]; p != nil && p.exited() {
+			exited = fmt.Errorf("node %s exited before it answered GET /v1/health (%v)", node, p.err)
+			if n != nil {
+				if tl := tail(n.logPath, 10); tl != "" {
+					exited = fmt.Errorf("%w; last lines of %s:\n%s", exited, n.logPath, tl)
+				}
 			}
-			return errors.New(msg)
+			return exited
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/health", nil)
-		resp, err := hc.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = "answered " + resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			msg := fmt.Sprintf("node %s did not answer GET /v1/health with 200 within %s (%s)", name, limit, last)
-			if logPath != "" {
-				msg += "; see " + logPath
-			}
-			return errors.New(msg)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return nil
 	}
+	err := harness.PollHealth(ctx, eps, t.spec.Timeout(), gone)
+	if err != nil && exited == nil && len(logs) > 0 {
+		err = fmt.Errorf("%w; see %s", err, strings.Join(logs, ", "))
+	}
+	return err
 }
 
 // Stop implements harness.Target: programs get SIGTERM (then SIGKILL),
@@ -636,7 +629,7 @@ func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 			return err
 		}
 	}
-	return t.waitNode(ctx, name)
+	return t.waitNodes(ctx, name)
 }
 
 func emptyDir(dir string) error {

@@ -1,4 +1,4 @@
-package harness_test
+package gate_test
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/targets"
 )
 
 // detectionCase is one row of the fast detection matrix: a bug of the
@@ -50,25 +49,20 @@ const (
 
 // runReference runs the embedded reference once, checks it and returns the
 // gate's verdict with the checkers' report.
-func runReference(t *testing.T, bug, nem string, seed uint64, sealed, forge bool, d time.Duration) *harness.Verdict {
+func runReference(t *testing.T, bug, nem string, seed uint64, sealed, forge bool, d time.Duration) *gate.Result {
 	t.Helper()
-	opts := targets.Options{}
+	// The CLI's defaults for everything else, so the fast subset runs what
+	// users run.
+	cfg := gate.Config{Target: "memory", Time: d, Nemesis: nem, Seed: seed, Store: t.TempDir(), Forge: forge}
 	if bug != "" {
-		opts.Bugs = []string{bug}
+		cfg.Bugs = []string{bug}
 	}
 	if sealed {
-		opts.SealKey = "detection-test-key"
+		cfg.SealKey = "detection-test-key"
 	}
-	target, err := targets.New("memory", opts)
+	res, err := gate.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	// The CLI's defaults (two readers), so the fast subset runs what users run.
-	cfg := harness.Config{Target: "memory", Time: d, Nemesis: nem, Seed: seed, Store: t.TempDir(), Forge: forge, Readers: 2}
-	ctx := context.Background()
-	run, err := harness.Execute(ctx, cfg, target)
-	require.NoError(t, err)
-	v, err := harness.Finish(ctx, run, target.Semantics())
-	require.NoError(t, err)
-	return v
+	return res
 }
 
 func kindsOf(rep *models.Report) map[string]bool {
@@ -98,7 +92,7 @@ func TestDetectionFast(t *testing.T) {
 				}
 				v := runReference(t, c.bug, c.nemesis, seed, c.sealed, c.forge, d)
 				kinds := kindsOf(v.Report)
-				require.Equal(t, models.Invalid, v.Verdict, "bug %s not detected with --nemesis %s --seed %d in %s (run %s)", c.bug, c.nemesis, seed, d, v.Run.Dir)
+				require.Equal(t, models.Invalid, v.Verdict, "bug %s not detected with --nemesis %s --seed %d in %s (run %s)", c.bug, c.nemesis, seed, d, v.Dir)
 				assert.GreaterOrEqual(t, v.Report.FirstInvalidAt, int64(0), "time to detection is known")
 				if c.named != nil {
 					found := false
@@ -115,7 +109,7 @@ func TestDetectionFast(t *testing.T) {
 			t.Run(fmt.Sprintf("correct/sealed=%v/all/seed%d", sealed, seed), func(t *testing.T) {
 				t.Parallel()
 				v := runReference(t, "", "all", seed, sealed, sealed, detectionTime)
-				assert.Equal(t, models.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Run.Dir, v.GateReasons, v.Report.Anomalies())
+				assert.Equal(t, models.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Dir, v.Reasons, v.Report.Anomalies())
 				for n, c := range v.Run.Nemeses {
 					assert.Positive(t, c.Started, "nemesis %s acted", n)
 				}

@@ -1,0 +1,114 @@
+package harness
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// parse reads a command line made by Command back through the flags.
+func parse(t *testing.T, command []string) Config {
+	t.Helper()
+	require.Equal(t, []string{"fencecheck", "test"}, command[:2])
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	var c Config
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse(command[2:]))
+	return c
+}
+
+// The reproduce line repeats every setting: read back through the flags it
+// gives the same config, whatever was set.
+func TestCommandReproducesEverySetting(t *testing.T) {
+	all := Config{Target: "spec:/tmp/my system/spec.json", Time: 90 * time.Second, Concurrency: 7, Keys: 11,
+		Readers: 4, TTL: 750 * time.Millisecond, OpTimeout: 2 * time.Second, Forge: true,
+		Nemesis: "pause,restart-wipe", Seed: 1 << 40, Recovery: 45 * time.Second,
+		Checker: "porcupine", CheckTimeout: 3 * time.Minute, MinOps: 500, Store: "/var/tmp/store"}
+	for name, c := range map[string]Config{
+		"defaults":   Default().WithDefaults(),
+		"every flag": all,
+		"reference":  {Target: "memory", Bugs: []string{"accept-equal", "split-issuers"}, SealKey: "k 'x'", Seed: 3},
+		"none":       {Readers: -1, MinOps: -1, Nemesis: "none", Seed: 9},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c = c.WithDefaults()
+			back := parse(t, c.Command())
+			assert.Equal(t, c, back, "command: %v", c.Command())
+		})
+	}
+	// A setting added without a flag would be missed by Command: every
+	// field of Config but the writers has one.
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	var c Config
+	c.RegisterFlags(fs)
+	flags := 0
+	fs.VisitAll(func(*pflag.Flag) { flags++ })
+	settings := 0
+	writer := reflect.TypeFor[io.Writer]()
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if f.IsExported() && f.Type != writer {
+			settings++
+		}
+	}
+	assert.Equal(t, settings, flags, "every setting of Config has a flag (RegisterFlags)")
+}
+
+// Where the results are copied is not a setting of the run: a repeat must
+// not overwrite CI's file.
+func TestCommandLeavesOutTheJUnitCopy(t *testing.T) {
+	c := Config{JUnit: "ci/junit.xml"}.WithDefaults()
+	assert.NotContains(t, strings.Join(c.Command(), " "), "junit")
+}
+
+// The flags' defaults are Default's, and --readers=0 / --min-ops=0 mean
+// none (a zero field means "the default").
+func TestFlagsTakeTheirDefaultsFromDefault(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	var c Config
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	assert.Equal(t, Default(), c)
+	assert.Equal(t, Default(), c.WithDefaults().withSeed(0), "a flagless config needs no defaults but the seed")
+	require.NoError(t, fs.Parse([]string{"--readers=0", "--min-ops=0"}))
+	assert.Equal(t, -1, c.Readers)
+	assert.Equal(t, -1, c.MinOps)
+	assert.Equal(t, 0, c.readers())
+	assert.Equal(t, -1, c.WithDefaults().Readers, "none stays none")
+	assert.Error(t, fs.Parse([]string{"--readers=-2"}))
+}
+
+func (c Config) withSeed(s uint64) Config { c.Seed = s; return c }
+
+func TestWithDefaultsFillsZeroFieldsAndASeed(t *testing.T) {
+	c := Config{Time: time.Second, Readers: 1}.WithDefaults()
+	assert.Equal(t, time.Second, c.Time)
+	assert.Equal(t, 1, c.Readers)
+	assert.Equal(t, Default().Concurrency, c.Concurrency)
+	assert.Equal(t, Default().CheckTimeout, c.CheckTimeout)
+	assert.NotZero(t, c.Seed, "a seed is drawn")
+	assert.Equal(t, uint64(5), Config{Seed: 5}.WithDefaults().Seed)
+	require.NoError(t, c.Validate())
+}
+
+// Validate reports every bad setting at once, each by its flag.
+func TestValidateNamesEveryBadSetting(t *testing.T) {
+	c := Config{Time: -time.Second, Concurrency: 2000, Keys: -1, TTL: time.Millisecond, Nemesis: "gremlins",
+		Checker: "slow"}.WithDefaults()
+	err := c.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"--time must be positive", "--concurrency must be 1..1000", "--keys must be 1..10000",
+		"--ttl must be at least 10ms", `--nemesis: unknown nemesis "gremlins"`, "--checker must be fast, porcupine or both"} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
+func TestShellLineQuotesWhatNeedsIt(t *testing.T) {
+	assert.Equal(t, `fencecheck test '--target=spec:/a b/s.json' '--seal-key=it'\''s'`,
+		ShellLine([]string{"fencecheck", "test", "--target=spec:/a b/s.json", "--seal-key=it's"}))
+}
