@@ -19,7 +19,7 @@ type ConformConfig struct {
 	Target  string
 	Bugs    []string
 	SealKey string
-	// Timeout bounds each request (default 5 s).
+	// Timeout bounds each request (0: conform.DefaultTimeout).
 	Timeout time.Duration
 	// Keep keeps the folder with the nodes' logs and data (it is kept
 	// anyway when the target does not start or deviates).

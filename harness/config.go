@@ -191,7 +191,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "writer clients")
 	fs.IntVar(&c.Keys, "keys", d.Keys, "locks/resource keys the clients share")
 	c.Readers = d.Readers
-	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read")
+	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read (0: none)")
 	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
 	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed")
@@ -216,6 +216,7 @@ var notReproduced = map[string]bool{"junit": true}
 // with a flag cannot be left out.
 func (c Config) Command() []string {
 	fs := pflag.NewFlagSet("fencecheck test", pflag.ContinueOnError)
+	fs.SortFlags = false // in the order RegisterFlags defines them: target first
 	var bound Config
 	bound.RegisterFlags(fs)
 	bound = c // the flags now read c's values

@@ -14,6 +14,7 @@ import (
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/targets"
+	"github.com/fencecheck/fencecheck/targets/conform"
 )
 
 type conformFlags struct {
@@ -48,7 +49,7 @@ started, 64 usage error.`,
 	fl.StringSliceVar(&f.bugs, "bug", nil, "memory reference bug switch(es) to turn on")
 	fl.StringVar(&f.sealKey, "seal-key", "", "memory reference: authenticate tokens with this HMAC key")
 	fl.BoolVar(&f.keep, "keep", false, "keep the folder with the nodes' logs and data")
-	fl.DurationVar(&f.timeout, "timeout", 5*time.Second, "per-request timeout")
+	fl.DurationVar(&f.timeout, "timeout", conform.DefaultTimeout, "per-request timeout")
 	rootCmd.AddCommand(cmd)
 }
 

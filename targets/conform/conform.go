@@ -29,13 +29,16 @@ import (
 	"github.com/fencecheck/fencecheck/models"
 )
 
+// DefaultTimeout bounds each request of the preflight unless Options says.
+const DefaultTimeout = 5 * time.Second
+
 // Options tune Check.
 type Options struct {
 	// Semantics are what the system declares: equal-token writes must be
 	// rejected (reject) or accepted (accept); authenticated systems must
 	// reject unsealed and badly sealed tokens with 403.
 	Semantics models.Semantics
-	// Timeout bounds each request (default 5 s).
+	// Timeout bounds each request (0: DefaultTimeout).
 	Timeout time.Duration
 	// HTTPClient sends the requests (default: fencing.DefaultHTTPClient()).
 	HTTPClient *http.Client
@@ -123,7 +126,7 @@ func (e *NonconformantError) Error() string {
 // deviation in the report.
 func Check(ctx context.Context, eps harness.Endpoints, opts Options) (*Report, error) {
 	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = fencing.DefaultHTTPClient()
