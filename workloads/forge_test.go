@@ -1,8 +1,4 @@
-package harness_test
-
-// The forger as a run uses it (runForge): what it writes, and how the
-// checkers judge what it wrote. It lives here, above both workloads and
-// models, because the second needs both.
+package workloads
 
 import (
 	"bytes"
@@ -15,12 +11,11 @@ import (
 
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/workloads"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// forgeResource is a workloads.Conn to a resource that checks seals (authenticated)
+// forgeResource is a Conn to a resource that checks seals (authenticated)
 // or accepts any newer number (not authenticated); every fifth write times
 // out, to see the forger move to a new process after info.
 type forgeResource struct {
@@ -31,44 +26,42 @@ type forgeResource struct {
 }
 
 func (c *forgeResource) Node() string { return "ref" }
-func (c *forgeResource) Acquire(context.Context, string, string, time.Duration) workloads.Reply {
+func (c *forgeResource) Acquire(context.Context, string, string, time.Duration) Reply {
 	panic("the forger never acquires")
 }
-func (c *forgeResource) Renew(context.Context, string, string, string, time.Duration) workloads.Reply {
+func (c *forgeResource) Renew(context.Context, string, string, string, time.Duration) Reply {
 	panic("the forger never renews")
 }
-func (c *forgeResource) Release(context.Context, string, string, string) workloads.Reply {
+func (c *forgeResource) Release(context.Context, string, string, string) Reply {
 	panic("the forger never releases")
 }
-func (c *forgeResource) Read(context.Context, string) workloads.Reply {
-	panic("the forger never reads")
-}
-func (c *forgeResource) Write(_ context.Context, key, token string, _ []byte) workloads.Reply {
+func (c *forgeResource) Read(context.Context, string) Reply { panic("the forger never reads") }
+func (c *forgeResource) Write(_ context.Context, key, token string, _ []byte) Reply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n++
 	if c.n%5 == 0 {
-		return workloads.Reply{Type: history.Info, Error: "timeout"}
+		return Reply{Type: history.Info, Error: "timeout"}
 	}
 	if c.authenticated {
-		return workloads.Reply{Type: history.Fail, Error: "forged"}
+		return Reply{Type: history.Fail, Error: "forged"}
 	}
 	num, _, _ := strings.Cut(token, ".")
 	n, _ := strconv.ParseUint(num, 10, 64)
 	if n <= c.hw[key] {
-		return workloads.Reply{Type: history.Fail, Error: "stale"}
+		return Reply{Type: history.Fail, Error: "stale"}
 	}
 	c.hw[key] = n
-	return workloads.Reply{Type: history.Ok}
+	return Reply{Type: history.Ok}
 }
 
 func runForge(t *testing.T, res *forgeResource) []history.Event {
 	t.Helper()
 	var buf bytes.Buffer
 	rec := history.NewRecorder(&buf)
-	procs := &workloads.Processes{}
+	procs := &Processes{}
 	procs.Next() // an honest client already holds process 0
-	f, err := workloads.NewForge(workloads.ForgeConfig{Resources: []workloads.Conn{res}, Seed: 1, Processes: procs, Pause: 2 * time.Millisecond})
+	f, err := NewForge(ForgeConfig{Resources: []Conn{res}, Seed: 1, Processes: procs, Pause: 2 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -99,7 +92,7 @@ func TestForgeWritesLargeUnissuedTokensToItsOwnKeys(t *testing.T) {
 			assert.False(t, procAfterInfo[e.Process], "a process that saw info is never reused")
 			tok := history.ParseToken(e.Token)
 			require.Equal(t, history.TokenValid, tok.State, "forged tokens are well formed: %q", e.Token)
-			assert.GreaterOrEqual(t, tok.N, workloads.ForgeBase)
+			assert.GreaterOrEqual(t, tok.N, ForgeBase)
 			if tok.Seal == "" {
 				unsealed++
 			} else {
@@ -177,8 +170,8 @@ func TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted(t *testing.
 }
 
 func TestNewForgeValidates(t *testing.T) {
-	_, err := workloads.NewForge(workloads.ForgeConfig{Processes: &workloads.Processes{}})
+	_, err := NewForge(ForgeConfig{Processes: &Processes{}})
 	assert.Error(t, err)
-	_, err = workloads.NewForge(workloads.ForgeConfig{Resources: []workloads.Conn{&forgeResource{}}})
+	_, err = NewForge(ForgeConfig{Resources: []Conn{&forgeResource{}}})
 	assert.Error(t, err)
 }
