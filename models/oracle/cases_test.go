@@ -127,7 +127,7 @@ func TestCasesCLI(t *testing.T) {
 	for _, c := range loadCases(t) {
 		want, _ := Expect(c.history, c.sem)
 		for _, mode := range []string{"both", "fast", "porcupine"} {
-			args := append([]string{"--checker", mode, "--min-ops", "-1"}, c.args...)
+			args := append([]string{"--checker", mode, "--min-ops", minOpsNone(t, bin)}, c.args...)
 			got := CLI(bin, args...)(c.history, c.sem)
 			key := c.file + " " + mode
 			bullet, known := knownWrong[key]
@@ -177,7 +177,7 @@ func TestCasesDistinctPages(t *testing.T) {
 		if err := os.WriteFile(path, c.history, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, _ := exec.Command(bin, "check", "--min-ops", "-1", "--report", filepath.Join(dir, "out"), path).CombinedOutput()
+		out, _ := exec.Command(bin, "check", "--min-ops", minOpsNone(t, bin), "--report", filepath.Join(dir, "out"), path).CombinedOutput()
 		pages, _ := filepath.Glob(filepath.Join(dir, "out", "porcupine", "fenced-register-*.html"))
 		expectKnown(t, c.file+" report", len(pages) == 2, "%d fenced-register Porcupine pages for the two invalid keys a/b and a_b, want 2: %v\n%s", len(pages), pages, out)
 		return
@@ -225,6 +225,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if res, err := Check(written, Semantics{}); err != nil || res.Verdict != Valid {
 		t.Errorf("oracle on the recorded history: %v %v", res, err)
 	}
-	got := CLI(fencecheckBinary(t), "--min-ops", "-1")(written, Semantics{})
+	bin := fencecheckBinary(t)
+	got := CLI(bin, "--min-ops", minOpsNone(t, bin))(written, Semantics{})
 	expectKnown(t, "recorder round trip check", got.Verdict == "valid", "fencecheck check says %s: %s", got.Verdict, strings.TrimSpace(got.Output))
 }

@@ -65,18 +65,17 @@ type gop struct {
 	applies         bool // takes effect (always, for determined outcomes)
 	info, never     bool
 
-	sent, recv   string
-	tamper       string // strip mode, "" if untouched
-	tamperAt     int64
-	value        string
-	typ          string // ok, fail, info
-	err, hw      string
-	resTok       string // acquire: returned; read: seen
-	resVal       string
-	refused      bool
-	jepsenStyle  bool
-	decided      bool
-	staleChoices []string
+	sent, recv  string
+	tamper      string // strip mode, "" if untouched
+	tamperAt    int64
+	value       string
+	typ         string // ok, fail, info
+	err, hw     string
+	resTok      string // acquire: returned; read: seen
+	resVal      string
+	refused     bool
+	jepsenStyle bool
+	decided     bool
 }
 
 type clientState struct {
