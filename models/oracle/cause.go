@@ -146,6 +146,7 @@ var Causes = []Cause{
 	{Name: "high-water", Rewrite: dropHighWater},
 	{Name: "forgery-rule", Rewrite: dropDoubtfulSealedWrites},
 	{Name: "renew-release", Rewrite: failRenewRelease},
+	{Name: "value-without-token", Rewrite: dropTokenlessValueReads},
 }
 
 // tokenOnInvoke copies each write's token and value from its completion
@@ -304,6 +305,37 @@ func dropHighWater(evs []map[string]any, _ Semantics) []map[string]any {
 		delete(e, "high_water")
 	}
 	return evs
+}
+
+// dropTokenlessValueReads removes the reads that answered a value with no
+// token (which the oracle holds impossible: a 200 carries the token).
+func dropTokenlessValueReads(evs []map[string]any, _ Semantics) []map[string]any {
+	var kept []map[string]any
+	open := map[string]int{}
+	for _, e := range evs {
+		if field(e, "f") == "read" {
+			p := fmt.Sprint(e["process"])
+			if field(e, "type") == "invoke" {
+				open[p] = len(kept)
+				kept = append(kept, e)
+				continue
+			}
+			if i, ok := open[p]; ok && field(e, "type") == "ok" && field(e, "token") == "" && field(e, "value") != "" {
+				kept[i] = nil
+				delete(open, p)
+				continue
+			}
+			delete(open, p)
+		}
+		kept = append(kept, e)
+	}
+	var out []map[string]any
+	for _, e := range kept {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // failRenewRelease turns the renews and releases that answered 200 into

@@ -66,6 +66,7 @@ var knownCauses = map[string]string{
 	"high-water":                     "issue 12: a stale rejection's high_water is only quoted",
 	"forged-rejection":               "open: a forged token's rejection claims nothing (bullet 2 extended from unsealed to forged)",
 	"renew-release":                  "open: renew and release answers are not checked",
+	"value-without-token":            "open: a read that answered a value without a token (the oracle: impossible, a 200 carries the token)",
 	"forgery-rule":                   "open: which sealed tokens are forged (the oracle: an acquire invoked before the write could have issued the number)",
 }
 
