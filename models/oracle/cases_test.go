@@ -109,6 +109,7 @@ var knownWrong = func() map[string]string {
 	add("issue 12: a stale rejection's high_water is checked", "stale-high-water-not-the-mark.jsonl", all...)
 	add("issue 12: strip events are matched by key and value", "strip-matched-by-key-valid.jsonl", all...)
 	add("issue 12: strip events are matched by key and value", "strip-matched-by-key-invalid.jsonl", all...)
+	add("issue 12: strip events are matched by key and value (an empty value too)", "strip-of-empty-value-write.jsonl", all...)
 	for _, f := range []string{"completion-before-invoke", "duplicate-index", "missing-index", "missing-process", "f-wirte", "utf8-bom"} {
 		add("issue 12: inputs that are silently misread", f+".jsonl", all...)
 	}

@@ -22,11 +22,26 @@ type Cause struct {
 // oracle on d's history: the first single cause that does, else the first
 // pair, else all of them together, joined with "+"; "" when none does.
 func Explain(d Disagreement, check Checker, causes []Cause) (string, error) {
+	return explainFirst(d, check, causes, nil)
+}
+
+// explainFirst is Explain trying the cause sets named in first before the
+// others (the causes of earlier disagreements that looked alike).
+func explainFirst(d Disagreement, check Checker, causes []Cause, first []string) (string, error) {
 	evs, err := decodeLines(d.History)
 	if err != nil {
 		return "", err
 	}
-	for _, set := range causeSets(causes) {
+	sets := causeSets(causes)
+	var ordered [][]Cause
+	for _, name := range first {
+		for _, set := range sets {
+			if combine(set).Name == name {
+				ordered = append(ordered, set)
+			}
+		}
+	}
+	for _, set := range append(ordered, sets...) {
 		c := combine(set)
 		ok, err := explains(evs, d, check, c)
 		if err != nil || ok {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,6 +101,10 @@ func Differential(check Checker, opt DiffOptions) Report {
 		agree bool
 	}
 	results := make([]result, opt.N)
+	// The causes found for each kind of disagreement (by what the checker
+	// printed) are tried first on the next one that looks alike.
+	var seenMu sync.Mutex
+	seen := map[string][]string{}
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < opt.Workers; w++ {
@@ -121,7 +126,16 @@ func Differential(check Checker, opt DiffOptions) Report {
 				d.Got = check(g.History, g.Sem)
 				r := result{d: d, agree: Agree(want, d.Got)}
 				if !r.agree {
-					cause, err := Explain(d, check, opt.Causes)
+					look := classOf(want, d.Got)
+					seenMu.Lock()
+					first := append([]string(nil), seen[look]...)
+					seenMu.Unlock()
+					cause, err := explainFirst(d, check, opt.Causes, first)
+					if cause != "" && err == nil && !slices.Contains(first, cause) {
+						seenMu.Lock()
+						seen[look] = append(seen[look], cause)
+						seenMu.Unlock()
+					}
 					if err != nil {
 						cause = "error: " + err.Error()
 					}
