@@ -49,7 +49,7 @@ type Result struct {
 	Partitions []Partition
 }
 
-// Invalid partitions, for messages.
+// String is the verdict and each partition that is not valid.
 func (r Result) String() string {
 	s := string(r.Verdict)
 	for _, p := range r.Partitions {

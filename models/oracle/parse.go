@@ -63,11 +63,11 @@ var bom = []byte("\xef\xbb\xbf")
 
 // event is one line, with the fields the oracle reads.
 type event struct {
-	line                                         int
-	index, time                                  int64
-	process                                      int
-	typ, f, key, tok, value, err, highWater      string
-	hasTok, hasValue, hasHighWater, hasExtraKind bool
+	line                                    int
+	index, time                             int64
+	process                                 int
+	typ, f, key, tok, value, err, highWater string
+	hasHighWater, hasExtraKind              bool
 }
 
 var clientOps = map[string]bool{"acquire": true, "renew": true, "release": true, "write": true, "read": true}
@@ -296,8 +296,8 @@ func decodeEvent(raw []byte, line int) (event, error) {
 	e.typ, _ = str("type", true)
 	e.f, _ = str("f", true)
 	e.key, _ = str("key", false)
-	e.tok, e.hasTok = str("token", false)
-	e.value, e.hasValue = str("value", false)
+	e.tok, _ = str("token", false)
+	e.value, _ = str("value", false)
 	e.err, _ = str("error", false)
 	e.highWater, e.hasHighWater = str("high_water", false)
 	if err != nil {
