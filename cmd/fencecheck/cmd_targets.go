@@ -20,9 +20,9 @@ func init() {
 			w := cmd.OutOrStdout()
 			fmt.Fprintln(w, "targets:")
 			for _, n := range targets.Names() {
-				fmt.Fprintf(w, "  %-15s %s\n", n, targets.Describe(n))
+				fmt.Fprintf(w, "  %-16s %s\n", n, targets.Describe(n))
 			}
-			fmt.Fprintf(w, "  %-15s %s\n", "spec:FILE", "any system that speaks Fencing API v1, described by a spec file (docs/spec.md)")
+			fmt.Fprintf(w, "  %-16s %s\n", "spec:FILE", "any system that speaks Fencing API v1, described by a spec file (docs/spec.md)")
 			fmt.Fprintln(w, "nemeses (--nemesis a,b or all):")
 			fmt.Fprintf(w, "  %s\n", strings.Join(nemesis.Names(), ", "))
 			var bugs []string

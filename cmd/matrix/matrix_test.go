@@ -66,3 +66,31 @@ func TestReadResults(t *testing.T) {
 	assert.EqualValues(t, 1500000000, *r.FirstInvalidAt)
 	assert.Equal(t, "restart", r.AfterFault.Nemesis)
 }
+
+// A target row runs its own target under its own nemesis, is expected
+// invalid when Broken, and its durable twin counts as a correct row.
+func TestTargetRows(t *testing.T) {
+	c := Config{Nemesis: "all", Time: 30 * time.Second}
+	rows, err := selectRows([]string{"postgres-async", "postgres"})
+	require.NoError(t, err)
+	args := c.Args(rows[0], 3, "/s")
+	assert.Contains(t, args, "--target=postgres-async")
+	assert.Contains(t, args, "--nemesis=restart")
+	assert.NotContains(t, args, "--nemesis=all")
+	assert.True(t, rows[0].expectInvalid())
+	assert.False(t, rows[1].expectInvalid())
+
+	m := &Matrix{Config: Config{Seeds: 1, FirstSeed: 1, Time: time.Second, Parallel: 1, Nemesis: "all", Command: "make matrix"},
+		Rows: rows, Outcomes: map[string][]Outcome{
+			"postgres-async": {{Row: "postgres-async", Seed: 1, Exit: 1, Verdict: "invalid", FirstInvalid: time.Second, Kinds: map[string]int{"duplicate-token": 2}, AfterFault: "restart"}},
+			"postgres":       {{Row: "postgres", Seed: 1, Exit: 0, Verdict: "valid", FirstInvalid: -1}},
+		}}
+	assert.True(t, m.Passed())
+	md := m.Markdown()
+	assert.Contains(t, md, "| `--target postgres-async` (`--nemesis restart`) |")
+	assert.Contains(t, md, "| `--target postgres` (`--nemesis restart`): PostgreSQL, synchronous_commit = on | 1/1 |")
+
+	m.Outcomes["postgres-async"][0] = Outcome{Row: "postgres-async", Seed: 1, Exit: 0, Verdict: "valid", FirstInvalid: -1}
+	assert.False(t, m.Passed(), "a broken target found valid misses")
+	assert.Contains(t, m.Markdown(), "postgres-async, seed 1: exit 0")
+}
