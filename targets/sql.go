@@ -2,6 +2,7 @@ package targets
 
 import (
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/targets/mysql"
 	"github.com/fencecheck/fencecheck/targets/postgres"
 )
 
@@ -14,4 +15,6 @@ func init() {
 		})
 	register("postgres-async", "PostgreSQL 15 with synchronous_commit = off + 2 adapters: acknowledged commits can vanish at a crash (expected invalid under restart)",
 		func(o Options) (harness.Target, error) { return postgres.New(postgres.Options{Async: true}), nil })
+	register("mysql", "MariaDB 10.11 (InnoDB, every commit fsynced) + 2 fenced adapters in containers (a lock row per lock, one conditional upsert per write)",
+		func(o Options) (harness.Target, error) { return mysql.New(), nil })
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -148,15 +149,6 @@ func (r *Rootfs) Files() []File {
 	return out
 }
 
-// Size is the total size of the files, in bytes.
-func (r *Rootfs) Size() int64 {
-	var n int64
-	for _, f := range r.files {
-		n += int64(len(f.Data))
-	}
-	return n
-}
-
 // SharedLibraries lists every file ldd says bin loads, the loader included,
 // as absolute paths (the vDSO has none and is skipped). A static binary has
 // none.
@@ -275,6 +267,23 @@ func EnsureBuilt(ctx context.Context, progress io.Writer, name string, makeSpec 
 	if progress == nil {
 		progress = io.Discard
 	}
+	// Assembling the spec reads tens of MB, runs ldd on every binary and
+	// compiles what the image carries: once per process is enough while
+	// the image is still there.
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if tag, ok := built[name]; ok {
+		cli, err := Connect(ctx)
+		if err != nil {
+			return "", err
+		}
+		_, ierr := cli.ImageInspect(ctx, tag)
+		cli.Close()
+		if ierr == nil {
+			return tag, nil
+		}
+		delete(built, name)
+	}
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
@@ -294,15 +303,31 @@ func EnsureBuilt(ctx context.Context, progress io.Writer, name string, makeSpec 
 		return "", err
 	}
 	defer cli.Close()
-	tag, built, err := BuildImage(ctx, cli, spec, nil)
+	tag, fresh, err := BuildImage(ctx, cli, spec, nil)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", name, err)
 	}
 	verb := "cached"
-	if built {
+	if fresh {
 		verb = "built"
 		PruneSuperseded(ctx, cli, spec.Repository, tag, time.Hour)
 	}
-	fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
+	fmt.Fprintf(progress, "image %s: %s %s (%.1fs, %d MB of files)\n", name, verb, tag, time.Since(start).Seconds(), spec.size()>>20)
+	built[name] = tag
 	return tag, nil
+}
+
+// built remembers the images EnsureBuilt made or found in this process.
+var (
+	builtMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// size is the total size of the spec's files, in bytes.
+func (s ImageSpec) size() int64 {
+	var n int64
+	for _, f := range s.Files {
+		n += int64(len(f.Data))
+	}
+	return n
 }

@@ -375,6 +375,22 @@ func (t *Target) SaveLogs(ctx context.Context, dir string) error {
 	return rt.SaveLogs(ctx, dir)
 }
 
+// CheckRunning returns an error naming every node whose container is not
+// running, with its exit code.
+func (t *Target) CheckRunning(ctx context.Context) error {
+	var errs []error
+	for _, n := range t.Nodes() {
+		st, err := t.rt.State(ctx, n.Name)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !st.Running:
+			errs = append(errs, fmt.Errorf("%s is not running (status %s, exit code %d)", n.Name, st.Status, st.ExitCode))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Nodes implements nemesis.Cluster.
 func (t *Target) Nodes() []nemesis.Node {
 	t.mu.Lock()

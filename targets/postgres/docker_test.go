@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/targets/adapted/adaptedtest"
 	"github.com/fencecheck/fencecheck/targets/conform"
 )
@@ -114,6 +116,10 @@ func acquiresSurvivingKill(t *testing.T, s *adaptedtest.Shared, n int) int64 {
 
 var nemeses = []string{"pause", "restart", "partition", "clock", "strip", "delay"}
 
+// runTime is each fault-injected run's main phase: short, since make check
+// has a time budget, yet long enough for several faults of each kind.
+const runTime = 5 * time.Second
+
 // One postgres cluster serves every subtest (a database and two adapters
 // take longer to start than a short run lasts); each run starts from empty
 // tables, and the cluster leaves nothing behind at the end.
@@ -126,7 +132,73 @@ func TestPostgres(t *testing.T) {
 	})
 	for i, n := range nemeses {
 		t.Run("valid under "+n, func(t *testing.T) {
-			s.RequireValid(t, s.Run(t, n, uint64(11+i), 6*time.Second), n)
+			s.RequireValid(t, s.Run(t, n, uint64(11+i), runTime), n)
 		})
 	}
+}
+
+// postgres-trigger: the adapters write without a condition and the
+// database's trigger rejects what is stale, with the same verdicts.
+func TestPostgresTrigger(t *testing.T) {
+	s := adaptedtest.StartShared(t, New(Options{Mode: Trigger}), reset)
+	t.Run("conformance", func(t *testing.T) { conformant(t, s.Endpoints()) })
+	t.Run("check in the database", func(t *testing.T) { checkInDatabase(t, s) })
+	// The check is the trigger's: a plain UPDATE from the host, not through
+	// any adapter, is refused with its SQLSTATE and the mark in DETAIL.
+	t.Run("the trigger refuses a stale update", func(t *testing.T) {
+		ctx := opCtx(t)
+		conn := sql(t, s)
+		_, err := conn.Exec(ctx, "INSERT INTO fencecheck_resources (key, token, value) VALUES ('trig', 5, 'v5')")
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "UPDATE fencecheck_resources SET token = 5, value = 'replay' WHERE key = 'trig'")
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		assert.Equal(t, staleCode, pgErr.Code)
+		assert.Equal(t, "5", pgErr.Detail)
+		_, err = conn.Exec(ctx, "UPDATE fencecheck_resources SET token = 6, value = 'v6' WHERE key = 'trig'")
+		assert.NoError(t, err, "a newer token passes")
+	})
+	for i, n := range nemeses {
+		t.Run("valid under "+n, func(t *testing.T) {
+			s.RequireValid(t, s.Run(t, n, uint64(31+i), runTime), n)
+		})
+	}
+}
+
+// postgres-async: with synchronous_commit = off, a kill -9 right after
+// acknowledged commits loses some of them (measured from the database after
+// the restart), and a run under restart is invalid.
+func TestPostgresAsync(t *testing.T) {
+	s := adaptedtest.StartShared(t, New(Options{Async: true}), reset)
+	t.Run("kill -9 loses acknowledged commits", func(t *testing.T) {
+		// The WAL writer may happen to have written everything just before
+		// the kill; three tries make that a one-in-a-million miss.
+		for try := 1; try <= 3; try++ {
+			require.NoError(t, reset(opCtx(t), mustAddr(t, s)))
+			kept := acquiresSurvivingKill(t, s, 200)
+			t.Logf("try %d: %d of 200 acknowledged acquires survived the kill", try, kept)
+			if kept < 200 {
+				return
+			}
+		}
+		t.Fatal("no acknowledged commit was lost in three kills: synchronous_commit = off did not take effect")
+	})
+	t.Run("invalid under restart", func(t *testing.T) {
+		v := s.Run(t, "restart", 3, 10*time.Second)
+		assert.Equal(t, models.Invalid, v.Verdict, "gate: %v", v.GateReasons)
+		assert.Equal(t, 1, v.ExitCode)
+		kinds := map[string]int{}
+		for _, a := range v.Report.Anomalies() {
+			kinds[a.Kind]++
+		}
+		t.Logf("anomalies: %v", kinds)
+		assert.Positive(t, kinds["duplicate-token"]+kinds["token-regression"]+kinds["stale-read"]+kinds["stale-write-accepted"],
+			"lost commits show as reissued tokens or forgotten writes: %v", kinds)
+	})
+}
+
+func mustAddr(t *testing.T, s *adaptedtest.Shared) string {
+	addr, err := s.ServerAddr()
+	require.NoError(t, err)
+	return addr
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/targets/redis"
+	"github.com/fencecheck/fencecheck/targets/adapted"
 )
 
 // Paths of Debian's postgresql-15 package, on the host and in the image
@@ -68,20 +68,9 @@ func ImageSpec(ctx context.Context, progress io.Writer) (docker.ImageSpec, error
 	fs.File(hbaFile, 0o644, []byte("local all all trust\nhost all all 0.0.0.0/0 trust\n"))
 	fs.File("/etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\n"))
 
-	tmp, err := os.MkdirTemp("", "fencecheck-skew-")
-	if err != nil {
+	if err := adapted.AddSkewLibrary(ctx, fs); err != nil {
 		return docker.ImageSpec{}, err
 	}
-	defer os.RemoveAll(tmp)
-	skewPath, err := redis.BuildSkewLibrary(ctx, tmp)
-	if err != nil {
-		return docker.ImageSpec{}, err
-	}
-	skew, err := os.ReadFile(skewPath)
-	if err != nil {
-		return docker.ImageSpec{}, err
-	}
-	fs.File(redis.SkewLibrary, 0o755, skew)
 	return docker.ImageSpec{Repository: ImageRepository, Dockerfile: docker.RootfsDockerfile, Files: fs.Files()}, nil
 }
 

@@ -8,7 +8,9 @@ package adaptedtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,7 +53,12 @@ func StartShared(t *testing.T, target *adapted.Target, reset func(ctx context.Co
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		begin := time.Now()
 		assert.NoError(t, target.Stop(stopCtx))
+		t.Logf("%s stopped in %.1fs", target.Name(), time.Since(begin).Seconds())
+		if t.Failed() {
+			logTails(t, filepath.Join(env.Dir, "logs"))
+		}
 		c, nets := dockertest.Leftovers(t, env.RunID)
 		assert.Zero(t, c, "containers left after the test")
 		assert.Zero(t, nets, "networks left after the test")
@@ -86,7 +93,7 @@ func (s *Shared) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		}
 	}
 	if err := harness.WaitHealthy(ctx, s.eps, time.Minute); err != nil {
-		return harness.Endpoints{}, err
+		return harness.Endpoints{}, errors.Join(err, s.CheckRunning(ctx))
 	}
 	addr, err := s.ServerAddr()
 	if err != nil {
@@ -123,7 +130,9 @@ func (s *Shared) Run(t *testing.T, n string, seed uint64, d time.Duration) *harn
 // clock, a step of the server's own clock.
 func (s *Shared) RequireValid(t *testing.T, v *harness.Verdict, n string) {
 	t.Helper()
-	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons)
+	if !assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons) {
+		logTails(t, filepath.Join(v.Run.Dir, "logs"))
+	}
 	assert.Positive(t, v.Run.Nemeses[n].Started, "nemesis %s took effect", n)
 	events, err := history.ReadFile(v.Run.HistoryPath)
 	require.NoError(t, err)
@@ -138,6 +147,23 @@ func (s *Shared) RequireValid(t *testing.T, v *harness.Verdict, n string) {
 	assert.Positive(t, recorded, "nemesis %s recorded in the history", n)
 	if n == "clock" {
 		assert.True(t, onServer, "the clock nemesis stepped %s's clock", server)
+	}
+}
+
+// logTails shows the end of every node log in dir, for a failed test
+// (its folders are removed with it).
+func logTails(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("last lines of %s:\n%s", filepath.Base(l), strings.Join(lines, "\n"))
 	}
 }
 
