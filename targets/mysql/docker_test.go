@@ -107,6 +107,15 @@ func TestMySQL(t *testing.T) {
 		assert.Equal(t, "c2", holder)
 	})
 
+	t.Run("store", func(t *testing.T) {
+		addr, err := s.ServerAddr()
+		require.NoError(t, err)
+		st, err := OpenStore(StoreOptions{DSN: DSN(addr)})
+		require.NoError(t, err)
+		defer st.Close()
+		adaptedtest.CheckStore(t, st, "store-")
+	})
+
 	t.Run("kill -9 keeps every acknowledged commit", func(t *testing.T) {
 		ctx := opCtx(t)
 		c := fencing.NewClient(s.Endpoints().Issuers[0].URL, nil)

@@ -114,6 +114,15 @@ func acquiresSurvivingKill(t *testing.T, s *adaptedtest.Shared, n int) int64 {
 	return total
 }
 
+// checkStore runs the store contract from the host against the target's
+// database, in the target's mode.
+func checkStore(t *testing.T, s *adaptedtest.Shared, mode Mode) {
+	st, err := OpenStore(StoreOptions{DSN: DSN(mustAddr(t, s)), Mode: mode})
+	require.NoError(t, err)
+	defer st.Close()
+	adaptedtest.CheckStore(t, st, "store-")
+}
+
 var nemeses = []string{"pause", "restart", "partition", "clock", "strip", "delay"}
 
 // runTime is each fault-injected run's main phase: short, since make check
@@ -127,6 +136,7 @@ func TestPostgres(t *testing.T) {
 	s := adaptedtest.StartShared(t, New(Options{}), reset)
 	t.Run("conformance", func(t *testing.T) { conformant(t, s.Endpoints()) })
 	t.Run("check in the database", func(t *testing.T) { checkInDatabase(t, s) })
+	t.Run("store", func(t *testing.T) { checkStore(t, s, Conditional) })
 	t.Run("kill -9 keeps every acknowledged commit", func(t *testing.T) {
 		assert.EqualValues(t, 200, acquiresSurvivingKill(t, s, 200))
 	})
@@ -143,6 +153,7 @@ func TestPostgresTrigger(t *testing.T) {
 	s := adaptedtest.StartShared(t, New(Options{Mode: Trigger}), reset)
 	t.Run("conformance", func(t *testing.T) { conformant(t, s.Endpoints()) })
 	t.Run("check in the database", func(t *testing.T) { checkInDatabase(t, s) })
+	t.Run("store", func(t *testing.T) { checkStore(t, s, Trigger) })
 	// The check is the trigger's: a plain UPDATE from the host, not through
 	// any adapter, is refused with its SQLSTATE and the mark in DETAIL.
 	t.Run("the trigger refuses a stale update", func(t *testing.T) {
