@@ -19,9 +19,9 @@ export CGO_ENABLED ?= 0
 all: build
 
 help:
-	@echo "make test   [TARGET=memory|etcd|redis|redis-volatile|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [STORE=store] [ARGS='--bug accept-equal']"
+	@echo "make test   [TARGET=memory|etcd|redis|postgres|mysql|...|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [STORE=store] [ARGS='--bug accept-equal']"
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
-	@echo "make images build the container images (etcd, adapter, redis)"
+	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long)"
 	@echo "make bench  checker benchmarks; make perf -> docs/performance.md"
 	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
@@ -48,7 +48,8 @@ unit:
 	$(GO) test -count=1 -timeout 25m ./...
 
 # Host tools the Docker targets need: iptables (partitions inside containers'
-# network namespaces), redis-server (copied into the Redis image).
+# network namespaces), redis-server, postgresql-15, mariadb-server (copied into
+# the Redis, PostgreSQL and MariaDB images).
 deps:
 	@./scripts/deps.sh all
 

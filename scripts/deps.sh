@@ -3,6 +3,8 @@
 #   iptables      partitions are iptables rules set inside our containers'
 #                 network namespaces (nsenter comes with util-linux)
 #   redis-server  the Redis image is assembled from Debian's redis-server
+#   postgresql-15 the PostgreSQL image is assembled from Debian's PostgreSQL 15
+#   mariadb-server the MariaDB image (target mysql) from Debian's MariaDB 10.11
 #   gcc           the Redis image's clock-skew library is compiled at build
 #   chromium      the browser test loads report.html in headless Chromium
 # It never changes host firewall rules or anything else.
@@ -11,6 +13,8 @@ need=()
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 [ -x /usr/bin/redis-server ] || need+=(redis-server)
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # `deps.sh docker` (make test) needs no browser; `deps.sh` (make check) does.
 if [ "${1:-all}" = all ]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
@@ -27,8 +31,10 @@ if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-rec
   echo "deps: could not install ${need[*]} with apt-get; install them by hand" >&2
   exit 3
 fi
-# Debian starts redis-server as a service on install; fencecheck only needs
-# the binary.
-if [[ " ${need[*]} " == *" redis-server "* ]]; then
-  ($SUDO systemctl stop redis-server 2>/dev/null || $SUDO service redis-server stop 2>/dev/null || true) >/dev/null 2>&1
-fi
+# Debian starts these servers as services on install; fencecheck only needs
+# their files.
+for svc in redis-server:redis-server postgresql-15:postgresql mariadb-server:mariadb; do
+  if [[ " ${need[*]} " == *" ${svc%%:*} "* ]]; then
+    ($SUDO systemctl stop "${svc#*:}" 2>/dev/null || $SUDO service "${svc#*:}" stop 2>/dev/null || true) >/dev/null 2>&1
+  fi
+done
