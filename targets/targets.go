@@ -12,6 +12,8 @@ import (
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/targets/etcd"
 	"github.com/fencecheck/fencecheck/targets/memory"
+	"github.com/fencecheck/fencecheck/targets/mysql"
+	"github.com/fencecheck/fencecheck/targets/postgres"
 	"github.com/fencecheck/fencecheck/targets/redis"
 	"github.com/fencecheck/fencecheck/targets/spec"
 )
@@ -41,6 +43,20 @@ var table = []entry{
 	{name: "redis-volatile",
 		describe: "Redis with no persistence + 2 adapters: the lock counter resets on restart (expected invalid under restart)",
 		open:     func(harness.Config) (harness.Target, error) { return redis.VolatileTarget(), nil }},
+	{name: "postgres",
+		describe: "PostgreSQL 15 + 2 fenced adapters in containers (a lock row per lock, granted by one upsert; conditional write UPDATE ... WHERE token < $2)",
+		open:     func(harness.Config) (harness.Target, error) { return postgres.New(postgres.Options{}), nil }},
+	{name: "postgres-trigger",
+		describe: "PostgreSQL 15 + 2 adapters that write plainly; a BEFORE UPDATE trigger rejects stale tokens",
+		open: func(harness.Config) (harness.Target, error) {
+			return postgres.New(postgres.Options{Mode: postgres.Trigger}), nil
+		}},
+	{name: "postgres-async",
+		describe: "PostgreSQL 15 with synchronous_commit = off + 2 adapters: acknowledged commits can vanish at a crash (expected invalid under restart)",
+		open:     func(harness.Config) (harness.Target, error) { return postgres.New(postgres.Options{Async: true}), nil }},
+	{name: "mysql",
+		describe: "MariaDB 10.11 (InnoDB, every commit fsynced) + 2 fenced adapters in containers (a lock row per lock, one conditional upsert per write)",
+		open:     func(harness.Config) (harness.Target, error) { return mysql.New(), nil }},
 }
 
 // SpecPrefix selects a target described by a spec file: spec:PATH.
