@@ -1,6 +1,8 @@
 # The detection matrix (issue 4): every seeded bug of the memory reference ×
-# --nemesis all over SEEDS seeds of TIME each, PARALLEL runs at a time, and
-# the correct reference over the same seeds; writes docs/detection.md.
+# --nemesis all over SEEDS seeds of TIME each, PARALLEL runs at a time, the
+# correct reference over the same seeds, and the container targets that are
+# broken by configuration (postgres-async) beside their durable twins, each
+# under the fault that exposes it; writes docs/detection.md.
 # The defaults take about 50 minutes on 2 cores. Included from the Makefile.
 SEEDS ?= 20
 TIME ?= 30s

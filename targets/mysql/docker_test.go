@@ -75,11 +75,12 @@ func TestMySQL(t *testing.T) {
 		ctx := opCtx(t)
 		a := fencing.NewClient(s.Endpoints().Issuers[0].URL, nil)
 		b := fencing.NewClient(s.Endpoints().Issuers[1].URL, nil)
-		first := a.Acquire(ctx, "db-lock", "c1", 100*time.Millisecond)
+		const lease = 1500 * time.Millisecond // long enough to see "held" on a loaded machine
+		first := a.Acquire(ctx, "db-lock", "c1", lease)
 		require.Equal(t, fencing.Ok, first.Outcome, "%+v", first)
 		assert.Equal(t, "1", first.Token)
 		assert.Equal(t, "held", b.Acquire(ctx, "db-lock", "c2", time.Second).Error)
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(lease + 100*time.Millisecond)
 		second := b.Acquire(ctx, "db-lock", "c2", 5*time.Second)
 		require.Equal(t, fencing.Ok, second.Outcome, "an expired lease is free: %+v", second)
 		assert.Equal(t, "2", second.Token)
@@ -122,7 +123,7 @@ func TestMySQL(t *testing.T) {
 		const n = 200
 		for i := 0; i < n; i++ {
 			lock := "kill-" + strconv.Itoa(i%4)
-			r := c.Acquire(ctx, lock, "c", 50*time.Millisecond)
+			r := c.Acquire(ctx, lock, "c", 10*time.Second)
 			require.Equal(t, fencing.Ok, r.Outcome, "%+v", r)
 			require.Equal(t, fencing.Ok, c.Release(ctx, lock, "c", r.Token).Outcome)
 		}

@@ -103,7 +103,7 @@ func acquiresSurvivingKill(t *testing.T, s *adaptedtest.Shared, n int) int64 {
 	c := fencing.NewClient(s.Endpoints().Issuers[0].URL, nil)
 	for i := 0; i < n; i++ {
 		lock := "kill-" + strconv.Itoa(i%4)
-		r := c.Acquire(ctx, lock, "c", 50*time.Millisecond)
+		r := c.Acquire(ctx, lock, "c", 10*time.Second)
 		require.Equal(t, fencing.Ok, r.Outcome, "%+v", r)
 		require.Equal(t, fencing.Ok, c.Release(ctx, lock, "c", r.Token).Outcome)
 	}

@@ -168,8 +168,14 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 	}
 	cfg.ConnConfig.ConnectTimeout = opts.Timeout
 	cfg.MaxConns = 16
-	// Connections that outlived a database restart fail once and are
-	// dropped; a health check every few seconds finds idle ones earlier.
+	// A connection that outlived a database restart would fail its next
+	// statement after sending it, an unknown outcome. One idle for a while
+	// (as every connection is across a restart) is pinged first, and a dead
+	// one replaced before anything is sent. (go-sql-driver does the same
+	// check for the mysql store.)
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > 100*time.Millisecond
+	}
 	cfg.HealthCheckPeriod = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

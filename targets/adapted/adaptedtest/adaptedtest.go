@@ -46,6 +46,9 @@ type Shared struct {
 func StartShared(t *testing.T, target *adapted.Target, reset func(ctx context.Context, addr string) error) *Shared {
 	t.Helper()
 	dockertest.Require(t)
+	if testing.Short() {
+		t.Skip("a database, two adapters and fault-injected runs; make check runs them")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env := harness.Env{RunID: fmt.Sprintf("test-%s-%d", target.Name(), time.Now().UnixNano()%1e9), Dir: t.TempDir(), Log: Log{t}}
