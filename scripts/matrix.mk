@@ -3,7 +3,8 @@
 # correct reference over the same seeds, and the container targets that are
 # broken by configuration (postgres-async) beside their durable twins, each
 # under the fault that exposes it; writes docs/detection.md.
-# The defaults take about 50 minutes on 2 cores. Included from the Makefile.
+# The defaults take about 70 minutes on 2 cores (the container rows about 20
+# of them). Included from the Makefile.
 SEEDS ?= 20
 TIME ?= 30s
 PARALLEL ?= 2

@@ -171,7 +171,9 @@ func TestPostgresTrigger(t *testing.T) {
 	})
 	for i, n := range nemeses {
 		t.Run("valid under "+n, func(t *testing.T) {
-			s.RequireValid(t, s.Run(t, n, uint64(31+i), runTime), n)
+			// The variant differs from postgres only in where the write's
+			// check sits: shorter runs keep make check in its budget.
+			s.RequireValid(t, s.Run(t, n, uint64(31+i), runTime-time.Second), n)
 		})
 	}
 }
@@ -195,7 +197,7 @@ func TestPostgresAsync(t *testing.T) {
 		t.Fatal("no acknowledged commit was lost in three kills: synchronous_commit = off did not take effect")
 	})
 	t.Run("invalid under restart", func(t *testing.T) {
-		v := s.Run(t, "restart", 3, 10*time.Second)
+		v := s.Run(t, "restart", 3, 8*time.Second)
 		assert.Equal(t, models.Invalid, v.Verdict, "gate: %v", v.GateReasons)
 		assert.Equal(t, 1, v.ExitCode)
 		kinds := map[string]int{}
