@@ -1,0 +1,15 @@
+//go:build !linux
+
+package timewarp
+
+import "errors"
+
+var errNoProc = errors.New("timewarp: processes are read through /proc (Linux only)")
+
+func startTime(int) (uint64, error) { return 0, errNoProc }
+
+// Dynamic reports whether process pid runs a dynamically linked program.
+func Dynamic(int) (bool, error) { return false, errNoProc }
+
+// Preloaded reports whether a library named base is mapped into pid.
+func Preloaded(int, string) bool { return false }
