@@ -13,3 +13,9 @@ func Dynamic(int) (bool, error) { return false, errNoProc }
 
 // Preloaded reports whether a library named base is mapped into pid.
 func Preloaded(int, string) bool { return false }
+
+// ProcessGroup is the scope of process group pgid.
+func ProcessGroup(int) Scope { return func() ([]int, error) { return nil, errNoProc } }
+
+// PIDNamespace is the scope of pid's PID namespace.
+func PIDNamespace(int) Scope { return func() ([]int, error) { return nil, errNoProc } }

@@ -50,7 +50,7 @@ var ErrUnsupported = errors.New("the vDSO clock patch is implemented for linux/a
 // Options tune Inject.
 type Options struct {
 	// StopTimeout bounds how long Inject waits for the process's threads
-	// to stop (default 2 s). A frozen process (docker pause) never stops:
+	// to stop (default 1 s). A frozen process (docker pause) never stops:
 	// Inject then fails and leaves it untouched.
 	StopTimeout time.Duration
 	// Syscall makes the trampoline read the real clock with the system
@@ -62,7 +62,7 @@ type Options struct {
 
 func (o Options) stopTimeout() time.Duration {
 	if o.StopTimeout <= 0 {
-		return 2 * time.Second
+		return time.Second
 	}
 	return o.StopTimeout
 }

@@ -1,53 +1,28 @@
 package redis
 
 import (
-	"bytes"
 	"context"
-	_ "embed"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
-// skewSource is the clock-skew library's C source; it is compiled on the
-// host when the Redis image is built, so the image carries a library built
-// against the same glibc as the redis-server copied next to it.
-//
-//go:embed skew/fcskew.c
-var skewSource []byte
-
-// Environment of a process running under the skew library.
+// Environment of a process running under the clock-skew library (package
+// timewarp's preload library; it is compiled on the host when the Redis
+// image is built, so the image carries a library built next to the
+// redis-server copied into it).
 const (
 	// ClockFileEnv names the file holding the offset in nanoseconds.
-	ClockFileEnv = "FENCECHECK_CLOCK_FILE"
+	ClockFileEnv = timewarp.PreloadFileEnv
 	// ClockRefreshEnv is how often (ms) the library re-reads the file.
-	ClockRefreshEnv = "FENCECHECK_CLOCK_REFRESH_MS"
+	ClockRefreshEnv = timewarp.PreloadRefreshEnv
 )
 
 // BuildSkewLibrary compiles the skew library with gcc into dir/fcskew.so and
 // returns its path.
 func BuildSkewLibrary(ctx context.Context, dir string) (string, error) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		return "", fmt.Errorf("the clock-skew library is compiled with gcc, which is not installed (Debian: apt-get install gcc libc6-dev): %w", err)
-	}
-	src := filepath.Join(dir, "fcskew.c")
-	if err := os.WriteFile(src, skewSource, 0o644); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "fcskew.so")
-	cmd := exec.CommandContext(ctx, gcc, "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-		"-o", out, src)
-	var msg bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &msg, &msg
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("compiling the clock-skew library: %w: %s", err, bytes.TrimSpace(msg.Bytes()))
-	}
-	return out, nil
+	return timewarp.BuildPreload(ctx, dir)
 }
 
 // WriteClockOffset sets the offset a skewed process reads from path. It

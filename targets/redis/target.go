@@ -14,6 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
@@ -215,7 +216,7 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 
 // adapterCmd is the fenced command line of an adapter container.
 func (t *Target) adapterCmd() []string {
-	// The adapter's clock reads the offset file named by ClockFileEnv.
+	// The adapter's clock reads the offset file named by fencing.ClockFileEnv.
 	return []string{"/usr/local/bin/fenced",
 		"--addr", "0.0.0.0:" + strconv.Itoa(AdapterPort),
 		"--backend", "redis",
@@ -230,7 +231,7 @@ func (t *Target) startAdapters(ctx context.Context, image string) (harness.Endpo
 			Node:  name,
 			Image: image,
 			Cmd:   t.adapterCmd(),
-			Env:   []string{ClockFileEnv + "=" + clockFileInContainer},
+			Env:   []string{fencing.ClockFileEnv + "=" + clockFileInContainer},
 			User:  docker.HostUser(),
 			IP:    t.ips[name],
 			Ports: []int{AdapterPort},
