@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,6 +41,10 @@ type ContainerSpec struct {
 	HostPorts map[int]int
 	// Binds are host directories mounted into the container.
 	Binds []Bind
+	// ClockPreload mounts the clock-skew preload library and sets
+	// LD_PRELOAD, for a program that may be dynamically linked (see
+	// SetClockOffset, which reaches every container's processes anyway).
+	ClockPreload bool
 }
 
 // Bind mounts host path Host at Container.
@@ -122,6 +127,23 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: strconv.Itoa(hp)}}
 		c.HostPorts[p] = hp
 	}
+	env := spec.Env
+	if spec.ClockPreload {
+		img, err := r.cli.ImageInspect(ctx, spec.Image)
+		if err != nil {
+			return nil, fmt.Errorf("inspecting image %s: %w", spec.Image, wrapUnavailable(err))
+		}
+		var imageEnv []string
+		if img.Config != nil {
+			imageEnv = img.Config.Env
+		}
+		bind, penv, err := r.preloadBinds(ctx, spec.Node, spec.Env, imageEnv)
+		if err != nil {
+			return nil, fmt.Errorf("preparing the clock of %s: %w", spec.Node, err)
+		}
+		spec.Binds = append(append([]Bind(nil), spec.Binds...), bind)
+		env = penv
+	}
 	var binds []string
 	for _, b := range spec.Binds {
 		s := b.Host + ":" + b.Container
@@ -134,7 +156,7 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 		&container.Config{
 			Image:        spec.Image,
 			Cmd:          spec.Cmd,
-			Env:          spec.Env,
+			Env:          env,
 			User:         spec.User,
 			Hostname:     spec.Node,
 			ExposedPorts: exposed,
@@ -204,8 +226,8 @@ func (r *Runtime) Containers() []*Container {
 }
 
 // Start starts a created or stopped container and re-applies its partition
-// rules: they live in the container's network namespace, which a stop
-// destroys.
+// rules (they live in the container's network namespace, which a stop
+// destroys) and its clock offset (its processes are new).
 func (r *Runtime) Start(ctx context.Context, node string) error {
 	c, err := r.Container(node)
 	if err != nil {
@@ -214,7 +236,8 @@ func (r *Runtime) Start(ctx context.Context, node string) error {
 	if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 		return fmt.Errorf("starting %s: %w", c.Name, wrapUnavailable(err))
 	}
-	return r.reapplyPartition(ctx, node)
+	clockErr := r.syncClock(ctx, node)
+	return errors.Join(clockErr, r.reapplyPartition(ctx, node))
 }
 
 // Stop stops a container gracefully (SIGTERM, then SIGKILL after timeout).

@@ -75,6 +75,7 @@ type Runtime struct {
 	network    *Network
 	containers map[string]*Container // by node name
 	blocked    map[string][]string   // node -> peer IPs it drops (re-applied at Start)
+	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	watchdog   io.Closer
 }
 
@@ -143,6 +144,10 @@ func (r *Runtime) labels(extra map[string]string) map[string]string {
 func (r *Runtime) Close(ctx context.Context) error {
 	_, err := Sweep(ctx, r.cli, r.runID)
 	r.mu.Lock()
+	for _, nc := range r.clocks {
+		nc.group.Close()
+	}
+	r.clocks = nil
 	r.containers = map[string]*Container{}
 	r.blocked = nil
 	r.network = nil

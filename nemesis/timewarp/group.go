@@ -33,7 +33,7 @@ type Group struct {
 	scope  Scope
 	opts   GroupOptions
 	offset time.Duration
-	armed  bool // SetOffset was called: new processes must be patched
+	armed  bool // SetOffset was called
 	procs  map[int]*member
 }
 
@@ -91,12 +91,12 @@ func (g *Group) SetOffset(offset time.Duration) (Report, error) {
 }
 
 // Sync patches the processes in scope that are not patched yet with the
-// offset in force: a node's start hook. Before the first SetOffset it does
-// nothing (a run without clock faults never stops a thread).
+// offset in force: a node's start hook. At real time it does nothing (a run
+// without clock faults never stops a thread; the next SetOffset patches).
 func (g *Group) Sync() (Report, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.armed {
+	if !g.armed || g.offset == 0 {
 		return Report{}, nil
 	}
 	return g.apply()

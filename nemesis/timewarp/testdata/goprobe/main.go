@@ -5,13 +5,16 @@
 //	sleep MS   -> sleeps MS ms and a timer of MS ms, then "<monotonic ns slept> <wall ns slept>"
 //
 // With -busy N, N goroutines read the wall clock in a loop meanwhile, so a
-// patch lands while threads are inside the vDSO.
+// patch lands while threads are inside the vDSO. With -http ADDR it answers
+// HTTP instead (GET /now, GET /libc, GET /sleep?ms=MS, and GET /v1/health for a
+// harness that waits for it).
 package main
 
 import (
 	"bufio"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -22,6 +25,7 @@ var libcNow func() int64
 
 func main() {
 	busy := flag.Int("busy", 0, "goroutines reading the clock in a loop")
+	addr := flag.String("http", "", "answer HTTP on this address instead of stdin")
 	flag.Parse()
 	start := time.Now()
 	for i := 0; i < *busy; i++ {
@@ -31,33 +35,45 @@ func main() {
 			}
 		}()
 	}
+	if *addr != "" {
+		http.HandleFunc("/v1/health", func(w http.ResponseWriter, r *http.Request) {})
+		http.HandleFunc("/now", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, answer(start, "now"))
+		})
+		http.HandleFunc("/libc", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, answer(start, "libc"))
+		})
+		http.HandleFunc("/sleep", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, answer(start, "sleep "+r.URL.Query().Get("ms")))
+		})
+		fmt.Fprintln(os.Stderr, http.ListenAndServe(*addr, nil))
+		os.Exit(1)
+	}
 	in := bufio.NewScanner(os.Stdin)
 	fmt.Println("ready")
 	for in.Scan() {
-		f := strings.Fields(in.Text())
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "now":
-			fmt.Println(time.Now().UnixNano(), time.Since(start).Nanoseconds())
-		case "libc":
-			if libcNow == nil {
-				fmt.Println("error no cgo")
-				continue
-			}
-			fmt.Println(libcNow(), time.Since(start).Nanoseconds())
-		case "sleep":
-			ms, _ := strconv.Atoi(f[1])
-			d := time.Duration(ms) * time.Millisecond
-			t0 := time.Now()
-			time.Sleep(d)
-			<-time.After(d)
-			tm := time.NewTimer(d)
-			<-tm.C
-			fmt.Println(time.Since(t0).Nanoseconds(), time.Now().Round(0).Sub(t0.Round(0)).Nanoseconds())
-		default:
-			fmt.Println("error unknown command")
+		if strings.TrimSpace(in.Text()) != "" {
+			fmt.Println(answer(start, in.Text()))
 		}
 	}
+}
+
+func answer(start time.Time, cmd string) string {
+	f := strings.Fields(cmd)
+	switch {
+	case f[0] == "now":
+		return fmt.Sprint(time.Now().UnixNano(), " ", time.Since(start).Nanoseconds())
+	case f[0] == "libc" && libcNow != nil:
+		return fmt.Sprint(libcNow(), " ", time.Since(start).Nanoseconds())
+	case f[0] == "sleep" && len(f) == 2:
+		ms, _ := strconv.Atoi(f[1])
+		d := time.Duration(ms) * time.Millisecond
+		t0 := time.Now()
+		time.Sleep(d)
+		<-time.After(d)
+		tm := time.NewTimer(d)
+		<-tm.C
+		return fmt.Sprint(time.Since(t0).Nanoseconds(), " ", time.Now().Round(0).Sub(t0.Round(0)).Nanoseconds())
+	}
+	return "error unknown command"
 }

@@ -1,0 +1,195 @@
+package docker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
+)
+
+// probeImage is a scratch image with timewarp's clock probe twice: static
+// (/goprobe) and built with cgo (/goprobe-cgo, with the libraries and the
+// loader it needs), both answering GET /now with their own wall clock.
+func probeImage(t *testing.T) string {
+	t.Helper()
+	dockertest.Require(t)
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "nemesis", "timewarp", "testdata", "goprobe")
+	for _, b := range []struct{ out, cgo string }{{"goprobe", "0"}, {"goprobe-cgo", "1"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), src)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	files := []docker.File{{Name: "rootfs/tmp", Dir: true, Mode: 0o1777}}
+	add := func(name, path string) {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		files = append(files, docker.File{Name: "rootfs" + name, Mode: 0o755, Data: data})
+	}
+	add("/goprobe", filepath.Join(dir, "goprobe"))
+	add("/goprobe-cgo", filepath.Join(dir, "goprobe-cgo"))
+	ldd, err := exec.Command("ldd", filepath.Join(dir, "goprobe-cgo")).Output()
+	require.NoError(t, err)
+	dirs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(/\S+)`).FindAllString(string(ldd), -1) {
+		real, err := filepath.EvalSymlinks(m)
+		require.NoError(t, err)
+		add(m, real)
+		for d := filepath.Dir(m); d != "/"; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		files = append(files, docker.File{Name: "rootfs" + d, Dir: true, Mode: 0o755})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli, err := docker.Connect(ctx)
+	require.NoError(t, err)
+	defer cli.Close()
+	tag, _, err := docker.BuildImage(ctx, cli, docker.ImageSpec{Repository: "fencecheck/test-clockprobe",
+		Dockerfile: "FROM scratch\nCOPY rootfs/ /\n", Files: sortedDirsFirst(files)}, nil)
+	require.NoError(t, err)
+	return tag
+}
+
+func sortedDirsFirst(files []docker.File) []docker.File {
+	var dirs, rest []docker.File
+	for _, f := range files {
+		if f.Dir {
+			dirs = append(dirs, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	return append(dirs, rest...)
+}
+
+// httpSkew is how far a probe's wall clock (GET url) is from this machine's.
+func httpSkew(t *testing.T, url string) time.Duration {
+	t.Helper()
+	before := time.Now()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	after := time.Now()
+	f := strings.Fields(string(body))
+	require.NotEmpty(t, f, "probe said %q", body)
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	require.NoError(t, err, "probe said %q", body)
+	return time.Duration(ns) - time.Duration(before.Add(after.Sub(before)/2).UnixNano())
+}
+
+// eventually waits until the probe at url is want off this machine's clock.
+func eventually(t *testing.T, url string, want time.Duration) {
+	t.Helper()
+	var got time.Duration
+	require.Eventually(t, func() bool {
+		got = httpSkew(t, url)
+		return (got - want).Abs() < 100*time.Millisecond
+	}, 5*time.Second, 10*time.Millisecond, "%s: want %v off, last saw %v", url, want, got)
+}
+
+func TestContainerClockOffset(t *testing.T) {
+	tag := probeImage(t)
+	ctx := context.Background()
+	run := fmt.Sprintf("clocktest-%d", time.Now().UnixNano())
+	rt, err := docker.New(ctx, run, docker.Options{NoWatchdog: true})
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, rt.Close(context.Background()))
+		c, n := dockertest.Leftovers(t, run)
+		assert.Zero(t, c+n, "leftovers")
+	}()
+	nw, err := rt.Network(ctx)
+	require.NoError(t, err)
+
+	static, err := rt.Run(ctx, docker.ContainerSpec{Node: "static", Image: tag, IP: nw.HostIP(0),
+		Cmd: []string{"/goprobe", "-http", "0.0.0.0:8080", "-busy", "1"}, Ports: []int{8080}})
+	require.NoError(t, err)
+	cgo, err := rt.Run(ctx, docker.ContainerSpec{Node: "cgo", Image: tag, IP: nw.HostIP(1),
+		Cmd: []string{"/goprobe-cgo", "-http", "0.0.0.0:8080"}, Ports: []int{8080}, ClockPreload: true})
+	require.NoError(t, err)
+	staticURL, cgoURL := "http://"+static.Addr(8080), "http://"+cgo.Addr(8080)
+	eventually(t, staticURL+"/now", 0)
+	eventually(t, cgoURL+"/now", 0)
+	require.NoError(t, rt.ClockReachable(ctx, "static"))
+
+	wall0, mono0 := time.Now().Round(0), time.Now()
+
+	// A static Go program: the vDSO patch alone.
+	require.NoError(t, rt.SetClockOffset(ctx, "static", 90*time.Second))
+	assert.InDelta(t, 90, httpSkew(t, staticURL+"/now").Seconds(), 0.1, "seen at once")
+	for _, off := range []time.Duration{-40 * time.Second, 0, 2 * time.Minute, 0} {
+		require.NoError(t, rt.SetClockOffset(ctx, "static", off))
+		assert.InDelta(t, off.Seconds(), httpSkew(t, staticURL+"/now").Seconds(), 0.1)
+	}
+
+	// A cgo program with the preload mounted: Go's own reads through the
+	// patch, libc's through the library; each is shifted once.
+	pid, err := rt.PID(ctx, "cgo")
+	require.NoError(t, err)
+	assert.True(t, timewarp.Preloaded(pid, timewarp.PreloadName), "the preload library is loaded in the container")
+	require.NoError(t, rt.SetClockOffset(ctx, "cgo", -time.Hour))
+	assert.InDelta(t, -3600, httpSkew(t, cgoURL+"/now").Seconds(), 0.1)
+	eventually(t, cgoURL+"/libc", -time.Hour)
+
+	// A restart during the fault: the new process gets the offset in force
+	// before it answers.
+	require.NoError(t, rt.SetClockOffset(ctx, "static", 30*time.Second))
+	require.NoError(t, rt.Kill(ctx, "static"))
+	require.NoError(t, rt.Start(ctx, "static"))
+	eventuallyUp(t, staticURL+"/now")
+	assert.InDelta(t, 30, httpSkew(t, staticURL+"/now").Seconds(), 0.1, "after the restart")
+
+	// Timers keep working under the patch, and the heal brings both back.
+	resp, err := http.Get(staticURL + "/sleep?ms=100")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	slept, err := strconv.ParseInt(strings.Fields(string(body))[0], 10, 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Duration(slept), 300*time.Millisecond)
+	assert.Less(t, time.Duration(slept), 5*time.Second)
+	require.NoError(t, rt.SetClockOffset(ctx, "static", 0))
+	require.NoError(t, rt.SetClockOffset(ctx, "cgo", 0))
+	assert.Less(t, httpSkew(t, staticURL+"/now").Abs(), 100*time.Millisecond)
+	eventually(t, cgoURL+"/libc", 0)
+
+	drift := time.Now().Round(0).Sub(wall0) - time.Since(mono0)
+	assert.Less(t, drift.Abs(), 5*time.Millisecond, "this machine's clock moved")
+	for _, node := range []string{"static", "cgo"} {
+		st, err := rt.State(ctx, node)
+		require.NoError(t, err)
+		assert.True(t, st.Running, "%s still runs", node)
+	}
+}
+
+func eventuallyUp(t *testing.T, url string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond)
+}
