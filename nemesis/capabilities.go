@@ -68,6 +68,13 @@ type ClockSkewer interface {
 	SetClockOffset(ctx context.Context, node string, offset time.Duration) error
 }
 
+// ClockExplainer says, for the report, why nodes of a ClockSkewer are left
+// out of ClockNodes (no ptrace permission, an engine whose processes this
+// machine cannot see, a node that opted out), by node.
+type ClockExplainer interface {
+	ClockUnreachable() map[string]string
+}
+
 // HolderPauser is the workload's side of the client pause: the next client
 // that acquires a lock stalls for d before it writes with its (then expired)
 // token, as a GC pause would make it.

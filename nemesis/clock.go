@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -72,7 +74,18 @@ func pickClocks(env *Env, rng *rand.Rand) []clockTarget {
 func (clock) Applicable(env *Env) (bool, string) {
 	if len(nodeClocks(env)) == 0 {
 		if _, ok := env.Target.(ClockSkewer); ok {
-			return false, "none of the target's nodes has a clock that can be skewed"
+			why := "none of the target's nodes has a clock that can be skewed"
+			if ce, ok := env.Target.(ClockExplainer); ok {
+				var parts []string
+				for node, reason := range ce.ClockUnreachable() {
+					parts = append(parts, node+": "+reason)
+				}
+				sort.Strings(parts)
+				if len(parts) > 0 {
+					why += " (" + strings.Join(parts, "; ") + ")"
+				}
+			}
+			return false, why
 		}
 		return false, "the target has no injectable clock (skewing only the clients' would not test it)"
 	}

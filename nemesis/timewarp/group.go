@@ -158,11 +158,25 @@ func (g *Group) apply() (Report, error) {
 			rep.Processes++
 			continue
 		}
-		if err := m.proc.SetOffset(g.offset); err != nil {
-			if !m.proc.Alive() {
-				m.proc.Close()
+		err = m.proc.SetOffset(g.offset)
+		if err != nil && m.proc.Alive() {
+			// The same process, but its memory is not the one patched: it
+			// exec'd another program since (a launcher such as a pyenv
+			// shim, a shell's exec). The new image needs its own patch.
+			m.proc.Close()
+			var p *Process
+			if p, err = Inject(pid, g.opts.Inject); err == nil {
+				m.proc = p
+				rep.Injected++
+				err = p.SetOffset(g.offset)
+			} else {
 				delete(g.procs, pid)
-				continue
+			}
+		}
+		if err != nil {
+			if st2, serr := startTime(pid); serr != nil || st2 != st {
+				delete(g.procs, pid)
+				continue // it exited meanwhile
 			}
 			errs = append(errs, fmt.Sprintf("pid %d: %v", pid, err))
 			continue

@@ -5,6 +5,7 @@ package timewarp
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,4 +143,28 @@ func preloadedInGroup(t *testing.T, pgid int) bool {
 		}
 	}
 	return false
+}
+
+// A process that execs another program after its patch (a launcher, a
+// pyenv shim, a shell's exec) is patched again: the new image has a new
+// vDSO.
+func TestGroupFollowsExec(t *testing.T) {
+	bin := filepath.Join(builds(t), "goprobe-static")
+	cmd := exec.Command("sh", "-c", `echo ready; read go; exec "$@"`, "sh", bin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr := startCmd(t, cmd)
+	g := NewGroup(ProcessGroup(pr.pid()), GroupOptions{})
+	defer g.Close()
+	rep, err := g.SetOffset(time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Injected, "the shell")
+
+	_, err = io.WriteString(pr.in, "go\n")
+	require.NoError(t, err)
+	require.True(t, pr.out.Scan())
+	require.Equal(t, "ready", pr.out.Text(), "the probe took the shell's place")
+	rep, err = g.SetOffset(time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Injected, "the new image")
+	assert.InDelta(t, 3600, pr.skew("now", time.Nanosecond).Seconds(), tolerance.Seconds())
 }

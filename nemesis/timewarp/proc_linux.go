@@ -130,3 +130,31 @@ func Preloaded(pid int, base string) bool {
 	}
 	return false
 }
+
+// Reachable says why Inject cannot patch process pid, or nil when it can
+// (as far as can be told without stopping it): this platform is supported,
+// the process has a vDSO, and its memory may be written, which takes the
+// same permission as ptrace.
+func Reachable(pid int) error {
+	if !supported {
+		return ErrUnsupported
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
+	if err != nil {
+		if os.IsPermission(err) {
+			return permissionError(pid, err)
+		}
+		return err
+	}
+	mem.Close()
+	maps, err := readMaps(pid)
+	if err != nil {
+		return err
+	}
+	for _, m := range maps {
+		if m.path == "[vdso]" {
+			return nil
+		}
+	}
+	return fmt.Errorf("pid %d has no vDSO: %w", pid, ErrUnsupported)
+}

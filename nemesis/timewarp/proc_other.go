@@ -19,3 +19,6 @@ func ProcessGroup(int) Scope { return func() ([]int, error) { return nil, errNoP
 
 // PIDNamespace is the scope of pid's PID namespace.
 func PIDNamespace(int) Scope { return func() ([]int, error) { return nil, errNoProc } }
+
+// Reachable says why Inject cannot patch process pid.
+func Reachable(int) error { return ErrUnsupported }

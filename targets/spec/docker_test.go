@@ -74,7 +74,8 @@ func TestImageNode(t *testing.T) {
 }
 
 // Two image nodes can be cut from each other (iptables in each container's
-// network namespace); the cut heals.
+// network namespace); the cut heals. Neither says anything about clocks, so
+// fencecheck moves the clock of each container's (static Go) process.
 func TestImageNodesPartition(t *testing.T) {
 	dockertest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -104,4 +105,13 @@ func TestImageNodesPartition(t *testing.T) {
 	assert.Error(t, pt.Partition(ctx, [][]string{{"a"}, {"zz"}}))
 	require.NoError(t, pt.HealPartition(ctx))
 	assert.Empty(t, p.rt.Blocked("a"))
+
+	cs := tg.(nemesis.ClockSkewer)
+	assert.Equal(t, []string{"a", "b"}, cs.ClockNodes())
+	a, b2 := p.nodes["a"].url+"/v1/health", p.nodes["b"].url+"/v1/health"
+	require.NoError(t, cs.SetClockOffset(ctx, "a", 90*time.Second))
+	assert.InDelta(t, 90, skewOf(t, a, false).Seconds(), 1.1, "fenced's own Date header")
+	assert.InDelta(t, 0, skewOf(t, b2, false).Seconds(), 1.1, "the other node is untouched")
+	require.NoError(t, cs.SetClockOffset(ctx, "a", 0))
+	assert.InDelta(t, 0, skewOf(t, a, false).Seconds(), 1.1)
 }

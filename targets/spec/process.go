@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
 // process is one run of a command node's program, in its own process group
@@ -42,7 +44,9 @@ func startProcess(argv []string, dir string, env []string, logw io.Writer) (*pro
 	}
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		// Not cmd.Wait: the clock nemesis may ptrace this child, and
+		// cmd.Wait would take its ptrace stops for its exit.
+		p.err = timewarp.Wait(cmd)
 		close(p.done)
 	}()
 	return p, nil

@@ -75,9 +75,12 @@ type Node struct {
 	// Env is added to the node's environment (values are substituted like
 	// the command line).
 	Env map[string]string `json:"env,omitempty"`
-	// Clock is "offset-file" when the node reads the clock offset file the
-	// harness names in FENCECHECK_CLOCK_FILE (the clock nemesis may then
-	// skew it), or "" / "none".
+	// Clock says how the clock nemesis moves the node's wall clock: ""
+	// (the default) moves the clock of the unmodified process itself
+	// (package timewarp: its vDSO, and libc through a preload library);
+	// "offset-file" leaves it to the program, which adds the offset in the
+	// file named by FENCECHECK_CLOCK_FILE; "none" keeps the node out of
+	// clock faults.
 	Clock string `json:"clock,omitempty"`
 }
 
@@ -94,11 +97,13 @@ const (
 	RoleResource = "resource"
 )
 
-// ClockOffsetFile is the only clock mechanism: the harness writes the
-// node's offset from real time, in decimal nanoseconds, to the file named by
-// ClockFileEnv (replaced by rename, so a reader never sees half a number).
+// Clock modes. With ClockOffsetFile the harness writes the node's offset
+// from real time, in decimal nanoseconds, to the file named by ClockFileEnv
+// (replaced by rename, so a reader never sees half a number), and the
+// program adds it itself; the default moves the process's own clock.
 const (
 	ClockOffsetFile = "offset-file"
+	ClockNone       = "none"
 	ClockFileEnv    = "FENCECHECK_CLOCK_FILE"
 )
 
@@ -120,8 +125,12 @@ func (n Node) Kind() string {
 // HasRole reports whether the node serves role.
 func (n Node) HasRole(role string) bool { return slices.Contains(n.Roles, role) }
 
-// ClockOptIn reports whether the clock nemesis may skew this node.
+// ClockOptIn reports whether the node reads the clock offset file itself.
 func (n Node) ClockOptIn() bool { return n.Clock == ClockOffsetFile }
+
+// ClockWarped reports whether the harness moves the node's process clock
+// itself (a started node that neither reads the offset file nor opted out).
+func (n Node) ClockWarped() bool { return n.Kind() != KindURL && n.Clock == "" }
 
 // ModelSemantics is the semantics block as the models take it.
 func (s *Spec) ModelSemantics() models.Semantics {
@@ -567,9 +576,9 @@ func (s *Spec) validate() []Problem {
 			continue
 		}
 		switch n.Clock {
-		case "", "none", ClockOffsetFile:
+		case "", ClockNone, ClockOffsetFile:
 		default:
-			add(p+".clock", "must be %q (the node reads the offset file named by $%s) or \"none\", got %q", ClockOffsetFile, ClockFileEnv, n.Clock)
+			add(p+".clock", "must be absent (fencecheck moves the process's clock), %q (the node reads the offset file named by $%s) or %q, got %q", ClockOffsetFile, ClockFileEnv, ClockNone, n.Clock)
 		}
 		for k := range n.Env {
 			if !envNameRe.MatchString(k) {

@@ -33,6 +33,7 @@ func TestParseIssueSpec(t *testing.T) {
 	assert.True(t, n.HasRole(RoleIssuer))
 	assert.True(t, n.HasRole(RoleResource))
 	assert.False(t, n.ClockOptIn())
+	assert.True(t, n.ClockWarped(), "by default fencecheck moves the process's own clock")
 	assert.Equal(t, models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}, s.ModelSemantics())
 	assert.Equal(t, DefaultStartTimeout, s.Timeout())
 }
@@ -130,7 +131,7 @@ func TestBadSpecs(t *testing.T) {
 		{"clock_file without opt-in", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"command":["srv","{port}","{clock_file}"]}]}`,
 			[]string{`{clock_file} needs "clock": "offset-file"`}},
 		{"bad clock", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"command":["srv","{port}"],"clock":"faketime"}]}`,
-			[]string{`nodes[0].clock: must be "offset-file"`}},
+			[]string{`nodes[0].clock: must be absent (fencecheck moves the process's clock), "offset-file"`}},
 		{"clock on a url node", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"url":"http://h:1","clock":"offset-file"}]}`,
 			[]string{"nodes[0].clock: a url node is not started by the harness"}},
 		{"bad url", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"url":"127.0.0.1:7000"}]}`,

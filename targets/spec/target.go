@@ -20,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 	"github.com/fencecheck/fencecheck/targets/conform"
 )
 
@@ -35,8 +36,8 @@ type Options struct {
 
 // Target runs the system a spec describes. It implements harness.Target
 // and the nemesis capabilities Cluster, Pauser, Restarter and ClockSkewer
-// (the clock only reaches nodes that opt in; url nodes are outside every
-// node fault). New adds Partitioner when two or more nodes run in
+// (the clock moves every started node's processes unless it reads the
+// offset file itself or opts out; url nodes are outside every node fault). New adds Partitioner when two or more nodes run in
 // containers, the only nodes whose links the harness can cut without
 // touching this machine's firewall; links between clients and nodes are
 // cut, stripped and delayed by the harness's proxies for every kind.
@@ -52,6 +53,7 @@ type Target struct {
 	rt        *docker.Runtime
 	eps       harness.Endpoints
 	preflight *conform.Report
+	preload   string // the clock-skew library for command nodes ("" without gcc)
 	started   bool
 	stopping  bool
 }
@@ -71,11 +73,19 @@ type node struct {
 	logFile *os.File
 	// image nodes
 	ip string
+	// clock moves a command node's processes (ClockWarped); clockWhy says
+	// why this machine cannot move the node's clock ("" when it can).
+	clock    *timewarp.Group
+	clockWhy string
+	preload  string // the library a command node is started with, or ""
 }
 
 func (n *node) dataDir() string   { return filepath.Join(n.dir, "data") }
 func (n *node) clockDir() string  { return filepath.Join(n.dir, "clock") }
 func (n *node) clockFile() string { return filepath.Join(n.clockDir(), "offset") }
+
+// skewFile is the preload library's offset file of a warped command node.
+func (n *node) skewFile() string { return filepath.Join(n.clockDir(), "skew") }
 
 // Paths inside an image node's container.
 const (
@@ -84,12 +94,13 @@ const (
 )
 
 var (
-	_ harness.Target      = (*Target)(nil)
-	_ nemesis.Cluster     = (*Target)(nil)
-	_ nemesis.Pauser      = (*Target)(nil)
-	_ nemesis.Restarter   = (*Target)(nil)
-	_ nemesis.ClockSkewer = (*Target)(nil)
-	_ nemesis.Partitioner = partitionable{}
+	_ harness.Target         = (*Target)(nil)
+	_ nemesis.Cluster        = (*Target)(nil)
+	_ nemesis.Pauser         = (*Target)(nil)
+	_ nemesis.Restarter      = (*Target)(nil)
+	_ nemesis.ClockSkewer    = (*Target)(nil)
+	_ nemesis.ClockExplainer = (*Target)(nil)
+	_ nemesis.Partitioner    = partitionable{}
 )
 
 // New returns the target for s; nothing runs until Start.
@@ -205,6 +216,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	t.mu.Lock()
 	t.eps = eps
 	t.mu.Unlock()
+	t.checkClocks(ctx)
 	t.describeFaults()
 	if t.opts.NoPreflight {
 		return eps, nil
@@ -223,22 +235,67 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	return eps, nil
 }
 
+// checkClocks finds, for every node whose process clock the harness moves,
+// whether this machine can (ptrace permission, a container engine whose
+// processes are visible here), without touching the processes yet.
+func (t *Target) checkClocks(ctx context.Context) {
+	for _, name := range t.order {
+		n := t.nodes[name]
+		if !n.spec.ClockWarped() {
+			continue
+		}
+		var why error
+		if n.spec.Kind() == KindImage {
+			why = t.rt.ClockReachable(ctx, name)
+		} else {
+			t.mu.Lock()
+			p := n.proc
+			t.mu.Unlock()
+			why = timewarp.Reachable(p.pgid)
+			if why != nil && n.preload != "" && timewarp.Preloaded(p.pgid, timewarp.PreloadName) {
+				t.logf("node %s: the vDSO patch cannot reach it (%v); its libc calls are shifted by the preload library only", name, why)
+				why = nil
+			}
+		}
+		if why != nil {
+			n.clockWhy = why.Error()
+		}
+	}
+}
+
 // describeFaults says up front which node faults can act, so a user who
 // asks for the clock nemesis learns why it does not apply.
 func (t *Target) describeFaults() {
-	var clocks, urls []string
-	for _, n := range t.spec.Nodes {
-		if n.Kind() == KindURL {
-			urls = append(urls, n.Name)
-		} else if n.ClockOptIn() {
-			clocks = append(clocks, n.Name)
+	var urls, clocks []string
+	for _, sn := range t.spec.Nodes {
+		if sn.Kind() == KindURL {
+			urls = append(urls, sn.Name)
+			continue
+		}
+		n := t.nodes[sn.Name]
+		switch {
+		case sn.ClockOptIn():
+			clocks = append(clocks, sn.Name+" (reads the offset file)")
+		case !sn.ClockWarped():
+			clocks = append(clocks, sn.Name+" (opted out: \"clock\": \"none\")")
+		case n.clockWhy != "":
+			clocks = append(clocks, sn.Name+" (cannot be reached: "+n.clockWhy+")")
+		case sn.Kind() == KindImage:
+			clocks = append(clocks, sn.Name+" (the container's processes: vDSO patch, preload library)")
+		case n.preload != "":
+			clocks = append(clocks, sn.Name+" (the process: vDSO patch, preload library)")
+		default:
+			clocks = append(clocks, sn.Name+" (the process: vDSO patch)")
 		}
 	}
 	if len(urls) > 0 {
 		t.logf("url nodes %s are not started by fencecheck: pause, restart and clock do not reach them; client-side faults (holder pause, partition, strip, delay) do", strings.Join(urls, ", "))
 	}
-	if len(clocks) == 0 {
-		t.logf("no node opts in to clock faults (\"clock\": %q): the clock nemesis does not apply", ClockOffsetFile)
+	if len(clocks) > 0 {
+		t.logf("clock faults: %s", strings.Join(clocks, ", "))
+	}
+	if len(t.ClockNodes()) == 0 {
+		t.logf("no node's clock can be moved: the clock nemesis does not apply")
 	}
 }
 
@@ -261,11 +318,18 @@ func (t *Target) prepare(ctx context.Context) error {
 				return err
 			}
 		}
-		if sn.ClockOptIn() {
+		if sn.ClockOptIn() || sn.ClockWarped() {
 			if err := os.MkdirAll(n.clockDir(), 0o755); err != nil {
 				return err
 			}
+		}
+		if sn.ClockOptIn() {
 			if err := writeClockOffset(n.clockFile(), 0); err != nil {
+				return err
+			}
+		}
+		if sn.ClockWarped() && sn.Kind() == KindCommand {
+			if err := t.prepareProcessClock(ctx, n); err != nil {
 				return err
 			}
 		}
@@ -333,6 +397,42 @@ func (t *Target) prepare(ctx context.Context) error {
 	return nil
 }
 
+// prepareProcessClock gives a command node its clock: the preload
+// library in its environment (when gcc can build it) and the group that
+// patches its processes, started at real time.
+func (t *Target) prepareProcessClock(ctx context.Context, n *node) error {
+	if t.preload == "" {
+		lib, err := timewarp.Preload(ctx)
+		if err != nil {
+			t.logf("no clock-skew preload library (%v): command nodes' clocks are moved by the vDSO patch alone", err)
+		}
+		t.preload = lib
+	}
+	if t.preload != "" {
+		if err := writeClockOffset(n.skewFile(), 0); err != nil {
+			return err
+		}
+		n.preload = t.preload
+	}
+	scope := func() ([]int, error) {
+		t.mu.Lock()
+		p := n.proc
+		t.mu.Unlock()
+		if p == nil || p.exited() {
+			return nil, nil // not running: StartNode applies the offset
+		}
+		return timewarp.ProcessGroup(p.pgid)()
+	}
+	also := func(d time.Duration) error {
+		if n.preload == "" {
+			return nil
+		}
+		return writeClockOffset(n.skewFile(), d)
+	}
+	n.clock = timewarp.NewGroup(scope, timewarp.GroupOptions{Also: also})
+	return nil
+}
+
 func parseHost(raw string) (string, error) {
 	u, err := http.NewRequest(http.MethodGet, raw, nil)
 	if err != nil {
@@ -362,6 +462,9 @@ func (n *node) environ(base []string) []string {
 	}
 	for k, v := range n.spec.Env {
 		env = append(env, k+"="+substitute(v, n.vars))
+	}
+	if n.preload != "" {
+		env = timewarp.PreloadEnv(env, n.preload, n.skewFile())
 	}
 	return env
 }
@@ -434,7 +537,8 @@ func (t *Target) startContainer(ctx context.Context, n *node) error {
 		cmd = n.argv()
 	}
 	c, err := t.rt.Run(ctx, docker.ContainerSpec{Node: n.spec.Name, Image: n.spec.Image, Cmd: cmd,
-		Env: n.environ(nil), IP: n.ip, Ports: []int{n.spec.Port}, Binds: binds})
+		Env: n.environ(nil), IP: n.ip, Ports: []int{n.spec.Port}, Binds: binds,
+		ClockPreload: n.spec.ClockWarped()})
 	if err != nil {
 		return err
 	}
@@ -523,6 +627,9 @@ func (t *Target) Stop(ctx context.Context) error {
 	for _, n := range nodes {
 		if n.logFile != nil {
 			n.logFile.Close()
+		}
+		if n.clock != nil {
+			n.clock.Close()
 		}
 	}
 	if rt != nil {
@@ -615,21 +722,39 @@ func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 		}
 	}
 	if n.spec.Kind() == KindImage {
+		// The runtime's start hook gives the new processes the offset.
 		if err := t.rt.Start(ctx, name); err != nil {
 			return err
 		}
-	} else {
-		t.mu.Lock()
-		p := n.proc
-		t.mu.Unlock()
-		if p != nil && !p.exited() {
-			return fmt.Errorf("node %s is still running", name)
-		}
-		if err := t.startProcess(n); err != nil {
-			return err
-		}
+		return t.waitNodes(ctx, name)
 	}
-	return t.waitNodes(ctx, name)
+	t.mu.Lock()
+	p := n.proc
+	t.mu.Unlock()
+	if p != nil && !p.exited() {
+		return fmt.Errorf("node %s is still running", name)
+	}
+	if err := t.startProcess(n); err != nil {
+		return err
+	}
+	// The start hook: the new program gets the offset in force at once, and
+	// what it started by the time it is healthy gets it too.
+	var clockErrs []error
+	if n.clock != nil {
+		_, err := n.clock.Sync()
+		clockErrs = append(clockErrs, err)
+	}
+	if err := t.waitNodes(ctx, name); err != nil {
+		return err
+	}
+	if n.clock != nil {
+		_, err := n.clock.Sync()
+		clockErrs = append(clockErrs, err)
+	}
+	if err := errors.Join(clockErrs...); err != nil {
+		return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", name, err)
+	}
+	return nil
 }
 
 func emptyDir(dir string) error {
@@ -645,28 +770,54 @@ func emptyDir(dir string) error {
 	return nil
 }
 
-// ClockNodes implements nemesis.ClockSkewer: only nodes whose spec says
-// "clock": "offset-file" read the offset file.
+// ClockNodes implements nemesis.ClockSkewer: every started node, unless
+// it opted out or this machine cannot reach its processes.
 func (t *Target) ClockNodes() []string {
 	var out []string
 	for _, sn := range t.spec.Nodes {
-		if sn.Kind() != KindURL && sn.ClockOptIn() {
+		if sn.ClockOptIn() {
+			out = append(out, sn.Name)
+		} else if n, ok := t.nodes[sn.Name]; ok && sn.ClockWarped() && n.clockWhy == "" {
 			out = append(out, sn.Name)
 		}
 	}
 	return out
 }
 
-// SetClockOffset implements nemesis.ClockSkewer.
-func (t *Target) SetClockOffset(_ context.Context, name string, offset time.Duration) error {
+// ClockUnreachable implements nemesis.ClockExplainer.
+func (t *Target) ClockUnreachable() map[string]string {
+	out := map[string]string{}
+	for _, sn := range t.spec.Nodes {
+		n, ok := t.nodes[sn.Name]
+		switch {
+		case !ok:
+			out[sn.Name] = "a url node, not started by fencecheck"
+		case sn.Clock == ClockNone:
+			out[sn.Name] = `opted out ("clock": "none")`
+		case n.clockWhy != "":
+			out[sn.Name] = n.clockWhy
+		}
+	}
+	return out
+}
+
+// SetClockOffset implements nemesis.ClockSkewer: the offset file of a node
+// that reads it, the processes of any other.
+func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Duration) error {
 	n, err := t.node(name)
 	if err != nil {
 		return err
 	}
-	if !n.spec.ClockOptIn() {
-		return fmt.Errorf("node %s does not read a clock offset file", name)
+	switch {
+	case n.spec.ClockOptIn():
+		return writeClockOffset(n.clockFile(), offset)
+	case !n.spec.ClockWarped():
+		return fmt.Errorf("node %s opted out of clock faults", name)
+	case n.spec.Kind() == KindImage:
+		return t.rt.SetClockOffset(ctx, name, offset)
 	}
-	return writeClockOffset(n.clockFile(), offset)
+	_, err = n.clock.SetOffset(offset)
+	return err
 }
 
 // writeClockOffset replaces the offset file by rename: a reader sees the

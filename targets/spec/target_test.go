@@ -21,15 +21,16 @@ import (
 )
 
 // pythonSpec is the example's spec with extra arguments (bug switches) and
-// the clock opt-in switched as asked. The example is the real thing: a
-// host process in another language.
+// the clock opt-in switched as asked (without it, the node opts out of clock
+// faults). The example is the real thing: a host process in another
+// language.
 func pythonSpec(t *testing.T, clock bool, args ...string) *Spec {
 	t.Helper()
 	s, err := Load("../../examples/python-fence/spec.json")
 	require.NoError(t, err)
 	s.Nodes[0].Command = append(s.Nodes[0].Command, args...)
 	if !clock {
-		s.Nodes[0].Clock = ""
+		s.Nodes[0].Clock = ClockNone
 	}
 	return s
 }
@@ -149,7 +150,7 @@ func TestClockOffsetFileForNodesThatOptIn(t *testing.T) {
 	}, 2*time.Second, 20*time.Millisecond)
 
 	tg2, _, _ := startTarget(t, pythonSpec(t, false), Options{NoPreflight: true})
-	assert.Empty(t, tg2.(nemesis.ClockSkewer).ClockNodes(), "no opt-in, no clock faults")
+	assert.Empty(t, tg2.(nemesis.ClockSkewer).ClockNodes(), "opted out, no clock faults")
 	assert.Error(t, tg2.(nemesis.ClockSkewer).SetClockOffset(context.Background(), "n1", time.Second))
 }
 

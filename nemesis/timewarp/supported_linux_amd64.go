@@ -1,0 +1,3 @@
+package timewarp
+
+const supported = true
