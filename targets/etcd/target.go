@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
@@ -56,6 +55,10 @@ type Target struct {
 	dataRoot string
 	nodes    []node
 	stopped  bool
+	// clockWhy says, per node, why its clock cannot be moved from this
+	// machine (found once the cluster is up, so that ClockNodes never
+	// changes during a run: the final heal must reach every node).
+	clockWhy map[string]string
 }
 
 // node is one container of the target.
@@ -63,11 +66,9 @@ type node struct {
 	name string
 	role string // "etcd" or "adapter"
 	ip   string
-	// dataDir (members) is bind-mounted at /data; clockDir (adapters) holds
-	// the clock offset file the adapter reads. Both are under the runtime's
+	// dataDir (members) is bind-mounted at /data, under the runtime's
 	// RunDir.
-	dataDir  string
-	clockDir string
+	dataDir string
 }
 
 const (
@@ -153,18 +154,11 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	for i := range t.nodes {
 		n := &t.nodes[i]
 		n.ip = t.nw.HostIP(i)
-		switch n.role {
-		case roleMember:
+		if n.role == roleMember {
 			n.dataDir = filepath.Join(t.dataRoot, n.name)
-			err = os.MkdirAll(n.dataDir, 0o755)
-		case roleAdapter:
-			n.clockDir = filepath.Join(t.dataRoot, n.name+"-clock")
-			if err = os.MkdirAll(n.clockDir, 0o755); err == nil {
-				err = fencing.WriteClockOffset(filepath.Join(n.clockDir, "offset"), 0)
+			if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+				return fail(err)
 			}
-		}
-		if err != nil {
-			return fail(err)
 		}
 	}
 
@@ -195,6 +189,16 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		return fail(fmt.Errorf("adapters: %w", err))
 	}
 	t.logf("cluster ready in %.1fs (%d members, %d adapters)", time.Since(start).Seconds(), len(t.members()), len(t.adapters()))
+	why := map[string]string{}
+	for _, n := range t.nodes {
+		if err := rt.ClockReachable(ctx, n.name); err != nil {
+			why[n.name] = err.Error()
+			t.logf("clock faults cannot reach %s: %v", n.name, err)
+		}
+	}
+	t.mu.Lock()
+	t.clockWhy = why
+	t.mu.Unlock()
 	return eps, nil
 }
 
@@ -271,10 +275,8 @@ func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 			"--backend", "etcd",
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 		},
-		Env:   []string{fencing.ClockFileEnv + "=/clock/offset"},
 		User:  docker.HostUser(),
 		Ports: []int{adapterPort},
-		Binds: []docker.Bind{{Host: n.clockDir, Container: "/clock", ReadOnly: true}},
 	}
 }
 
@@ -585,27 +587,50 @@ func (t *Target) HealPartition(ctx context.Context) error {
 	return rt.HealAll(ctx)
 }
 
-// ClockNodes are the adapters: they read their clock through an offset file
-// (the etcd backend itself consults no clock, so a skewed adapter must
-// change nothing, which is what the nemesis checks). etcd members are not
-// skewable: Go reads the time through the vDSO, where no preload library
-// reaches, and etcd's leases run on the monotonic clock anyway.
+// ClockNodes are every member and adapter whose processes this machine can
+// reach: the runtime moves the unmodified programs' own clocks (package
+// timewarp patches their vDSO). etcd's leases run on the monotonic clock
+// and the etcd backend reads no adapter clock, so a correct cluster must
+// shrug a step off, which is what the nemesis checks.
 func (t *Target) ClockNodes() []string {
 	var out []string
-	for _, n := range t.adapters() {
-		out = append(out, n.name)
+	for _, n := range t.nodes {
+		if t.clockReason(n.name) == "" {
+			out = append(out, n.name)
+		}
 	}
 	return out
 }
 
-// SetClockOffset shifts an adapter's clock by offset (0 resets it).
+// ClockUnreachable implements nemesis.ClockExplainer.
+func (t *Target) ClockUnreachable() map[string]string {
+	out := map[string]string{}
+	for _, n := range t.nodes {
+		if why := t.clockReason(n.name); why != "" {
+			out[n.name] = why
+		}
+	}
+	return out
+}
+
+func (t *Target) clockReason(name string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.clockWhy == nil {
+		return "the cluster is not running"
+	}
+	return t.clockWhy[name]
+}
+
+// SetClockOffset moves a member's or an adapter's wall clock by offset (0
+// resets it); a restarted node gets the offset in force.
 func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Duration) error {
-	n, err := t.node(name)
+	if _, err := t.node(name); err != nil {
+		return err
+	}
+	rt, err := t.running()
 	if err != nil {
 		return err
 	}
-	if n.role != roleAdapter {
-		return fmt.Errorf("clock skew does not apply to etcd member %s (Go reads the vDSO clock)", name)
-	}
-	return fencing.WriteClockOffset(filepath.Join(n.clockDir, "offset"), offset)
+	return rt.SetClockOffset(ctx, name, offset)
 }

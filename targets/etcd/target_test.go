@@ -160,13 +160,47 @@ func TestCluster(t *testing.T) {
 		assert.Equal(t, "during-partition", string(r.Value), "state lives in etcd, not in the adapter")
 	})
 
-	t.Run("clock applies to adapters only", func(t *testing.T) {
-		assert.Equal(t, []string{"adapter-1", "adapter-2"}, tg.ClockNodes())
-		require.NoError(t, tg.SetClockOffset(ctx, "adapter-2", 90*time.Second))
-		b, err := os.ReadFile(filepath.Join(tg.dataRoot, "adapter-2-clock", "offset"))
-		require.NoError(t, err)
-		assert.Equal(t, "90000000000\n", string(b))
-		assert.Error(t, tg.SetClockOffset(ctx, "etcd-1", time.Second))
+	// etcd is a static Go program: its clock reads never reach libc, and
+	// the runtime patches its vDSO. Its own HTTP Date header shows the step.
+	t.Run("clock: every member and adapter, seen from inside", func(t *testing.T) {
+		assert.Equal(t, []string{"etcd-1", "etcd-2", "etcd-3", "adapter-1", "adapter-2"}, tg.ClockNodes())
+		assert.Empty(t, tg.ClockUnreachable())
+		wall0, mono0 := time.Now().Round(0), time.Now()
+		dateSkew := func(url string) float64 {
+			before := time.Now()
+			resp, err := http.Get(url)
+			require.NoError(t, err)
+			resp.Body.Close()
+			date, err := http.ParseTime(resp.Header.Get("Date"))
+			require.NoError(t, err)
+			return date.Sub(before.Truncate(time.Second)).Seconds()
+		}
+		member := func(name string) string { return tg.memberURL(name) + "/version" }
+		adapter := eps.Issuers[1].URL + "/v1/health"
+
+		require.NoError(t, tg.SetClockOffset(ctx, "etcd-1", 90*time.Second))
+		require.NoError(t, tg.SetClockOffset(ctx, "adapter-2", -2*time.Minute))
+		assert.InDelta(t, 90, dateSkew(member("etcd-1")), 1.1, "etcd-1's own clock")
+		assert.InDelta(t, 0, dateSkew(member("etcd-2")), 1.1, "the other members are untouched")
+		assert.InDelta(t, -120, dateSkew(adapter), 1.1, "adapter-2's own clock")
+
+		// A restart during the fault: the new etcd process gets the offset.
+		require.NoError(t, tg.KillNode(ctx, "etcd-1"))
+		require.NoError(t, tg.StartNode(ctx, "etcd-1", false))
+		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL("etcd-1"), 30*time.Second))
+		assert.InDelta(t, 90, dateSkew(member("etcd-1")), 1.1, "after the restart")
+
+		for _, n := range []string{"etcd-1", "adapter-2"} {
+			require.NoError(t, tg.SetClockOffset(ctx, n, 0))
+		}
+		assert.InDelta(t, 0, dateSkew(member("etcd-1")), 1.1, "healed")
+		assert.InDelta(t, 0, dateSkew(adapter), 1.1, "healed")
+		require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL("etcd-1"), 10*time.Second), "still serving")
+		c, cancel := opCtx()
+		defer cancel()
+		assert.Equal(t, fencing.Ok, a2.Read(c, "k").Outcome)
+		drift := time.Now().Round(0).Sub(wall0) - time.Since(mono0)
+		assert.Less(t, drift.Abs(), 5*time.Millisecond, "this machine's clock moved")
 	})
 
 	require.NoError(t, tg.Stop(ctx))
