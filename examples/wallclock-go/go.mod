@@ -1,0 +1,3 @@
+module wallclock-fence
+
+go 1.26
