@@ -1,9 +1,11 @@
 package timewarp
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -120,32 +122,60 @@ func relocate(fn []byte, entry uint64, need int) (*relocation, error) {
 
 // branchesInto finds a direct branch anywhere in the vDSO's code that lands
 // strictly inside one of the ranges (the bytes a patch overwrites, past the
-// entry itself): such a branch would land in the middle of the jump. It
-// sweeps the code linearly; the vDSO holds no data in its text, and a byte
-// the decoder does not know is stepped over.
+// entry itself): such a branch would land in the middle of the jump.
 func branchesInto(text []byte, textAddr uint64, ranges [][2]uint64) error {
+	for _, b := range branchTargets(text) {
+		to := textAddr + b.to
+		for _, r := range ranges {
+			if to > r[0] && to < r[1] {
+				return fmt.Errorf("%s at %#x branches into the patched bytes at %#x", b.inst, textAddr+b.at, r[0])
+			}
+		}
+	}
+	return nil
+}
+
+type branch struct {
+	at, to uint64 // offsets in the text
+	inst   string
+}
+
+// Every process of one kernel has the same vDSO: its branches are found
+// once (a sweep takes a quarter of a millisecond).
+var branchCache struct {
+	sync.Mutex
+	m map[[32]byte][]branch
+}
+
+// branchTargets lists the direct branches of the code, sweeping it
+// linearly: the vDSO holds no data in its text, and a byte the decoder
+// does not know is stepped over.
+func branchTargets(text []byte) []branch {
+	key := sha256.Sum256(text)
+	branchCache.Lock()
+	defer branchCache.Unlock()
+	if b, ok := branchCache.m[key]; ok {
+		return b
+	}
+	var out []branch
 	for off := 0; off < len(text); {
 		inst, err := x86asm.Decode(text[off:], 64)
 		if err != nil {
 			off++
 			continue
 		}
-		pc := textAddr + uint64(off)
 		for _, a := range inst.Args {
-			rel, ok := a.(x86asm.Rel)
-			if !ok {
-				continue
-			}
-			to := uint64(int64(pc) + int64(inst.Len) + int64(rel))
-			for _, r := range ranges {
-				if to > r[0] && to < r[1] {
-					return fmt.Errorf("%v at %#x branches into the patched bytes at %#x", inst, pc, r[0])
-				}
+			if rel, ok := a.(x86asm.Rel); ok {
+				out = append(out, branch{at: uint64(off), to: uint64(int64(off) + int64(inst.Len) + int64(rel)), inst: inst.String()})
 			}
 		}
 		off += inst.Len
 	}
-	return nil
+	if branchCache.m == nil {
+		branchCache.m = map[[32]byte][]branch{}
+	}
+	branchCache.m[key] = out
+	return out
 }
 
 // asm assembles the trampoline: bytes with labels and rel8/rel32 fixups.

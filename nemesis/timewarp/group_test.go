@@ -32,6 +32,14 @@ func startGroupProbe(t *testing.T, env []string, argv ...string) *probe {
 
 func startCmd(t testing.TB, cmd *exec.Cmd) *probe {
 	t.Helper()
+	p, stop := startCmdStop(t, cmd)
+	t.Cleanup(stop)
+	return p
+}
+
+// startCmdStop starts a probe and returns the function that ends it.
+func startCmdStop(t testing.TB, cmd *exec.Cmd) (*probe, func()) {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -41,14 +49,16 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *probe {
 	p := &probe{t: t, cmd: cmd, in: in, exited: make(chan struct{})}
 	p.out = bufio.NewScanner(out)
 	go func() { Wait(cmd); close(p.exited) }()
-	t.Cleanup(func() {
+	stop := func() {
 		in.Close()
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
-	})
-	require.True(t, p.out.Scan(), "probe did not start")
-	require.Equal(t, "ready", p.out.Text())
-	return p
+	}
+	if !p.out.Scan() || p.out.Text() != "ready" {
+		stop()
+		t.Fatalf("probe did not start")
+	}
+	return p, stop
 }
 
 func TestGroupFollowsTheNodeAcrossRestarts(t *testing.T) {

@@ -122,7 +122,9 @@ var errGone = errors.New("the thread exited")
 // only a stopped tracee answers, tells a stop whose kind is then unknown.
 func waitStop(tid int, deadline time.Time) (ws unix.WaitStatus, known bool, err error) {
 	quiet := time.Now().Add(20 * time.Millisecond)
-	for sleep := 10 * time.Microsecond; ; {
+	// A stop usually comes within microseconds: look again at once a few
+	// hundred times (giving the CPU away), then back off to sleeps.
+	for tries, sleep := 0, 10*time.Microsecond; ; tries++ {
 		got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
 		switch {
 		case errors.Is(err, unix.EINTR):
@@ -145,6 +147,10 @@ func waitStop(tid int, deadline time.Time) (ws unix.WaitStatus, known bool, err 
 		}
 		if now.After(deadline) {
 			return 0, false, errors.New("did not stop within the timeout (is the process frozen, e.g. by docker pause?)")
+		}
+		if tries < 300 {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
 		}
 		time.Sleep(sleep)
 		if sleep < time.Millisecond {

@@ -3,6 +3,9 @@
 //	now        -> "<wall ns> <monotonic ns since start>"
 //	libc       -> the same, read through libc (cgo builds only)
 //	sleep MS   -> sleeps MS ms and a timer of MS ms, then "<monotonic ns slept> <wall ns slept>"
+//	watch      -> "armed", then reads the wall clock in a loop until it jumps
+//	              by more than 500 ms against the monotonic clock, and says
+//	              "seen <CLOCK_MONOTONIC ns>" (comparable across processes)
 //
 // With -busy N, N goroutines read the wall clock in a loop meanwhile, so a
 // patch lands while threads are inside the vDSO. With -http ADDR it answers
@@ -19,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var libcNow func() int64
@@ -65,6 +70,17 @@ func answer(start time.Time, cmd string) string {
 		return fmt.Sprint(time.Now().UnixNano(), " ", time.Since(start).Nanoseconds())
 	case f[0] == "libc" && libcNow != nil:
 		return fmt.Sprint(libcNow(), " ", time.Since(start).Nanoseconds())
+	case f[0] == "watch":
+		fmt.Println("armed")
+		base := time.Now()
+		for {
+			now := time.Now()
+			if d := now.Round(0).Sub(base.Round(0)) - now.Sub(base); d > 500*time.Millisecond || d < -500*time.Millisecond {
+				var ts unix.Timespec
+				unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+				return fmt.Sprint("seen ", ts.Nano())
+			}
+		}
 	case f[0] == "sleep" && len(f) == 2:
 		ms, _ := strconv.Atoi(f[1])
 		d := time.Duration(ms) * time.Millisecond
