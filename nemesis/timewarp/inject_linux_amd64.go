@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -17,16 +16,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// linuxProcess is a patched process, reached through /proc/PID/mem: its
-// open file keeps pointing at the process's memory (never at a later
-// process that got the same pid), and writing through it needs no stop.
+// linuxProcess is a patched process. Its memory is read and its offset
+// written with process_vm_readv and process_vm_writev, which need the
+// ptrace permission but no stop (and, unlike /proc/PID/mem, no file
+// permission: a helper with CAP_SYS_PTRACE alone reaches a process of any
+// user); code is written with PTRACE_POKEDATA while the process is stopped.
 type linuxProcess struct {
-	pid  int
-	mem  *os.File
-	code uint64 // the trampoline's page
-	data uint64 // the offset's page
-	opts Options
-	mu   sync.Mutex
+	pid   int
+	start uint64 // tells a later process with the same pid apart
+	code  uint64 // the trampoline's page
+	data  uint64 // the offset's page
+	opts  Options
+	mu    sync.Mutex
 }
 
 func inject(pid int, opts Options) (*Process, error) {
@@ -34,18 +35,9 @@ func inject(pid int, opts Options) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, permissionError(pid, unix.EACCES)
-		}
-		return nil, fmt.Errorf("pid %d: %w", pid, err)
-	}
 	p := &Process{PID: pid, start: start}
-	lp := &linuxProcess{pid: pid, mem: mem, opts: opts}
-	err = lp.withStopped(func(s *stopped) error { return lp.patch(s, p) })
-	if err != nil {
-		mem.Close()
+	lp := &linuxProcess{pid: pid, start: start, opts: opts}
+	if err := lp.withStopped(func(s *stopped) error { return lp.patch(s, p) }); err != nil {
 		return nil, err
 	}
 	p.impl = lp
@@ -76,19 +68,34 @@ func (lp *linuxProcess) withStopped(fn func(*stopped) error) error {
 }
 
 func (lp *linuxProcess) read(addr uint64, n int) ([]byte, error) {
-	b := make([]byte, n)
-	if _, err := lp.mem.ReadAt(b, int64(addr)); err != nil {
-		return nil, fmt.Errorf("reading pid %d at %#x: %w", lp.pid, addr, err)
-	}
-	return b, nil
+	return readMem(lp.pid, addr, n)
 }
 
-// write goes through /proc/PID/mem, which may write pages the process
-// itself may not (its code and the vDSO: the kernel copies such a page for
-// this process on write, so no other process sees the change).
+// write stores b into a page the process may write itself (the offset's).
+// The pid is checked to be the same process first.
 func (lp *linuxProcess) write(addr uint64, b []byte) error {
-	if _, err := lp.mem.WriteAt(b, int64(addr)); err != nil {
+	if st, err := startTime(lp.pid); err != nil || st != lp.start {
+		return fmt.Errorf("pid %d: the process exited", lp.pid)
+	}
+	local := unix.Iovec{Base: &b[0]}
+	local.SetLen(len(b))
+	got, err := unix.ProcessVMWritev(lp.pid, []unix.Iovec{local}, []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
+	if err == nil && got != len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
 		return fmt.Errorf("writing pid %d at %#x: %w", lp.pid, addr, err)
+	}
+	return nil
+}
+
+// poke stores b anywhere in a stopped process, its code and the vDSO
+// included: ptrace writes past the page protection, and the kernel copies
+// such a page for this process, so no other process sees the change.
+func (s *stopped) poke(addr uint64, b []byte) error {
+	t := s.pick()
+	if _, err := unix.PtracePokeData(t.tid, uintptr(addr), b); err != nil {
+		return fmt.Errorf("writing pid %d at %#x: %w", s.pid, addr, err)
 	}
 	return nil
 }
@@ -223,12 +230,12 @@ func (lp *linuxProcess) patch(s *stopped, p *Process) error {
 		if err != nil {
 			return err
 		}
-		if err := lp.write(lp.code, t.page); err != nil {
+		if err := s.poke(lp.code, t.page); err != nil {
 			return err
 		}
 	}
 	for i, r := range records {
-		if err := lp.write(lp.code+patchRecordAt(i), encodePatchRecord(r)); err != nil {
+		if err := s.poke(lp.code+patchRecordAt(i), encodePatchRecord(r)); err != nil {
 			return err
 		}
 	}
@@ -241,7 +248,7 @@ func (lp *linuxProcess) patch(s *stopped, p *Process) error {
 		if r.n == 0 {
 			continue
 		}
-		if err := lp.write(r.entry, patchBytes(r.entry, layout.entries[i], r.n)); err != nil {
+		if err := s.poke(r.entry, patchBytes(r.entry, layout.entries[i], r.n)); err != nil {
 			return err
 		}
 		p.Patched = append(p.Patched, amd64EntryNames[i])
@@ -407,7 +414,7 @@ func (lp *linuxProcess) restore() error {
 	}
 	// A jump is one instruction: a stopped thread is before it or past
 	// it, never inside, so the original bytes can go back at once.
-	return lp.withStopped(func(*stopped) error {
+	return lp.withStopped(func(s *stopped) error {
 		for i, r := range h.patches {
 			if r.n == 0 {
 				continue
@@ -419,7 +426,7 @@ func (lp *linuxProcess) restore() error {
 			if to, ok := jumpTarget(r.entry, cur); !ok || to != layout.entries[i] {
 				continue // not ours (any more)
 			}
-			if err := lp.write(r.entry, r.orig); err != nil {
+			if err := s.poke(r.entry, r.orig); err != nil {
 				return err
 			}
 		}
@@ -427,4 +434,4 @@ func (lp *linuxProcess) restore() error {
 	})
 }
 
-func (lp *linuxProcess) close() error { return lp.mem.Close() }
+func (lp *linuxProcess) close() error { return nil }

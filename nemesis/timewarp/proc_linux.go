@@ -4,11 +4,30 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
+
+// readMem reads n bytes of process pid's memory at addr.
+func readMem(pid int, addr uint64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	local := unix.Iovec{Base: &b[0]}
+	local.SetLen(n)
+	got, err := unix.ProcessVMReadv(pid, []unix.Iovec{local}, []unix.RemoteIovec{{Base: uintptr(addr), Len: n}}, 0)
+	if err == nil && got != n {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pid %d at %#x: %w", pid, addr, err)
+	}
+	return b, nil
+}
 
 // mapping is one line of /proc/PID/maps.
 type mapping struct {
@@ -133,26 +152,24 @@ func Preloaded(pid int, base string) bool {
 
 // Reachable says why Inject cannot patch process pid, or nil when it can
 // (as far as can be told without stopping it): this platform is supported,
-// the process has a vDSO, and its memory may be written, which takes the
-// same permission as ptrace.
+// the process has a vDSO, and its memory may be read with
+// process_vm_readv, which takes the same permission as ptrace.
 func Reachable(pid int) error {
 	if !supported {
 		return ErrUnsupported
 	}
-	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
-	if err != nil {
-		if os.IsPermission(err) {
-			return permissionError(pid, err)
-		}
-		return err
-	}
-	mem.Close()
 	maps, err := readMaps(pid)
 	if err != nil {
 		return err
 	}
 	for _, m := range maps {
 		if m.path == "[vdso]" {
+			if _, err := readMem(pid, m.start, 1); err != nil {
+				if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+					return permissionError(pid, unix.EPERM)
+				}
+				return err
+			}
 			return nil
 		}
 	}
