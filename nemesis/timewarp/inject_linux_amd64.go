@@ -373,9 +373,26 @@ func (s *stopped) stepOutOf(records []patchRecord) error {
 	return nil
 }
 
+// setOffset writes the offset, once the trampoline is seen to be still
+// there: a process that exec'd another program since has another memory,
+// where the old address may hold anything.
 func (lp *linuxProcess) setOffset(d time.Duration) error {
+	hb, err := lp.read(lp.code, headerSize)
+	if err != nil {
+		return errExecd(lp.pid, err)
+	}
+	if h, ok := parseHeader(hb); !ok || h.data != lp.data {
+		return errExecd(lp.pid, nil)
+	}
 	b := binary.LittleEndian.AppendUint64(nil, uint64(d))
 	return lp.write(lp.data+dataOffset, b)
+}
+
+func errExecd(pid int, err error) error {
+	if err != nil {
+		return fmt.Errorf("pid %d: the trampoline is gone (the process exec'd another program?): %w", pid, err)
+	}
+	return fmt.Errorf("pid %d: the trampoline is gone (the process exec'd another program?)", pid)
 }
 
 func (lp *linuxProcess) offset() (time.Duration, error) {
