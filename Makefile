@@ -23,7 +23,7 @@ help:
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
 	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long)"
-	@echo "make bench  checker benchmarks; make perf -> docs/performance.md"
+	@echo "make bench  checker and clock-injector benchmarks; make perf -> docs/performance.md"
 	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
 
 build:
@@ -60,7 +60,7 @@ images: build deps-docker
 	./$(BIN) images
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./models/...
+	$(GO) test -run '^$$' -bench . -benchmem ./models/... ./nemesis/timewarp
 
 perf:
 	$(GO) run ./cmd/perfdoc > docs/performance.md
