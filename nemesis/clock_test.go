@@ -153,3 +153,20 @@ func TestClockHealResetsEveryClock(t *testing.T) {
 	assert.Zero(t, wl.current("client"))
 	assert.NotEmpty(t, wl.history("client"))
 }
+
+// unreachableClocks is a target none of whose clocks can be moved, and that
+// says why.
+type unreachableClocks struct{ *fakeClocks }
+
+func (unreachableClocks) ClockUnreachable() map[string]string {
+	return map[string]string{"n2": "ptrace is not permitted", "n1": `opted out ("clock": "none")`}
+}
+
+func TestClockNotApplicableSaysWhyPerNode(t *testing.T) {
+	ok, why := clock{}.Applicable(&Env{Target: unreachableClocks{newFakeClocks()}})
+	assert.False(t, ok)
+	assert.Equal(t, `none of the target's nodes has a clock that can be skewed (n1: opted out ("clock": "none"); n2: ptrace is not permitted)`, why)
+	ok, why = clock{}.Applicable(&Env{Target: newFakeClocks()})
+	assert.False(t, ok)
+	assert.Equal(t, "none of the target's nodes has a clock that can be skewed", why)
+}
