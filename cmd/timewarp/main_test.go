@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
@@ -67,14 +70,41 @@ func (l lines) ask(cmd string) string {
 	return l.out.Text()
 }
 
-// skew is the probe's wall clock (its answer to "now") minus this machine's.
+// skew is the probe's wall clock minus this machine's, from its answer to
+// "now" (its wall clock and CLOCK_MONOTONIC, read together) and this
+// process's own pair: the median of three.
 func (l lines) skew() time.Duration {
 	l.t.Helper()
-	before := time.Now()
-	f := strings.Fields(l.ask("now"))
-	ns, err := strconv.ParseInt(f[0], 10, 64)
-	require.NoError(l.t, err)
-	return time.Duration(ns) - time.Duration(before.UnixNano())
+	var s []time.Duration
+	for i := 0; i < 3; i++ {
+		f := strings.Fields(l.ask("now"))
+		require.Len(l.t, f, 2)
+		s = append(s, pairSkew(l.t, f[0], f[1]))
+	}
+	slices.Sort(s)
+	return s[1]
+}
+
+func pairSkew(t *testing.T, wall, mono string) time.Duration {
+	t.Helper()
+	w, err1 := strconv.ParseInt(wall, 10, 64)
+	m, err2 := strconv.ParseInt(mono, 10, 64)
+	require.NoError(t, errors.Join(err1, err2))
+	return time.Duration(w-m) - wallMinusMono()
+}
+
+// wallMinusMono is this process's wall clock minus CLOCK_MONOTONIC, from a
+// wall reading bracketed by two monotonic ones less than 100 µs apart.
+func wallMinusMono() time.Duration {
+	for {
+		var a, b unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+		wall := time.Now().UnixNano()
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
+		if b.Nano()-a.Nano() < 100_000 {
+			return time.Duration(wall - (a.Nano()+b.Nano())/2)
+		}
+	}
 }
 
 func start(t *testing.T, cmd *exec.Cmd) (lines, io.Closer) {
@@ -174,14 +204,18 @@ func TestHelperContainer(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
 	skew := func() time.Duration {
-		before := time.Now()
-		resp, err := http.Get(url)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		ns, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
-		require.NoError(t, err)
-		return time.Duration(ns) - time.Duration(before.UnixNano())
+		var s []time.Duration
+		for i := 0; i < 3; i++ {
+			resp, err := http.Get(url)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			f := strings.Fields(string(b))
+			require.Len(t, f, 2, "%q", b)
+			s = append(s, pairSkew(t, f[0], f[1]))
+		}
+		slices.Sort(s)
+		return s[1]
 	}
 
 	// What the engine-API helper does: --pid container:<target>,

@@ -213,6 +213,9 @@ func (lp *linuxProcess) patch(s *stopped, p *Process) error {
 		}
 		records[i] = patchRecord{entry: syms[i].addr, n: n, orig: append([]byte(nil), v.bytesAt(syms[i].addr)[:n]...)}
 	}
+	if records[0].n == 0 {
+		return fmt.Errorf("pid %d: the vDSO's clock_gettime is too short to patch", lp.pid)
+	}
 
 	if reuse != nil {
 		real = nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,15 +54,37 @@ func (p *probe) ask(cmd string) []int64 {
 	return out
 }
 
-// skew is how far the probe's wall clock (the first number of answer to
-// cmd, in units of unit) is from this process's, which is never skewed.
+// skew is how far the probe's wall clock is from this process's, which is
+// never skewed. The probe answers cmd with its wall clock (in units of
+// unit) and CLOCK_MONOTONIC (ns), read together; this machine's monotonic
+// clock is one for every process, so comparing the two pairs measures the
+// skew however long the answer took to come back. On a loaded machine
+// either process may lose the CPU between its two readings: the median of
+// three asks is what counts.
 func (p *probe) skew(cmd string, unit time.Duration) time.Duration {
 	p.t.Helper()
-	before := time.Now()
-	got := p.ask(cmd)
-	after := time.Now()
-	mid := before.Add(after.Sub(before) / 2)
-	return time.Duration(got[0])*unit - time.Duration(mid.UnixNano())
+	var s []time.Duration
+	for i := 0; i < 3; i++ {
+		got := p.ask(cmd)
+		require.Len(p.t, got, 2, "the probe's answer to %q", cmd)
+		s = append(s, time.Duration(got[0])*unit-time.Duration(got[1])-wallMinusMono())
+	}
+	slices.Sort(s)
+	return s[1]
+}
+
+// wallMinusMono is this process's wall clock minus CLOCK_MONOTONIC, from a
+// wall reading bracketed by two monotonic ones less than 100 µs apart.
+func wallMinusMono() time.Duration {
+	for {
+		var a, b unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+		wall := time.Now().UnixNano()
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
+		if b.Nano()-a.Nano() < 100_000 {
+			return time.Duration(wall - (a.Nano()+b.Nano())/2)
+		}
+	}
 }
 
 func (p *probe) running() bool {

@@ -2,12 +2,14 @@ package spec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -54,26 +57,52 @@ func goprobe(t *testing.T) string {
 	return goprobePath
 }
 
-// skewOf is how far the node's wall clock is from this machine's: from
-// GET /now (nanoseconds) for the probe, from the Date header (seconds) for
-// any HTTP server.
+// skewOf is how far the node's wall clock is from this machine's. The probe
+// (precise) answers GET /now with its wall clock and CLOCK_MONOTONIC read
+// together, compared with this process's own pair (one monotonic clock for
+// every process, so the answer's delay does not matter; the median of
+// three, as either side may lose the CPU between its readings). Any other
+// HTTP server is read from its Date header, to the second.
 func skewOf(t *testing.T, url string, precise bool) time.Duration {
 	t.Helper()
+	if precise {
+		var s []time.Duration
+		for i := 0; i < 3; i++ {
+			resp, err := http.Get(url)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			f := strings.Fields(string(body))
+			require.Len(t, f, 2, "%q", body)
+			wall, err1 := strconv.ParseInt(f[0], 10, 64)
+			mono, err2 := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, errors.Join(err1, err2), "%q", body)
+			s = append(s, time.Duration(wall-mono)-wallMinusMono())
+		}
+		slices.Sort(s)
+		return s[1]
+	}
 	before := time.Now()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	after := time.Now()
-	mid := before.Add(after.Sub(before) / 2)
-	if precise {
-		ns, err := strconv.ParseInt(strings.Fields(string(body))[0], 10, 64)
-		require.NoError(t, err, "%q", body)
-		return time.Duration(ns - mid.UnixNano())
-	}
 	date, err := http.ParseTime(resp.Header.Get("Date"))
 	require.NoError(t, err)
-	return date.Sub(mid.Truncate(time.Second))
+	return date.Sub(before.Truncate(time.Second))
+}
+
+// wallMinusMono is this process's wall clock minus CLOCK_MONOTONIC, from a
+// wall reading bracketed by two monotonic ones less than 100 µs apart.
+func wallMinusMono() time.Duration {
+	for {
+		var a, b unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+		wall := time.Now().UnixNano()
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
+		if b.Nano()-a.Nano() < 100_000 {
+			return time.Duration(wall - (a.Nano()+b.Nano())/2)
+		}
+	}
 }
 
 func hostClockSteady(t *testing.T) func() {

@@ -1,7 +1,9 @@
 // goprobe reports its own clocks, one line per command read on stdin:
 //
-//	now        -> "<wall ns> <monotonic ns since start>"
-//	libc       -> the same, read through libc (cgo builds only)
+//	now        -> "<wall ns> <CLOCK_MONOTONIC ns>" (the monotonic clock is the
+//	              machine's, so a caller compares the pair with its own pair,
+//	              however long the answer took)
+//	libc       -> the same, the wall clock read through libc (cgo builds only)
 //	sleep MS   -> sleeps MS ms and a timer of MS ms, then "<monotonic ns slept> <wall ns slept>"
 //	watch      -> "armed", then reads the wall clock in a loop until it jumps
 //	              by more than 500 ms against the monotonic clock, and says
@@ -32,7 +34,6 @@ func main() {
 	busy := flag.Int("busy", 0, "goroutines reading the clock in a loop")
 	addr := flag.String("http", "", "answer HTTP on this address instead of stdin")
 	flag.Parse()
-	start := time.Now()
 	for i := 0; i < *busy; i++ {
 		go func() {
 			for {
@@ -43,13 +44,13 @@ func main() {
 	if *addr != "" {
 		http.HandleFunc("/v1/health", func(w http.ResponseWriter, r *http.Request) {})
 		http.HandleFunc("/now", func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprintln(w, answer(start, "now"))
+			fmt.Fprintln(w, answer("now"))
 		})
 		http.HandleFunc("/libc", func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprintln(w, answer(start, "libc"))
+			fmt.Fprintln(w, answer("libc"))
 		})
 		http.HandleFunc("/sleep", func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprintln(w, answer(start, "sleep "+r.URL.Query().Get("ms")))
+			fmt.Fprintln(w, answer("sleep "+r.URL.Query().Get("ms")))
 		})
 		fmt.Fprintln(os.Stderr, http.ListenAndServe(*addr, nil))
 		os.Exit(1)
@@ -58,27 +59,31 @@ func main() {
 	fmt.Println("ready")
 	for in.Scan() {
 		if strings.TrimSpace(in.Text()) != "" {
-			fmt.Println(answer(start, in.Text()))
+			fmt.Println(answer(in.Text()))
 		}
 	}
 }
 
-func answer(start time.Time, cmd string) string {
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+func answer(cmd string) string {
 	f := strings.Fields(cmd)
 	switch {
 	case f[0] == "now":
-		return fmt.Sprint(time.Now().UnixNano(), " ", time.Since(start).Nanoseconds())
+		return fmt.Sprint(time.Now().UnixNano(), " ", monotonic())
 	case f[0] == "libc" && libcNow != nil:
-		return fmt.Sprint(libcNow(), " ", time.Since(start).Nanoseconds())
+		return fmt.Sprint(libcNow(), " ", monotonic())
 	case f[0] == "watch":
 		fmt.Println("armed")
 		base := time.Now()
 		for {
 			now := time.Now()
 			if d := now.Round(0).Sub(base.Round(0)) - now.Sub(base); d > 500*time.Millisecond || d < -500*time.Millisecond {
-				var ts unix.Timespec
-				unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-				return fmt.Sprint("seen ", ts.Nano())
+				return fmt.Sprint("seen ", monotonic())
 			}
 		}
 	case f[0] == "sleep" && len(f) == 2:
