@@ -18,7 +18,8 @@ type Scope func() ([]int, error)
 type GroupOptions struct {
 	Inject Options
 	// Also moves the node's other clocks with the patch (the preload
-	// library's offset file); it is called first, at every SetOffset.
+	// library's offset file); it is called at every SetOffset, after the
+	// patched processes have the new offset.
 	Also func(offset time.Duration) error
 	_    struct{}
 }
@@ -80,14 +81,13 @@ func (g *Group) SetOffset(offset time.Duration) (Report, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.offset, g.armed = offset, true
-	var errs []error
-	if g.opts.Also != nil {
-		if err := g.opts.Also(offset); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	// The patched processes first: a memory write each, seen at once; the
+	// preload's file (which may be fsynced) after.
 	rep, err := g.apply()
-	return rep, errors.Join(append(errs, err)...)
+	if g.opts.Also != nil {
+		err = errors.Join(err, g.opts.Also(offset))
+	}
+	return rep, err
 }
 
 // Sync patches the processes in scope that are not patched yet with the
