@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
@@ -217,7 +218,7 @@ func (t *Target) startServer(ctx context.Context, env harness.Env, image string)
 	}
 	env2 := append([]string{}, srv.Env...)
 	if srv.Skew {
-		env2 = append(env2, "LD_PRELOAD="+redis.SkewLibrary, redis.ClockFileEnv+"="+clockFile, redis.ClockRefreshEnv+"=5")
+		env2 = append(env2, "LD_PRELOAD="+redis.SkewLibrary, redis.SkewFileEnv+"="+clockFile, redis.SkewRefreshEnv+"=5")
 	}
 	etc := filepath.Join(t.dirs[srv.Node], "etc")
 	_, err = rt.Run(ctx, docker.ContainerSpec{
@@ -284,7 +285,7 @@ func (t *Target) startAdapters(ctx context.Context, image string) (harness.Endpo
 			Cmd:   cmd,
 			// The adapters read their clock from the offset file; the SQL
 			// stores read none (leases run on the database's clock).
-			Env:   []string{redis.ClockFileEnv + "=" + clockFile},
+			Env:   []string{fencing.ClockFileEnv + "=" + clockFile},
 			User:  docker.HostUser(),
 			IP:    t.ips[name],
 			Ports: []int{AdapterPort},

@@ -13,10 +13,12 @@ import (
 // image is built, so the image carries a library built next to the
 // redis-server copied into it).
 const (
-	// ClockFileEnv names the file holding the offset in nanoseconds.
-	ClockFileEnv = timewarp.PreloadFileEnv
-	// ClockRefreshEnv is how often (ms) the library re-reads the file.
-	ClockRefreshEnv = timewarp.PreloadRefreshEnv
+	// SkewFileEnv names the file holding the offset in nanoseconds (not
+	// fencing.ClockFileEnv, which a program that adds the offset itself
+	// reads, as the adapters do).
+	SkewFileEnv = timewarp.PreloadFileEnv
+	// SkewRefreshEnv is how often (ms) the library re-reads the file.
+	SkewRefreshEnv = timewarp.PreloadRefreshEnv
 )
 
 // BuildSkewLibrary compiles the skew library with gcc into dir/fcskew.so and

@@ -19,7 +19,7 @@ func skewedRedis(t *testing.T) (*localRedis, string) {
 	require.NoError(t, err)
 	clockFile := tempFile(t, "offset")
 	require.NoError(t, WriteClockOffset(clockFile, 0))
-	srv := startLocalRedis(t, []string{"LD_PRELOAD=" + lib, ClockFileEnv + "=" + clockFile, ClockRefreshEnv + "=2"})
+	srv := startLocalRedis(t, []string{"LD_PRELOAD=" + lib, SkewFileEnv + "=" + clockFile, SkewRefreshEnv + "=2"})
 	return srv, clockFile
 }
 

@@ -197,8 +197,8 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 		Node:  RedisNode,
 		Image: image,
 		Cmd:   cmd,
-		Env: []string{"LD_PRELOAD=" + SkewLibrary, ClockFileEnv + "=" + clockFileInContainer,
-			ClockRefreshEnv + "=5"},
+		Env: []string{"LD_PRELOAD=" + SkewLibrary, SkewFileEnv + "=" + clockFileInContainer,
+			SkewRefreshEnv + "=5"},
 		// As the harness's user, so the harness can remove what Redis wrote.
 		User:  docker.HostUser(),
 		IP:    t.ips[RedisNode],
