@@ -34,6 +34,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the programs built for this run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // binaries builds this command and timewarp's clock probe, both static.
 func binaries(t *testing.T) (helper, probe string) {
 	t.Helper()
@@ -181,6 +190,7 @@ func TestHelperContainer(t *testing.T) {
 	tag, _, err := docker.BuildImage(ctx, cli, docker.ImageSpec{Repository: "fencecheck/test-timewarp",
 		Dockerfile: "FROM scratch\nCOPY rootfs/ /\n", Files: files}, nil)
 	require.NoError(t, err)
+	docker.PruneSuperseded(ctx, cli, "fencecheck/test-timewarp", tag, time.Hour)
 
 	runID := fmt.Sprintf("timewarp-helper-%d", time.Now().UnixNano())
 	rt, err := docker.New(ctx, runID, docker.Options{NoWatchdog: true})

@@ -68,6 +68,7 @@ func probeImage(t *testing.T) string {
 	tag, _, err := docker.BuildImage(ctx, cli, docker.ImageSpec{Repository: "fencecheck/test-clockprobe",
 		Dockerfile: "FROM scratch\nCOPY rootfs/ /\n", Files: sortedDirsFirst(files)}, nil)
 	require.NoError(t, err)
+	docker.PruneSuperseded(ctx, cli, "fencecheck/test-clockprobe", tag, time.Hour)
 	return tag
 }
 
