@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/gate"
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -65,7 +66,7 @@ func runReference(t *testing.T, bug, nem string, seed uint64, sealed, forge bool
 	return res
 }
 
-func kindsOf(rep *models.Report) map[string]bool {
+func kindsOf(rep *analysis.Result) map[string]bool {
 	out := map[string]bool{}
 	for _, a := range rep.Anomalies() {
 		if !a.Finding {
@@ -91,9 +92,9 @@ func TestDetectionFast(t *testing.T) {
 					d = c.time
 				}
 				v := runReference(t, c.bug, c.nemesis, seed, c.sealed, c.forge, d)
-				kinds := kindsOf(v.Report)
+				kinds := kindsOf(v.Checked.Result)
 				require.Equal(t, models.Invalid, v.Verdict, "bug %s not detected with --nemesis %s --seed %d in %s (run %s)", c.bug, c.nemesis, seed, d, v.Dir)
-				assert.GreaterOrEqual(t, v.Report.FirstInvalidAt, int64(0), "time to detection is known")
+				require.NotNil(t, v.Checked.FirstViolation, "time to detection is known")
 				if c.named != nil {
 					found := false
 					for _, k := range c.named {
@@ -109,7 +110,7 @@ func TestDetectionFast(t *testing.T) {
 			t.Run(fmt.Sprintf("correct/sealed=%v/all/seed%d", sealed, seed), func(t *testing.T) {
 				t.Parallel()
 				v := runReference(t, "", "all", seed, sealed, sealed, detectionTime)
-				assert.Equal(t, models.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Dir, v.Reasons, v.Report.Anomalies())
+				assert.Equal(t, models.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Dir, v.Reasons, v.Checked.Anomalies())
 				for n, c := range v.Run.Nemeses {
 					assert.Positive(t, c.Started, "nemesis %s acted", n)
 				}

@@ -60,12 +60,11 @@ type Result struct {
 	// Command is the command line that repeats the run.
 	Command []string
 	// Run is the finished run (history path, nemesis counts, problems);
-	// Checked the checked and reported run. Both nil when the run could not
-	// be carried out.
+	// Checked the checked and reported run: its analysis (per-checker
+	// results, anomalies with their causes, fault periods, counts). Both
+	// nil when the run could not be carried out.
 	Run     *harness.Run
 	Checked *harness.Verdict
-	// Report is the checkers' full report.
-	Report *models.Report
 }
 
 // Passed reports whether the gate lets the release through.
@@ -142,8 +141,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	res.Checked = v
-	res.ExitCode, res.Verdict, res.Reasons, res.Report = v.ExitCode, v.Verdict, v.GateReasons, v.Report
-	for _, a := range v.Report.Anomalies() {
+	res.ExitCode, res.Verdict, res.Reasons = v.ExitCode, v.Verdict, v.GateReasons
+	for _, a := range v.Anomalies() {
 		if !a.Finding {
 			res.Anomalies = append(res.Anomalies, a.Text)
 		}

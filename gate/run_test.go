@@ -32,7 +32,7 @@ func runMemory(t *testing.T, bugs []string, nemeses string, seed uint64) *gate.R
 
 func TestReferencePassesWithPauseAndRestart(t *testing.T) {
 	v := runMemory(t, nil, "pause,restart", 11)
-	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.Reasons)
+	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Checked.Anomalies(), v.Reasons)
 	assert.Equal(t, 0, v.ExitCode)
 	// Both faults really happened and are in the history.
 	assert.Positive(t, v.Run.Nemeses["pause"].Started)
@@ -62,12 +62,12 @@ func TestCounterInMemoryIsCaughtAfterRestart(t *testing.T) {
 	require.Equal(t, models.Invalid, v.Verdict)
 	assert.Equal(t, 1, v.ExitCode)
 	kinds := map[string]bool{}
-	for _, a := range v.Report.Anomalies() {
+	for _, a := range v.Checked.Anomalies() {
 		kinds[a.Kind] = true
 	}
 	// The issuer handed out a token it had handed out before: named as such.
 	assert.True(t, kinds["duplicate-token"] || kinds["token-regression"], "anomaly kinds: %v", kinds)
-	assert.GreaterOrEqual(t, v.Report.FirstInvalidAt, int64(0))
+	require.NotNil(t, v.Checked.FirstViolation)
 }
 
 func TestUnknownNemesisIsAnError(t *testing.T) {
@@ -82,7 +82,7 @@ func TestUnknownNemesisIsAnError(t *testing.T) {
 // believed. The reference still fences every late write off.
 func TestReferencePassesWhenClientsClocksJumpToo(t *testing.T) {
 	v := runMemory(t, nil, "clock", clientClockSeed)
-	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.Reasons)
+	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Checked.Anomalies(), v.Reasons)
 	events, err := history.ReadFile(v.Run.HistoryPath)
 	require.NoError(t, err)
 	clientSteps, beliefs := 0, 0

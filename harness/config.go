@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -87,7 +87,7 @@ func Default() Config {
 		Time:   30 * time.Second, Concurrency: 5, Keys: 3, Readers: 2,
 		TTL: DefaultTTL, OpTimeout: time.Second,
 		Nemesis: "all", Recovery: 30 * time.Second,
-		Checker: models.CheckerBoth, CheckTimeout: models.DefaultTimeout, MinOps: models.DefaultMinOps,
+		Checker: analysis.CheckerBoth, CheckTimeout: analysis.DefaultTimeout, MinOps: analysis.DefaultMinOps,
 		Store: "store",
 	}
 }
@@ -163,7 +163,7 @@ func (c *Config) Validate() error {
 		bad("--recovery must be positive, got %s", c.Recovery)
 	}
 	switch c.Checker {
-	case "fast", "porcupine", models.CheckerBoth:
+	case "fast", "porcupine", analysis.CheckerBoth:
 	default:
 		bad("--checker must be fast, porcupine or both, got %q", c.Checker)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/analysis"
 )
 
 // The browser test loads report.html and the serve page in real headless
@@ -193,8 +195,8 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	store := t.TempDir()
 	dir, err := NewRunDir(store, "memory", time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
-	info, check := synthRun(t, dir, 6000, true)
-	_, err = Write(dir, info, check)
+	info, an := synthRun(t, dir, 6000, true, analysis.CheckerBoth)
+	_, err = Write(dir, info, an)
 	require.NoError(t, err)
 	require.NoError(t, UpdateLatest(store, dir))
 
@@ -204,14 +206,15 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	assert.Equal(t, "invalid", s.Verdict)
 	assert.True(t, s.BannerVisible)
 	assert.Contains(t, s.BannerText, "INVALID", "the banner shows the verdict (upper-cased by CSS)")
-	assert.Equal(t, 2, s.Anomalies, "the anomaly list is visible")
+	assert.Equal(t, listedViolations(an), s.Anomalies, "the anomaly list is visible")
+	assert.Positive(t, s.Anomalies)
 	assert.Contains(t, s.AnomalyText, "stale-write-accepted")
 	assert.GreaterOrEqual(t, s.TimelineBands, 2, "the timeline shades the fault periods")
 	assert.Equal(t, s.TimelineBands, s.VisibleBands, "every shaded period has a size")
 	assert.Contains(t, s.BandLabels, "restart")
 	assert.Contains(t, s.BandLabels, "pause")
 	assert.Greater(t, s.PlotBands, 0, "the plots shade the fault periods")
-	assert.Equal(t, 2, s.AnomalyMarks, "each violation is marked where it became visible")
+	assert.Equal(t, listedViolations(an), s.AnomalyMarks, "each violation is marked where it became visible")
 	assert.Greater(t, s.Drawn, 5000, "the timeline drew the operations")
 	assert.Greater(t, s.CanvasHeight, 100)
 	assert.Equal(t, 2, s.ScriptElements)
@@ -268,14 +271,14 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "run")
 	require.NoError(t, os.MkdirAll(empty, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(empty, HistoryFile), nil, 0o644))
-	_, err = Write(empty, RunInfo{Target: "etcd"}, Check{})
+	_, err = Write(empty, RunInfo{Target: "etcd"}, checkOf(t, filepath.Join(empty, HistoryFile), nil))
 	require.NoError(t, err)
 	b.open(t, "file://"+filepath.Join(empty, ReportFile), reportReady)
 	assert.Equal(t, "unknown", b.state(t).Verdict)
 	b.assertClean(t, "the report of an empty history")
 
 	// 4. A report full of hostile strings runs none of them.
-	hostileDir, _ := runFixture(t, "hostile", Check{Results: invalidCheck().Results}, map[string][]byte{"n1.log": []byte("<script>alert('log')</script>")})
+	hostileDir, _ := runFixture(t, "hostile", invalidCheck(), map[string][]byte{"n1.log": []byte("<script>alert('log')</script>")})
 	b.open(t, "file://"+filepath.Join(hostileDir, ReportFile), reportReady)
 	h := b.state(t)
 	assert.Equal(t, 2, h.ScriptElements, "no script element injected")
@@ -299,8 +302,8 @@ func TestLargeReportInBrowser(t *testing.T) {
 	}
 	b := newBrowser(t)
 	dir := t.TempDir()
-	info, check := synthRun(t, dir, 100_000, true)
-	_, err := Write(dir, info, check)
+	info, an := synthRun(t, dir, 100_000, true, analysis.CheckerFast)
+	_, err := Write(dir, info, an)
 	require.NoError(t, err)
 
 	start := time.Now()

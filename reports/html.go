@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 )
@@ -148,12 +149,13 @@ type logView struct {
 	Truncated bool
 }
 
-func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, error) {
-	colors, order := faultColors(a.Faults)
+func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) ([]byte, error) {
+	v := newOpsView(an)
+	colors, order := faultColors(res.Faults)
 	d := pageData{
 		Title:     fmt.Sprintf("fencecheck · %s · %s", clip(info.Target, 80), res.Verdict),
 		Verdict:   string(res.Verdict),
-		Info:      info,
+		Info:      res.Run,
 		Res:       res,
 		Start:     "unknown",
 		Duration:  formatDuration(res.Duration),
@@ -161,18 +163,17 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 		Generated: res.GeneratedAt.Format(time.RFC3339),
 		CSS:       template.CSS(reportCSS),
 		JS:        template.JS(reportJS),
-		Lanes:     len(a.Lanes),
+		Lanes:     len(v.lanes),
 	}
 	if !info.Start.IsZero() {
 		d.Start = info.Start.UTC().Format("2006-01-02 15:04:05 UTC")
 	}
-	if info.Semantics != nil {
-		d.Semantics = fmt.Sprintf("equal: %s, scope: %s, authenticated: %t", info.Semantics.Equal, info.Semantics.Scope, info.Semantics.Authenticated)
-	}
+	sem := an.Semantics
+	d.Semantics = fmt.Sprintf("equal: %s, scope: %s, authenticated: %t", sem.Equal, sem.Scope, sem.Authenticated)
 	if res.FirstInvalidAt != nil {
 		d.FirstInvalid = seconds(*res.FirstInvalidAt)
 		if res.AfterFault != nil {
-			d.FirstInvalid += fmt.Sprintf(" (%s after %s started at %s)", seconds(res.AfterFault.Delay), res.AfterFault.Nemesis, seconds(res.AfterFault.Start))
+			d.FirstInvalid += " (" + clip(res.AfterFault.Text, 300) + ")"
 		}
 	}
 
@@ -182,22 +183,21 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 	}
 	var violations, findings []found
 	for _, c := range res.Checks {
+		before := len(violations)
 		row := checkRow{Checker: clip(c.Checker, 60), Model: clip(c.Model, 60), Verdict: string(c.Verdict),
 			Reason: clip(c.Reason, displayTextLimit*2), Duration: formatDuration(c.Duration), Keys: c.Keys, Ops: c.Ops}
-		for _, n := range violationKinds(c) {
-			row.Anomalies += n
-		}
 		if c.Verdict != models.Valid {
 			d.Omitted += c.OmittedAnomalies
 		}
-		for _, an := range c.Anomalies {
-			if isViolation(c, an) {
-				violations = append(violations, found{c, an})
-			} else {
+		for _, a := range c.Anomalies {
+			if a.Finding {
 				row.Findings++
-				findings = append(findings, found{c, an})
+				findings = append(findings, found{c, a})
+			} else {
+				violations = append(violations, found{c, a})
 			}
 		}
+		row.Anomalies = len(violations) - before + omittedViolations(c)
 		d.Checks = append(d.Checks, row)
 	}
 	// Earliest first: the first violation is where a reader starts.
@@ -208,7 +208,7 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 			d.AnomaliesHidden = len(violations) - i
 			break
 		}
-		d.Anomalies = append(d.Anomalies, anomalyFor(a, f.c, f.an, i+1))
+		d.Anomalies = append(d.Anomalies, anomalyFor(an, f.c, f.an, i+1))
 		marks = append(marks, anomJS{Kind: clip(f.an.Kind, 60), At: f.an.At, Ops: f.an.Ops})
 	}
 	for i, f := range findings {
@@ -216,7 +216,7 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 			d.FindingsHidden = len(findings) - i
 			break
 		}
-		d.Findings = append(d.Findings, anomalyFor(a, f.c, f.an, i+1))
+		d.Findings = append(d.Findings, anomalyFor(an, f.c, f.an, i+1))
 	}
 
 	metricKeys := make([]string, 0, len(res.Metrics))
@@ -236,7 +236,7 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 	for _, n := range order {
 		d.FaultLegend = append(d.FaultLegend, keyValue{n, colors[n]})
 	}
-	for i, f := range a.Faults {
+	for i, f := range res.Faults {
 		state := ""
 		switch {
 		case f.Open:
@@ -244,24 +244,24 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 		case f.Start == f.Stop:
 			state = "instant"
 		}
-		d.Faults = append(d.Faults, faultRow{N: i + 1, Nemesis: f.Nemesis, Label: f.Label(), Color: colors[f.Nemesis],
+		d.Faults = append(d.Faults, faultRow{N: i + 1, Nemesis: clip(f.Nemesis, 80), Label: clip(f.Label(), 160), Color: colors[f.Nemesis],
 			Start: seconds(f.Start), Stop: seconds(f.Stop), Duration: formatDuration(time.Duration(f.Stop - f.Start)), State: state})
 	}
 
-	d.Throughput = throughputPlot(a, colors)
-	d.Latency = latencyPlots(a, colors)
+	d.Throughput = throughputPlot(v, res.Faults, colors)
+	d.Latency = latencyPlots(v, res.Faults, colors)
 	for _, l := range res.Latency {
 		d.LatencyRows = append(d.LatencyRows, latencyRow{F: l.F, Outcome: l.Outcome, Count: l.Count,
 			P50: durationLabel(l.P50), P90: durationLabel(l.P90), P99: durationLabel(l.P99), Max: durationLabel(l.Max)})
 	}
-	fs := make([]string, 0, len(a.Counts))
-	for f := range a.Counts {
+	fs := make([]string, 0, len(res.Counts.ByOp))
+	for f := range res.Counts.ByOp {
 		fs = append(fs, f)
 	}
-	slices.SortFunc(fs, func(x, y string) int { return fOrder(x) - fOrder(y) })
+	slices.SortFunc(fs, func(x, y string) int { return analysis.OpOrder(x) - analysis.OpOrder(y) })
 	d.CountTotal.F = "all"
 	for _, f := range fs {
-		m := a.Counts[f]
+		m := res.Counts.ByOp[f]
 		r := countRow{F: f, Ok: m["ok"], Fail: m["fail"], Info: m["info"]}
 		r.Total = r.Ok + r.Fail + r.Info
 		d.Counts = append(d.Counts, r)
@@ -289,10 +289,10 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 		}
 	}
 
-	tl, kept := timelineData(a, res, colors, marks)
+	tl, kept := timelineData(v, res, colors, marks)
 	d.TimelineOps = kept
-	if kept < len(a.Ops) {
-		d.TimelineNote = fmt.Sprintf("The timeline shows %d of %d operations (every operation named by an anomaly, and an even sample of the rest); history.jsonl has them all.", kept, len(a.Ops))
+	if kept < len(v.ops) {
+		d.TimelineNote = fmt.Sprintf("The timeline shows %d of %d operations (every operation named by an anomaly, and an even sample of the rest); history.jsonl has them all.", kept, len(v.ops))
 	}
 	js, err := safeJSON(tl)
 	if err != nil {
@@ -307,7 +307,7 @@ func renderReport(dir string, info RunInfo, res *Results, a *analysis) ([]byte, 
 	return buf.Bytes(), nil
 }
 
-func anomalyFor(a *analysis, c models.Result, an models.Anomaly, n int) anomalyView {
+func anomalyFor(res *analysis.Result, c models.Result, an models.Anomaly, n int) anomalyView {
 	v := anomalyView{N: n, Checker: clip(c.Checker, 60), Model: clip(an.Model, 60), Kind: clip(an.Kind, 80),
 		Key: clip(an.Key, displayTextLimit), Text: clip(an.Text, 2000), At: seconds(an.At)}
 	if v.Model == "" {
@@ -320,29 +320,29 @@ func anomalyFor(a *analysis, c models.Result, an models.Anomaly, n int) anomalyV
 			v.MoreOps++
 			continue
 		}
-		idx, ok := a.byID[id]
-		if !ok {
+		o := res.Op(id)
+		if o == nil {
 			v.Ops = append(v.Ops, opView{ID: id, Missing: true})
 			continue
 		}
-		v.Ops = append(v.Ops, viewOp(a.Ops[idx]))
+		v.Ops = append(v.Ops, viewOp(o))
 	}
 	v.OpIDs = strings.Join(ids, " ")
 	return v
 }
 
-func viewOp(o op) opView {
+func viewOp(o *history.Op) opView {
 	v := opView{ID: o.ID, Process: o.Process, F: o.F, Key: clip(o.Key, displayTextLimit),
-		Token: clip(o.Token, displayTextLimit), Value: clip(o.Value, displayTextLimit),
+		Token: clip(o.Token.Raw, displayTextLimit), Value: clip(o.Value, displayTextLimit),
 		Outcome: o.Outcome.String(), Error: clip(o.Error, displayTextLimit), Call: seconds(o.Call),
-		Tampered: clip(o.Tampered, 40), HighWater: clip(o.HW, 60)}
+		Tampered: clip(o.Tampered, 40), HighWater: clip(o.HighWater, 60)}
 	switch {
-	case !o.Done:
+	case !done(o):
 		v.End, v.Latency = "never completed", "—"
 	case o.Outcome == history.OutcomeInfo:
-		v.End, v.Latency = seconds(o.End), "unknown outcome"
+		v.End, v.Latency = seconds(o.Completed), "unknown outcome"
 	default:
-		v.End, v.Latency = seconds(o.End), durationLabel(o.End-o.Call)
+		v.End, v.Latency = seconds(o.Completed), durationLabel(o.Completed-o.Call)
 	}
 	return v
 }
@@ -387,19 +387,19 @@ type faultJS struct {
 
 const timelineUnit = 1000 // µs
 
-func timelineData(a *analysis, res *Results, colors map[string]string, marks []anomJS) (timelineJS, int) {
+func timelineData(v *opsView, res *Results, colors map[string]string, marks []anomJS) (timelineJS, int) {
 	// Every column is a JSON array, never null, even for an empty history.
-	t := timelineJS{End: a.End, Unit: timelineUnit, Keys: make([]string, len(a.Keys)), Lanes: []string{}, Fs: []string{},
+	t := timelineJS{End: v.end, Unit: timelineUnit, Keys: make([]string, len(v.keys)), Lanes: []string{}, Fs: []string{},
 		ID: []int64{}, Lane: []int{}, P: []int{}, C: []int64{}, D: []int64{}, F: []int{}, K: []int{}, O: []int{},
 		Tok: []string{}, Val: []string{}, Err: []string{}, Faults: []faultJS{}, Anom: []anomJS{}}
-	for i, k := range a.Keys {
+	for i, k := range v.keys {
 		t.Keys[i] = clip(k, timelineTextLimit)
 	}
-	keyIdx := make(map[string]int, len(a.Keys))
-	for i, k := range a.Keys {
+	keyIdx := make(map[string]int, len(v.keys))
+	for i, k := range v.keys {
 		keyIdx[k] = i
 	}
-	for _, l := range a.Lanes {
+	for _, l := range v.lanes {
 		label := fmt.Sprintf("p%d", l[0])
 		if len(l) > 1 {
 			label += fmt.Sprintf(" +%d", len(l)-1)
@@ -408,7 +408,7 @@ func timelineData(a *analysis, res *Results, colors map[string]string, marks []a
 	}
 	fIdx := map[string]int{}
 	keep := func(int) bool { return true }
-	if len(a.Ops) > maxTimelineOps {
+	if len(v.ops) > maxTimelineOps {
 		named := map[int64]bool{}
 		for _, c := range res.Checks {
 			for _, an := range c.Anomalies {
@@ -417,10 +417,10 @@ func timelineData(a *analysis, res *Results, colors map[string]string, marks []a
 				}
 			}
 		}
-		step := float64(len(a.Ops)) / float64(maxTimelineOps-min(len(named), maxTimelineOps/2))
+		step := float64(len(v.ops)) / float64(maxTimelineOps-min(len(named), maxTimelineOps/2))
 		next := 0.0
 		keep = func(i int) bool {
-			if named[a.Ops[i].ID] {
+			if named[v.ops[i].ID] {
 				return true
 			}
 			if float64(i) >= next {
@@ -431,7 +431,7 @@ func timelineData(a *analysis, res *Results, colors map[string]string, marks []a
 		}
 	}
 	var prevCall, prevID int64
-	for i, o := range a.Ops {
+	for i, o := range v.ops {
 		if !keep(i) {
 			continue
 		}
@@ -447,21 +447,21 @@ func timelineData(a *analysis, res *Results, colors map[string]string, marks []a
 		t.ID = append(t.ID, o.ID-prevID)
 		prevID = o.ID
 		dur := int64(-1)
-		if o.Done {
-			dur = max(o.End/timelineUnit-call, 0)
+		if done(o) {
+			dur = max(o.Completed/timelineUnit-call, 0)
 		}
 		t.D = append(t.D, dur)
-		t.Lane = append(t.Lane, o.Lane)
+		t.Lane = append(t.Lane, v.lane[i])
 		t.P = append(t.P, o.Process)
 		t.F = append(t.F, fi)
 		t.K = append(t.K, keyIdx[o.Key])
 		t.O = append(t.O, int(o.Outcome))
-		t.Tok = append(t.Tok, clip(o.Token, timelineTextLimit))
+		t.Tok = append(t.Tok, clip(o.Token.Raw, timelineTextLimit))
 		t.Val = append(t.Val, clip(o.Value, timelineTextLimit))
 		t.Err = append(t.Err, clip(o.Error, timelineTextLimit))
 	}
-	for _, f := range a.Faults {
-		t.Faults = append(t.Faults, faultJS{Nemesis: f.Nemesis, Start: f.Start, Stop: f.Stop, Open: f.Open, Label: f.Label(), Color: colors[f.Nemesis]})
+	for _, f := range res.Faults {
+		t.Faults = append(t.Faults, faultJS{Nemesis: clip(f.Nemesis, timelineTextLimit), Start: f.Start, Stop: f.Stop, Open: f.Open, Label: clip(f.Label(), 160), Color: colors[f.Nemesis]})
 	}
 	if marks != nil {
 		t.Anom = marks
@@ -543,4 +543,12 @@ func formatDuration(d time.Duration) string {
 		return fmt.Sprintf("%.2f s", s)
 	}
 	return (time.Duration(math.Round(s)) * time.Second).String()
+}
+
+// omittedViolations counts the violations a check found but did not list.
+func omittedViolations(c models.Result) int {
+	if c.Verdict == models.Valid {
+		return 0
+	}
+	return c.OmittedAnomalies
 }

@@ -88,7 +88,7 @@ func marshalJUnit(r *Results) ([]byte, error) {
 		}
 		var violations, findings []models.Anomaly
 		for _, a := range c.Anomalies {
-			if !isViolation(c, a) {
+			if a.Finding {
 				findings = append(findings, a)
 			} else {
 				violations = append(violations, a)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/history"
 )
 
@@ -75,7 +76,7 @@ func (p *plot) x(t, end int64) float64 {
 }
 
 // timeAxis puts second ticks on the x axis and shades the faults.
-func (p *plot) timeAxis(end int64, faults []Fault, colors map[string]string) {
+func (p *plot) timeAxis(end int64, faults []analysis.Fault, colors map[string]string) {
 	for _, v := range niceTicks(0, float64(end)/1e9, 8) {
 		if v*1e9 > float64(end)*1.001 {
 			continue // niceTicks rounds up past the end of the run
@@ -84,7 +85,7 @@ func (p *plot) timeAxis(end int64, faults []Fault, colors map[string]string) {
 	}
 	for _, f := range faults {
 		x0, x1 := p.x(f.Start, end), p.x(f.Stop, end)
-		b := band{X: x0, W: math.Max(x1-x0, 0), Color: colors[f.Nemesis], Label: fmt.Sprintf("%s: %s – %s", f.Label(), seconds(f.Start), seconds(f.Stop)), Open: f.Open}
+		b := band{X: x0, W: math.Max(x1-x0, 0), Color: colors[f.Nemesis], Label: fmt.Sprintf("%s: %s – %s", clip(f.Label(), 160), seconds(f.Start), seconds(f.Stop)), Open: f.Open}
 		if f.Stop == f.Start {
 			b.Marker = true
 		}
@@ -93,7 +94,7 @@ func (p *plot) timeAxis(end int64, faults []Fault, colors map[string]string) {
 }
 
 // faultColors assigns palette colours to nemeses in order of appearance.
-func faultColors(faults []Fault) (map[string]string, []string) {
+func faultColors(faults []analysis.Fault) (map[string]string, []string) {
 	colors := map[string]string{}
 	var order []string
 	for _, f := range faults {
@@ -106,23 +107,23 @@ func faultColors(faults []Fault) (map[string]string, []string) {
 }
 
 // throughputPlot draws completed operations per second by outcome.
-func throughputPlot(a *analysis, colors map[string]string) *plot {
+func throughputPlot(v *opsView, faults []analysis.Fault, colors map[string]string) *plot {
 	p := newPlot("Throughput (completed operations per second, by outcome)", 960, 220)
-	if len(a.Ops) == 0 || a.End <= 0 {
+	if len(v.ops) == 0 || v.end <= 0 {
 		p.Empty = "no operations"
 		return p
 	}
-	p.timeAxis(a.End, a.Faults, colors)
-	width := float64(a.End) / plotBuckets
+	p.timeAxis(v.end, faults, colors)
+	width := float64(v.end) / plotBuckets
 	counts := map[history.Outcome][]float64{}
 	for _, o := range []history.Outcome{history.OutcomeOk, history.OutcomeFail, history.OutcomeInfo} {
 		counts[o] = make([]float64, plotBuckets)
 	}
-	for _, o := range a.Ops {
-		if !o.Done {
+	for _, o := range v.ops {
+		if !done(o) {
 			continue
 		}
-		b := min(int(float64(o.End)/width), plotBuckets-1)
+		b := min(int(float64(o.Completed)/width), plotBuckets-1)
 		counts[o.Outcome][b]++
 	}
 	perSec := 1e9 / width
@@ -163,13 +164,13 @@ func throughputPlot(a *analysis, colors map[string]string) *plot {
 // latencyPlots draws, per operation type, the p50, p99 and maximum latency
 // of the operations invoked in each time bucket, on a log scale (a pause
 // turns milliseconds into seconds).
-func latencyPlots(a *analysis, colors map[string]string) []*plot {
+func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string) []*plot {
 	byF := map[string][][]int64{}
 	var fs []string
-	width := float64(a.End) / plotBuckets
+	width := float64(v.end) / plotBuckets
 	lo, hi := int64(math.MaxInt64), int64(0)
-	for _, o := range a.Ops {
-		if !o.Done || o.Outcome == history.OutcomeInfo || a.End <= 0 {
+	for _, o := range v.ops {
+		if !done(o) || o.Outcome == history.OutcomeInfo || v.end <= 0 {
 			continue
 		}
 		bs, ok := byF[o.F]
@@ -178,12 +179,12 @@ func latencyPlots(a *analysis, colors map[string]string) []*plot {
 			byF[o.F] = bs
 			fs = append(fs, o.F)
 		}
-		d := max(o.End-o.Call, 1000) // below 1 µs is noise on a log scale
+		d := max(o.Completed-o.Call, 1000) // below 1 µs is noise on a log scale
 		b := min(int(float64(o.Call)/width), plotBuckets-1)
 		bs[b] = append(bs[b], d)
 		lo, hi = min(lo, d), max(hi, d)
 	}
-	slices.SortFunc(fs, func(x, y string) int { return fOrder(x) - fOrder(y) })
+	slices.SortFunc(fs, func(x, y string) int { return analysis.OpOrder(x) - analysis.OpOrder(y) })
 	for _, bs := range byF {
 		for _, b := range bs {
 			slices.Sort(b)
@@ -201,7 +202,7 @@ func latencyPlots(a *analysis, colors map[string]string) []*plot {
 	var out []*plot
 	for _, f := range fs {
 		p := newPlot("Latency of "+f+" (p50, p99, max per bucket)", 470, 180)
-		p.timeAxis(a.End, a.Faults, colors)
+		p.timeAxis(v.end, faults, colors)
 		y := func(v int64) float64 {
 			return p.T + p.IH - (math.Log10(float64(v))-e0)/(e1-e0)*p.IH
 		}
@@ -223,9 +224,9 @@ func latencyPlots(a *analysis, colors map[string]string) []*plot {
 					pen = "M" // a gap: no operation started in this bucket
 					continue
 				}
-				v := quantile(b, q.q)
+				val := analysis.Quantile(b, q.q)
 				x := p.L + (float64(i)+0.5)/plotBuckets*p.IW
-				fmt.Fprintf(&d, "%s%.1f %.1f", pen, x, y(v))
+				fmt.Fprintf(&d, "%s%.1f %.1f", pen, x, y(val))
 				pen = "L"
 			}
 			p.Series = append(p.Series, series{Name: q.name, Color: q.color, D: d.String(), Dash: q.dash, Width: q.width})

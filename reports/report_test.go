@@ -17,15 +17,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/models"
 )
 
 var testStart = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 
+// checkOf analyses a history with the given checker results in place of
+// the checkers (analysis.Replay, as `fencecheck report --stored` does): the
+// report shows what the analysis makes of them.
+func checkOf(t *testing.T, path string, results []models.Result) *analysis.Result {
+	t.Helper()
+	res, err := analysis.CheckFile(context.Background(), path, analysis.Options{MinOps: -1, Lenient: true,
+		Checkers: []analysis.Checker{analysis.Replay(results)}})
+	require.NoError(t, err)
+	return res
+}
+
 // runFixture copies testdata/<name>.jsonl into a fresh run folder, adds the
-// given node logs, writes the report and returns the folder and results.
-func runFixture(t *testing.T, name string, check Check, logs map[string][]byte) (string, *Results) {
+// given node logs, writes the report of the given checker results and
+// returns the folder and results.
+func runFixture(t *testing.T, name string, check []models.Result, logs map[string][]byte) (string, *Results) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memory", "20261130T060000.000Z")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, LogsDir), 0o755))
@@ -39,7 +51,8 @@ func runFixture(t *testing.T, name string, check Check, logs map[string][]byte) 
 		Config: json.RawMessage(`{"target":"memory","seed":7}`)}
 	sem := models.DefaultSemantics()
 	info.Semantics = &sem
-	res, err := WriteFrom(dir, filepath.Join("testdata", name+".jsonl"), info, check)
+	path := filepath.Join("testdata", name+".jsonl")
+	res, err := WriteFrom(dir, path, info, checkOf(t, path, check))
 	require.NoError(t, err)
 	return dir, res
 }
@@ -51,16 +64,16 @@ func readFile(t *testing.T, dir, name string) string {
 	return string(b)
 }
 
-func validCheck() Check {
-	return Check{Results: []models.Result{
+func validCheck() []models.Result {
+	return []models.Result{
 		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Valid, Keys: 2, Ops: 8, Duration: 3 * time.Millisecond},
 		{Checker: "porcupine", Model: "issuer", Verdict: models.Valid, Keys: 2, Ops: 3},
 		{Checker: "direct", Model: "fenced-register", Verdict: models.Valid, Keys: 2, Ops: 8},
-	}, Metrics: map[string]any{"lease-overlap": 0}}
+	}
 }
 
-func invalidCheck() Check {
-	return Check{Results: []models.Result{
+func invalidCheck() []models.Result {
+	return []models.Result{
 		{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid, Keys: 1, Ops: 11, Anomalies: []models.Anomaly{
 			{Kind: "stale-write-accepted", Model: "fenced-register", Key: "r1", Ops: []int64{16, 8},
 				Text: "write c0-2 with token 1 accepted at 0.40 s after token 2 was accepted at 0.01 s", At: 403000000},
@@ -80,7 +93,7 @@ func invalidCheck() Check {
 		{Checker: "direct", Model: "lease", Verdict: models.Valid, Ops: 4, Anomalies: []models.Anomaly{
 			{Kind: "lease-overlap", Model: "lease", Key: "r1", Ops: []int64{0, 6}, Text: "p0 and p1 both held r1 for 3 ms", At: 8000000},
 		}},
-	}, Metrics: map[string]any{"lease-overlap": 2, "max-token": "2"}, Visualizations: map[string]string{"r1": "porcupine-r1.html"}}
+	}
 }
 
 func TestValidRun(t *testing.T) {
@@ -92,7 +105,7 @@ func TestValidRun(t *testing.T) {
 	assert.Equal(t, map[string]int{"ok": 3}, res.Counts.ByOp["acquire"])
 	assert.Equal(t, map[string]int{"ok": 3, "fail": 1}, res.Counts.ByOp["write"])
 	require.Len(t, res.Faults, 2)
-	assert.Equal(t, Fault{Nemesis: "pause", Start: 100000000, Stop: 600000000, Node: "n1",
+	assert.Equal(t, analysis.Fault{Nemesis: "pause", Start: 100000000, Stop: 600000000, Node: "n1",
 		Details: map[string]json.RawMessage{"duration": json.RawMessage(`"500ms"`)}}, res.Faults[0])
 	assert.Equal(t, "heal", res.Faults[1].Nemesis)
 	assert.Equal(t, res.Faults[1].Start, res.Faults[1].Stop, "a stop with no start is an instant marker")
@@ -109,7 +122,7 @@ func TestValidRun(t *testing.T) {
 	assertHas(t, page, `class="fault-band"`, "fault periods are shaded in the plots")
 	assertHas(t, page, "listening on 127.0.0.1:7001", "log tail shown")
 	assertHas(t, page, `href="logs/reference.log"`)
-	assertHas(t, page, "lease-overlap")
+	assertHas(t, page, "lease_overlaps", "metrics are shown")
 	assertHasNot(t, page, "ZgotmplZ", "html/template refused a value: a template bug")
 	assertNoExternalResources(t, page)
 
@@ -129,9 +142,11 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	require.NotNil(t, res.FirstInvalidAt)
 	assert.EqualValues(t, 401000000, *res.FirstInvalidAt, "the earliest violation; findings do not count")
 	require.NotNil(t, res.AfterFault)
-	assert.Equal(t, FaultRef{Nemesis: "restart", Start: 200000000, Delay: 201000000}, *res.AfterFault)
+	// The one cause rule: the restart of the issuer between the two acquires.
+	assert.Equal(t, models.Cause{Fault: 0, Nemesis: "restart", Node: "reference", Start: 200000000, Stop: 300000000, Delay: 201000000,
+		Explains: true, Text: "explained by the restart of reference (0.20–0.30 s) between the acquires"}, *res.AfterFault)
 	assert.Contains(t, res.Summary, "8 anomalies")
-	assert.Contains(t, res.Summary, "after restart started")
+	assert.Contains(t, res.Summary, "first visible at 0.40 s, explained by the restart of reference (0.20–0.30 s) between the acquires")
 
 	page := readFile(t, dir, ReportFile)
 	assertHas(t, page, `data-verdict="invalid"`)
@@ -147,7 +162,6 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	assertHas(t, page, "4 more anomalies", "omitted anomalies are said")
 	assert.Less(t, strings.Index(page, `<span class="kind">token-regression`), strings.Index(page, `<span class="kind">stale-write-accepted`),
 		"violations are listed earliest first")
-	assertHas(t, page, `href="porcupine-r1.html"`)
 	assert.Equal(t, 4, strings.Count(page, `<li class="anomaly" id="anomaly-`))
 
 	suites := parseJUnit(t, readFile(t, dir, JUnitFile))
@@ -172,7 +186,7 @@ func TestManyAnomaliesAreBounded(t *testing.T) {
 			Text: fmt.Sprintf("read %d saw an old value", i), Ops: []int64{20, 23}, At: int64(450-i) * 1e6})
 		lease.Anomalies = append(lease.Anomalies, models.Anomaly{Kind: "lease-overlap", Model: "lease", Text: fmt.Sprintf("overlap %d", i)})
 	}
-	dir, r := runFixture(t, "valid", Check{Results: []models.Result{res, lease}}, nil)
+	dir, r := runFixture(t, "valid", []models.Result{res, lease}, nil)
 	assert.Equal(t, map[string]int{"stale-read": 450}, r.AnomalyKinds)
 	page := readFile(t, dir, ReportFile)
 	assert.Equal(t, maxHTMLAnomalies, strings.Count(page, `<li class="anomaly" id="anomaly-`))
@@ -187,10 +201,10 @@ func TestManyAnomaliesAreBounded(t *testing.T) {
 }
 
 func TestUnknownVerdictIsAnErrorInJUnit(t *testing.T) {
-	check := Check{Results: []models.Result{
+	check := []models.Result{
 		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Unknown, Reason: "timed out after 1m0s on key r1"},
 		{Checker: "direct", Model: "fenced-register", Verdict: models.Valid},
-	}}
+	}
 	dir, res := runFixture(t, "valid", check, nil)
 	assert.Equal(t, models.Unknown, res.Verdict)
 	assert.Equal(t, 2, res.ExitCode)
@@ -201,7 +215,8 @@ func TestUnknownVerdictIsAnErrorInJUnit(t *testing.T) {
 }
 
 func TestInfoOperations(t *testing.T) {
-	dir, res := runFixture(t, "info", Check{Verdict: models.Valid, Results: validCheck().Results}, nil)
+	dir, res := runFixture(t, "info", validCheck(), nil)
+	assert.Equal(t, models.Valid, res.Verdict)
 	assert.Equal(t, map[string]int{"ok": 1, "info": 1}, res.Counts.ByOp["acquire"])
 	assert.Equal(t, map[string]int{"info": 2}, res.Counts.ByOp["write"], "a write that never completed is info")
 	assert.Equal(t, 4, res.Counts.Processes)
@@ -225,11 +240,10 @@ func TestInfoOperations(t *testing.T) {
 
 func TestHostileStringsAreEscaped(t *testing.T) {
 	hostile := "<script>alert('anomaly')</script> \"quoted\" 'single' \u2028 \xff\xfe"
-	check := Check{Results: []models.Result{{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid,
+	check := []models.Result{{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid,
 		Reason: "</script><script>alert('reason')</script>",
 		Anomalies: []models.Anomaly{{Kind: "stale-write-accepted<b>", Model: "fenced-register", Key: "<script>alert(\"key\")</script>",
-			Text: hostile + strings.Repeat("long line ", 2000), Ops: []int64{2, 5}, At: 4000000}}}},
-		Metrics: map[string]any{"<img src=x onerror=alert(9)>": "</script>"}}
+			Text: hostile + strings.Repeat("long line ", 2000), Ops: []int64{2, 5}, At: 4000000}}}}
 	logs := map[string][]byte{"n1<b>.log": []byte("ok\n<script>alert('log')</script>\n\xff\xfe raw bytes \x00\x01\n" + strings.Repeat("x", 5000) + "\n")}
 	dir, res := runFixture(t, "hostile", check, logs)
 	assert.Equal(t, models.Invalid, res.Verdict)
@@ -270,8 +284,9 @@ func TestDamagedHistoryStillReports(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.SplitAfter(string(valid), "\n")
 	damaged := strings.Join(lines[:5], "") + "not json at all\n" + strings.Join(lines[5:], "") + `{"index":25,"time":72`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), []byte(damaged), 0o644))
-	res, err := Write(dir, RunInfo{Target: "memory"}, Check{})
+	path := filepath.Join(dir, HistoryFile)
+	require.NoError(t, os.WriteFile(path, []byte(damaged), 0o644))
+	res, err := Write(dir, RunInfo{Target: "memory"}, checkOf(t, path, nil))
 	require.NoError(t, err)
 	assert.Equal(t, models.Unknown, res.Verdict, "no checker result is unknown, never valid")
 	assert.Equal(t, 11, res.Counts.Ops)
@@ -284,28 +299,34 @@ func TestRegenerate(t *testing.T) {
 	dir, first := runFixture(t, "invalid", invalidCheck(), nil)
 	require.NoError(t, os.Remove(filepath.Join(dir, ReportFile)))
 
-	again, err := Regenerate(dir, nil)
+	// Re-render the stored results (`report --stored`).
+	st, err := LoadRun(dir)
+	require.NoError(t, err)
+	hist := filepath.Join(dir, HistoryFile)
+	again, err := Write(dir, st.Info, checkOf(t, hist, st.Checks))
 	require.NoError(t, err)
 	assert.Equal(t, first.Verdict, again.Verdict)
 	assert.Equal(t, first.AnomalyKinds, again.AnomalyKinds)
 	assert.Equal(t, first.Run.Command, again.Run.Command)
 	assert.Equal(t, first.Files.Visualizations, again.Files.Visualizations)
+	assert.Equal(t, first.AfterFault, again.AfterFault, "the cause is named again by the same rule, not appended twice")
+	assert.Equal(t, first.Checks, again.Checks)
 	page := readFile(t, dir, ReportFile)
 	assertHas(t, page, "stale-write-accepted")
 	assertHas(t, page, "&#34;nemesis&#34;: &#34;pause,restart&#34;", "config.json is shown")
 
-	var gotInfo RunInfo
-	rechecked, err := Regenerate(dir, func(history string, info RunInfo) (Check, error) {
-		gotInfo = info
-		assert.FileExists(t, history)
-		return validCheck(), nil
-	})
+	// Re-check (`report`): the stored settings come back.
+	st, err = LoadRun(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "memory", st.Info.Target)
+	assert.EqualValues(t, 7, st.Info.Seed)
+	require.NotNil(t, st.Info.Semantics)
+	assert.Equal(t, models.EqualReject, st.Info.Semantics.Equal)
+	assert.Equal(t, models.EqualReject, st.Options.Semantics.Equal)
+	assert.Equal(t, -1, st.Options.MinOps, "the options results.json recorded")
+	rechecked, err := Write(dir, st.Info, checkOf(t, hist, validCheck()))
 	require.NoError(t, err)
 	assert.Equal(t, models.Valid, rechecked.Verdict)
-	assert.Equal(t, "memory", gotInfo.Target)
-	assert.EqualValues(t, 7, gotInfo.Seed)
-	require.NotNil(t, gotInfo.Semantics)
-	assert.Equal(t, models.EqualReject, gotInfo.Semantics.Equal)
 }
 
 func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
@@ -315,21 +336,27 @@ func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
 	b, err := os.ReadFile("testdata/valid.jsonl")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), b, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"seed":42,"nemesis":"pause,clock","command":["fencecheck","test","--target","redis"],"semantics":{"equal":"accept","scope":"global"}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"seed":42,"nemesis":"pause,clock","command":["fencecheck","test","--target","redis"],"semantics":{"equal":"accept","scope":"global"},"checker":"fast","check_timeout_ns":5000000000,"min_ops":25,"ttl_ns":2000000000}`), 0o644))
 
-	_, err = Regenerate(dir, nil)
-	require.Error(t, err, "no results.json and no checker: nothing to render")
+	st, err := LoadRun(dir)
+	require.NoError(t, err)
+	assert.Nil(t, st.Checks, "no results.json: nothing stored to re-render")
 
 	require.NoError(t, UpdateLatest(store, dir))
-	res, err := Regenerate(filepath.Join(store, LatestLink), func(string, RunInfo) (Check, error) { return validCheck(), nil })
+	st, err = LoadRun(filepath.Join(store, LatestLink))
+	require.NoError(t, err)
+	assert.Equal(t, analysis.Options{Semantics: models.Semantics{Equal: models.EqualAccept, Scope: models.ScopeGlobal},
+		Checker: "fast", Timeout: 5 * time.Second, MinOps: 25, TTL: 2 * time.Second}, st.Options, "the run's check settings, from config.json")
+	res, err := Write(filepath.Join(store, LatestLink), st.Info, checkOf(t, filepath.Join(dir, HistoryFile), validCheck()))
 	require.NoError(t, err)
 	assert.Equal(t, "redis", res.Run.Target, "target from the folder name")
 	assert.EqualValues(t, 42, res.Run.Seed)
 	assert.Equal(t, []string{"pause", "clock"}, res.Run.Nemeses)
 	assert.Equal(t, "fencecheck test --target redis", res.Run.Command)
 	require.NotNil(t, res.Run.Semantics)
-	assert.Equal(t, models.EqualAccept, res.Run.Semantics.Equal)
 	assert.Equal(t, testStart, res.Run.Start, "start from the folder name")
+	_, err = LoadRun(t.TempDir())
+	assert.ErrorContains(t, err, "not a run folder")
 }
 
 func TestSafeJSON(t *testing.T) {
@@ -343,27 +370,7 @@ func TestSafeJSON(t *testing.T) {
 	assert.Contains(t, s, `\ufffd`)
 }
 
-func TestPairFaultsByIDAndOrder(t *testing.T) {
-	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
-	ev := func(tm int64, f, action, id string) history.Event {
-		e := history.Event{Time: tm, Process: -1, Type: "info", F: f, Extra: map[string]json.RawMessage{"action": raw(`"` + action + `"`)}}
-		if id != "" {
-			e.Extra["id"] = raw(id)
-		}
-		return e
-	}
-	faults := pairFaults([]history.Event{
-		ev(10, "pause", "start", "1"), ev(20, "pause", "start", "2"),
-		ev(30, "pause", "stop", "2"), ev(40, "pause", "stop", "1"),
-		ev(50, "clock", "start", ""), ev(60, "clock", "start", ""), ev(70, "clock", "stop", ""),
-	}, 100)
-	require.Len(t, faults, 4)
-	assert.Equal(t, [2]int64{10, 40}, [2]int64{faults[0].Start, faults[0].Stop}, "paired by id, not by order")
-	assert.Equal(t, [2]int64{20, 30}, [2]int64{faults[1].Start, faults[1].Stop})
-	assert.Equal(t, [2]int64{50, 70}, [2]int64{faults[2].Start, faults[2].Stop}, "without ids: first in, first out")
-	assert.True(t, faults[3].Open)
-	assert.EqualValues(t, 100, faults[3].Stop)
-}
+// Fault pairing is the analysis's: analysis's TestPairFaultsByIDAndOrder.
 
 func parseJUnit(t *testing.T, s string) junitSuites {
 	t.Helper()
@@ -410,22 +417,28 @@ func assertNoExternalResources(t *testing.T, page string) {
 	assertHas(t, page, `<link rel="icon" href="data:,">`, "the only link: an empty icon, so the browser asks for no favicon")
 }
 
-// TestReportOfRealCheck renders what the models really say about a stored
-// history: the contract between the two packages (anomaly ops are invoke
-// indices of this history, kinds and verdicts are the documented ones).
+// TestReportOfRealCheck renders what the analysis really says about a
+// stored history: the contract between the two packages (anomaly ops are
+// invoke indices of this history, kinds and verdicts are the documented
+// ones, Porcupine's drawing of the failing key is linked).
 func TestReportOfRealCheck(t *testing.T) {
-	events, err := history.ReadFile("testdata/invalid.jsonl")
+	dir := filepath.Join(t.TempDir(), "run")
+	res, err := analysis.CheckFile(context.Background(), "testdata/invalid.jsonl", analysis.Options{Semantics: models.DefaultSemantics(), MinOps: -1})
 	require.NoError(t, err)
-	rep, err := models.Check(context.Background(), events, models.Options{Semantics: models.DefaultSemantics(), MinOps: -1})
+	r, err := WriteFrom(dir, "testdata/invalid.jsonl", RunInfo{Target: "memory"}, res)
 	require.NoError(t, err)
-	check := Check{Verdict: rep.Verdict, Results: rep.Results, Reason: rep.Reason}
-	if rep.FirstInvalidAt >= 0 {
-		check.FirstInvalidAt = rep.FirstInvalidAt
-	}
-	dir, res := runFixture(t, "invalid", check, nil)
-	assert.Equal(t, models.Invalid, res.Verdict)
-	assert.Contains(t, res.AnomalyKinds, "stale-write-accepted")
+	assert.Equal(t, models.Invalid, r.Verdict)
+	assert.Contains(t, r.AnomalyKinds, "stale-write-accepted")
 	page := readFile(t, dir, ReportFile)
 	assertHasNot(t, page, "not a client operation of this history", "every anomaly's operations are found in the history")
 	assert.Positive(t, parseJUnit(t, readFile(t, dir, JUnitFile)).Failures)
+	require.Contains(t, r.Files.Visualizations, "fenced-register/r1")
+	assert.FileExists(t, filepath.Join(dir, r.Files.Visualizations["fenced-register/r1"]))
+	assertHas(t, page, `href="porcupine/fenced-register-r1.html"`, "the visualization is linked")
+	assert.Equal(t, analysis.Settings{Checker: "both", Timeout: analysis.DefaultTimeout, MinOps: -1, TTL: analysis.DefaultTTL}, r.Options)
+
+	// Re-rendered without Porcupine (report --stored), the drawing stays.
+	again, err := Write(dir, RunInfo{Target: "memory"}, checkOf(t, filepath.Join(dir, HistoryFile), r.Checks))
+	require.NoError(t, err)
+	assert.Equal(t, r.Files.Visualizations, again.Files.Visualizations)
 }

@@ -1,11 +1,14 @@
-// Package reports turns a run's history and the checkers' verdict into what
-// people and CI systems read after a run: results.json (stable, versioned),
-// report.html (one self-contained offline page), junit.xml; it keeps the run
-// store (STORE/<target>/<timestamp>/, STORE/latest) and serves it.
+// Package reports renders what the analysis concluded from a run's history
+// into what people and CI systems read after a run: results.json (stable,
+// versioned), report.html (one self-contained offline page), junit.xml and
+// Porcupine's visualizations; it keeps the run store
+// (STORE/<target>/<timestamp>/, STORE/latest) and serves it.
 //
-// Reports sits at the end of the pipeline: it reads history and models and
-// never the harness, so a stored run can be re-rendered (and re-checked,
-// through a CheckFunc the caller passes) without running anything.
+// Reports sits at the end of the pipeline: every fact it shows comes from an
+// *analysis.Result (the verdict, the anomalies and their causes, the fault
+// periods, counts, latency, findings); it only lays them out. It never reads
+// the harness, so a stored run can be re-rendered (and re-checked, by
+// analysis) without running anything.
 package reports
 
 import (
@@ -15,13 +18,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/models"
 )
 
 // SchemaVersion is results.json's schema_version. It changes only when a
 // field is removed or changes meaning; new fields may appear without a bump,
 // so consumers must ignore fields they do not know.
-const SchemaVersion = 1
+//
+// Version 2: after_fault is the fault the one cause rule names for the first
+// violation (one that can explain it, or else the last fault event before
+// it), no longer the fault that most recently started; anomalies carry their
+// cause; the verdict is combined once (complete checkers that disagree give
+// unknown).
+const SchemaVersion = 2
 
 // File names inside a run directory.
 const (
@@ -33,8 +43,9 @@ const (
 	LogsDir     = "logs"
 )
 
-// RunInfo describes the run a report is about. Everything is optional except
-// Target; zero times are shown as unknown.
+// RunInfo describes the run a report is about: what its history does not
+// say. Everything is optional except Target; zero times are shown as
+// unknown.
 type RunInfo struct {
 	RunID  string `json:"run_id,omitempty"`
 	Target string `json:"target"`
@@ -43,14 +54,17 @@ type RunInfo struct {
 	Command string    `json:"command,omitempty"`
 	Start   time.Time `json:"start,omitzero"`
 	End     time.Time `json:"end,omitzero"`
-	Nemeses []string  `json:"nemeses,omitempty"`
-	// Semantics is what the target declared (shown, and given to a recheck).
+	// Nemeses are the nemeses that ran (from the history's run events when
+	// it has them).
+	Nemeses []string `json:"nemeses,omitempty"`
+	// Semantics is what the target declared (results.json shows the
+	// analysis's; a recheck reads it back).
 	Semantics *models.Semantics `json:"semantics,omitempty"`
 	// Config is every setting of the run, as the harness marshals it into
 	// config.json. The report shows it; results.json does not repeat it.
 	Config any `json:"-"`
-	// Notes are things the reader must know about the run itself (a nemesis
-	// that was not applicable, a phase that failed).
+	// Notes are things the reader must know about the run that its history
+	// does not record; results.json adds the run events' own notes.
 	Notes []string `json:"notes,omitempty"`
 }
 
@@ -61,30 +75,6 @@ func (r RunInfo) Duration() time.Duration {
 	}
 	return r.End.Sub(r.Start)
 }
-
-// Check is the checkers' answer on a run's history.
-type Check struct {
-	// Verdict is the overall verdict. Empty means: derive it from Results
-	// (any invalid -> invalid, else any unknown -> unknown, else valid).
-	Verdict models.Verdict
-	Results []models.Result
-	// Reason says why the verdict is what it is when the results alone do
-	// not (e.g. "only 4 operations completed": unknown).
-	Reason string
-	// FirstInvalidAt is the history time (ns) at which the history first
-	// showed a violation; 0 means "derive from the anomalies".
-	FirstInvalidAt int64
-	// Metrics are named findings and measures that are not verdicts, e.g.
-	// "lease-overlap": 3. Values must marshal to JSON.
-	Metrics map[string]any
-	// Visualizations maps a key to its Porcupine visualization, a path
-	// relative to the run directory.
-	Visualizations map[string]string
-}
-
-// CheckFunc re-checks a stored history. The CLI passes one built on models
-// so that reports never depends on how a check is configured.
-type CheckFunc func(historyPath string, info RunInfo) (Check, error)
 
 // Results is results.json. See docs/reports.md for the contract.
 type Results struct {
@@ -103,41 +93,30 @@ type Results struct {
 	// FirstInvalidAt is the time to detection: history time (ns since the
 	// run's start) at which the first violation became visible.
 	FirstInvalidAt *int64 `json:"first_invalid_at_ns,omitempty"`
-	// AfterFault is the fault period that was active or most recently
-	// started when the first violation became visible.
-	AfterFault *FaultRef       `json:"after_fault,omitempty"`
+	// AfterFault is the cause named for the first violation.
+	AfterFault *models.Cause   `json:"after_fault,omitempty"`
 	Checks     []models.Result `json:"checks"`
 	// AnomalyKinds counts violations (not findings) by kind over all checks.
-	AnomalyKinds map[string]int `json:"anomaly_kinds,omitempty"`
-	Metrics      map[string]any `json:"metrics,omitempty"`
-	Counts       Counts         `json:"counts"`
-	Latency      []Latency      `json:"latency,omitempty"`
-	Faults       []Fault        `json:"faults,omitempty"`
-	Files        Files          `json:"files"`
-	// Notes are warnings about the history (damaged lines, pairing errors)
-	// and the run.
+	AnomalyKinds map[string]int     `json:"anomaly_kinds,omitempty"`
+	Metrics      map[string]any     `json:"metrics,omitempty"`
+	Counts       analysis.Counts    `json:"counts"`
+	Latency      []analysis.Latency `json:"latency,omitempty"`
+	Faults       []analysis.Fault   `json:"faults,omitempty"`
+	// Nemeses counts each nemesis's starts and failures to start.
+	Nemeses map[string]analysis.NemesisCount `json:"nemeses,omitempty"`
+	// GateReasons say why the run does not pass however the checkers
+	// decided.
+	GateReasons []string `json:"gate_reasons,omitempty"`
+	// Completion is what the run events say about how far the run got
+	// (absent for histories without run events).
+	Completion *analysis.RunRecord `json:"completion,omitempty"`
+	// Options are the settings the history was checked with; `fencecheck
+	// report` checks it again with the same ones.
+	Options analysis.Settings `json:"options"`
+	Files   Files             `json:"files"`
+	// Notes are warnings about the history (damaged lines) and the run (a
+	// nemesis not applicable, a problem during the run).
 	Notes []string `json:"notes,omitempty"`
-}
-
-// FaultRef points from the first violation to the fault it followed.
-type FaultRef struct {
-	Nemesis string `json:"nemesis"`
-	Start   int64  `json:"start_ns"`
-	// Delay is how long after the fault started the violation showed.
-	Delay int64 `json:"delay_ns"`
-}
-
-// Counts are the sizes of the history.
-type Counts struct {
-	Events    int `json:"events"`
-	Ops       int `json:"ops"`
-	Keys      int `json:"keys"`
-	Processes int `json:"processes"`
-	// ByOp counts operations by f and outcome ("ok", "fail", "info").
-	ByOp map[string]map[string]int `json:"by_op"`
-	// TamperedWrites counts writes whose token the strip proxy changed.
-	TamperedWrites int `json:"tampered_writes,omitempty"`
-	Faults         int `json:"faults"`
 }
 
 // Files names the run directory's files, relative to it.
@@ -150,140 +129,83 @@ type Files struct {
 	Logs           []string          `json:"logs,omitempty"`
 }
 
-// ExitCode maps a verdict to the process exit code (0 valid, 1 invalid,
-// 2 unknown). Anything else is unknown: never fold doubt into valid.
-func ExitCode(v models.Verdict) int {
-	switch v {
-	case models.Valid:
-		return 0
-	case models.Invalid:
-		return 1
+func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time) *Results {
+	sem := res.Semantics
+	info.Semantics = &sem
+	if res.Run != nil && len(res.Run.Nemeses) > 0 {
+		info.Nemeses = res.Run.Nemeses
 	}
-	return 2
-}
-
-// OverallVerdict combines checker verdicts: one invalid makes the run
-// invalid; otherwise one unknown makes it unknown; no results is unknown.
-func OverallVerdict(results []models.Result) models.Verdict {
-	if len(results) == 0 {
-		return models.Unknown
-	}
-	v := models.Valid
-	for _, r := range results {
-		switch r.Verdict {
-		case models.Invalid:
-			return models.Invalid
-		case models.Valid:
-		default:
-			v = models.Unknown
-		}
-	}
-	return v
-}
-
-func buildResults(info RunInfo, check Check, a *analysis, files Files, now time.Time) *Results {
-	verdict := check.Verdict
-	if verdict == "" {
-		verdict = OverallVerdict(check.Results)
-	}
+	info.Notes = dedupe(append(append([]string(nil), info.Notes...), res.Run.Notes()...))
 	r := &Results{
 		SchemaVersion: SchemaVersion,
 		Tool:          "fencecheck",
 		GeneratedAt:   now.UTC(),
-		Verdict:       verdict,
-		ExitCode:      ExitCode(verdict),
+		Verdict:       res.Verdict,
+		ExitCode:      res.ExitCode,
 		Run:           info,
 		Duration:      info.Duration(),
-		Reason:        clip(check.Reason, 2000),
-		Checks:        check.Results,
-		Metrics:       check.Metrics,
-		Latency:       a.latencies(),
-		Faults:        a.Faults,
+		Reason:        clip(res.Reason, 2000),
+		Checks:        res.Checks,
+		AnomalyKinds:  res.ViolationKinds,
+		Metrics:       metrics(res),
+		Counts:        res.Counts,
+		Latency:       res.Latency,
+		Faults:        res.Faults,
+		Nemeses:       res.Nemeses,
+		GateReasons:   res.GateReasons,
+		Completion:    res.Run,
+		Options:       res.Settings,
 		Files:         files,
 	}
 	if r.Checks == nil {
 		r.Checks = []models.Result{}
 	}
+	if len(r.AnomalyKinds) == 0 {
+		r.AnomalyKinds = nil
+	}
 	if r.Duration == 0 {
-		r.Duration = time.Duration(a.End)
+		r.Duration = time.Duration(res.End)
 	}
-	procs := 0
-	for _, l := range a.Lanes {
-		procs += len(l)
+	if v := res.FirstViolation; v != nil {
+		at := v.At
+		r.FirstInvalidAt = &at
+		r.AfterFault = v.Cause
 	}
-	r.Counts = Counts{Events: a.Events, Ops: len(a.Ops), Keys: len(a.Keys), Processes: procs,
-		ByOp: a.Counts, TamperedWrites: a.Tampered, Faults: len(a.Faults)}
-	first := int64(-1)
-	for _, res := range check.Results {
-		for kind, n := range violationKinds(res) {
-			if r.AnomalyKinds == nil {
-				r.AnomalyKinds = map[string]int{}
-			}
-			r.AnomalyKinds[kind] += n
-		}
-		for _, an := range res.Anomalies {
-			if isViolation(res, an) && (first < 0 || an.At < first) {
-				first = an.At
-			}
-		}
-	}
-	if check.FirstInvalidAt > 0 {
-		first = check.FirstInvalidAt
-	}
-	if first >= 0 && verdict == models.Invalid {
-		r.FirstInvalidAt = &first
-		r.AfterFault = faultBefore(a.Faults, first)
-	}
-	r.Notes = append(append([]string(nil), info.Notes...), a.Notes...)
+	r.Notes = dedupe(append(append([]string(nil), info.Notes...), res.Notes...))
 	r.Summary = summarize(r)
 	return r
 }
 
-// isViolation tells a violation from a finding. A check that passed can
-// still report observations (lease overlaps that fencing survived); those are
-// findings even when the checker did not mark them so.
-func isViolation(res models.Result, an models.Anomaly) bool {
-	return !an.Finding && res.Verdict != models.Valid
+// metrics are the named measures shown beside the verdict.
+func metrics(res *analysis.Result) map[string]any {
+	if res.Leases == nil {
+		return nil
+	}
+	return map[string]any{
+		"lease_overlaps":                          len(res.Leases.Overlaps),
+		"lease_overlap_ms":                        res.Leases.Total.Milliseconds(),
+		"stale_writes_fenced_off_during_overlaps": res.Leases.Rejected,
+	}
 }
 
-// violationKinds counts a result's violations by kind. A checker that lists
-// only the earliest anomaly of each kind counts them all in KindCounts.
-func violationKinds(res models.Result) map[string]int {
-	out := map[string]int{}
-	if res.Verdict == models.Valid {
-		return out
-	}
-	if len(res.KindCounts) > 0 {
-		for k, n := range res.KindCounts {
-			out[k] = n
+func dedupe(xs []string) []string {
+	seen := map[string]bool{}
+	out := xs[:0]
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
 		}
-		return out
 	}
-	for _, an := range res.Anomalies {
-		if !an.Finding {
-			out[an.Kind]++
-		}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
 
-// faultBefore is the latest fault that started at or before t.
-func faultBefore(faults []Fault, t int64) *FaultRef {
-	var best *Fault
-	for i := range faults {
-		f := &faults[i]
-		if f.Start <= t && f.Stop > f.Start && (best == nil || f.Start > best.Start) {
-			best = f
-		}
-	}
-	if best == nil {
-		return nil
-	}
-	return &FaultRef{Nemesis: best.Nemesis, Start: best.Start, Delay: t - best.Start}
-}
-
 // summarize says the verdict in one sentence, e.g. "invalid: 2 anomalies
-// (stale-write-accepted ×2), first at 12.41 s, 1.30 s after pause started".
+// (stale-write-accepted ×2), first visible at 12.41 s, explained by the
+// restart of n1 (11.02–11.80 s) since the overwritten write".
 func summarize(r *Results) string {
 	var b strings.Builder
 	b.WriteString(string(r.Verdict))
@@ -311,30 +233,15 @@ func summarize(r *Results) string {
 		if r.FirstInvalidAt != nil {
 			fmt.Fprintf(&b, ", first visible at %s", seconds(*r.FirstInvalidAt))
 			if r.AfterFault != nil {
-				fmt.Fprintf(&b, ", %s after %s started", seconds(r.AfterFault.Delay), r.AfterFault.Nemesis)
+				b.WriteString(", " + r.AfterFault.Text)
 			}
 		}
 	case models.Valid:
 		fmt.Fprintf(&b, ": %d %s on %d %s checked, no violation", r.Counts.Ops, plural(r.Counts.Ops, "operation", "operations"),
 			r.Counts.Keys, plural(r.Counts.Keys, "key", "keys"))
 	default:
-		var reasons []string
 		if r.Reason != "" {
-			reasons = append(reasons, r.Reason)
-		}
-		for _, c := range r.Checks {
-			if c.Verdict != models.Valid && c.Reason != "" {
-				reasons = append(reasons, c.Checker+"/"+c.Model+": "+c.Reason)
-			}
-		}
-		if len(reasons) == 0 {
-			// A gate (too few operations, a fault that never ran) turned a
-			// valid history into unknown: the run's notes say why.
-			reasons = r.Run.Notes
-		}
-		if len(reasons) > 0 {
-			b.WriteString(": ")
-			b.WriteString(strings.Join(reasons, "; "))
+			b.WriteString(": " + r.Reason)
 		} else if len(r.Checks) == 0 {
 			b.WriteString(": no checker result")
 		}

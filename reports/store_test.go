@@ -52,22 +52,22 @@ func TestNewRunDirAndLatest(t *testing.T) {
 // (newer) and a crashed redis run with only a history.
 func storeWithRuns(t *testing.T) string {
 	store := t.TempDir()
-	mk := func(target string, at time.Time, fixture string, check *Check) string {
+	mk := func(target string, at time.Time, fixture string, check []models.Result) string {
 		dir, err := NewRunDir(store, target, at)
 		require.NoError(t, err)
 		b, err := os.ReadFile(filepath.Join("testdata", fixture+".jsonl"))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), b, 0o644))
 		if check != nil {
-			_, err := Write(dir, RunInfo{Target: target, Start: at, End: at.Add(30 * time.Second), Seed: 3}, *check)
+			_, err := Write(dir, RunInfo{Target: target, Start: at, End: at.Add(30 * time.Second), Seed: 3}, checkOf(t, filepath.Join(dir, HistoryFile), check))
 			require.NoError(t, err)
 		}
 		require.NoError(t, UpdateLatest(store, dir))
 		return dir
 	}
 	v, inv := validCheck(), invalidCheck()
-	mk("memory", testStart, "valid", &v)
-	mk("etcd", testStart.Add(time.Hour), "invalid", &inv)
+	mk("memory", testStart, "valid", v)
+	mk("etcd", testStart.Add(time.Hour), "invalid", inv)
 	mk("redis", testStart.Add(2*time.Hour), "info", nil)
 	require.NoError(t, os.MkdirAll(filepath.Join(store, "memory", "not-a-run"), 0o755))
 	return store

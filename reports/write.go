@@ -11,20 +11,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/models"
 )
 
-// Write writes results.json, report.html and junit.xml into the run
-// directory dir, from the history in dir/history.jsonl (streamed, so a large
-// history is never held as events) and the checkers' answer.
-func Write(dir string, info RunInfo, check Check) (*Results, error) {
-	return WriteFrom(dir, filepath.Join(dir, HistoryFile), info, check)
+// Write renders an analysis of dir/history.jsonl into the run directory dir:
+// results.json, report.html, junit.xml and Porcupine's visualizations.
+func Write(dir string, info RunInfo, res *analysis.Result) (*Results, error) {
+	return write(dir, info, res, time.Now())
 }
 
 // WriteFrom is Write for a history stored elsewhere (`fencecheck check
 // --report DIR` on a bare history file): the history is copied into dir
 // first, so the report folder is complete on its own and its links work.
-func WriteFrom(dir, historyPath string, info RunInfo, check Check) (*Results, error) {
+func WriteFrom(dir, historyPath string, info RunInfo, res *analysis.Result) (*Results, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -34,30 +34,34 @@ func WriteFrom(dir, historyPath string, info RunInfo, check Check) (*Results, er
 			return nil, fmt.Errorf("copy history into report folder: %w", err)
 		}
 	}
-	a, err := analyzeFile(dst)
-	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
-	}
-	return write(dir, info, check, a, time.Now())
+	return write(dir, info, res, time.Now())
 }
 
-func write(dir string, info RunInfo, check Check, a *analysis, now time.Time) (*Results, error) {
-	files := Files{Report: ReportFile, History: HistoryFile, JUnit: JUnitFile, Visualizations: check.Visualizations}
+func write(dir string, info RunInfo, res *analysis.Result, now time.Time) (*Results, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	files := Files{Report: ReportFile, History: HistoryFile, JUnit: JUnitFile}
+	if res.CanVisualize() {
+		files.Visualizations = visualize(res, dir)
+	} else {
+		files.Visualizations = keptVisualizations(dir)
+	}
 	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); err == nil {
 		files.Config = ConfigFile
 	}
 	files.Logs = listFiles(dir, LogsDir, 200)
-	res := buildResults(info, check, a, files, now)
+	r := buildResults(info, res, files, now)
 
-	rj, err := marshalResults(res)
+	rj, err := marshalResults(r)
 	if err != nil {
 		return nil, fmt.Errorf("results.json: %w", err)
 	}
-	ju, err := marshalJUnit(res)
+	ju, err := marshalJUnit(r)
 	if err != nil {
 		return nil, fmt.Errorf("junit.xml: %w", err)
 	}
-	page, err := renderReport(dir, info, res, a)
+	page, err := renderReport(dir, info, r, res)
 	if err != nil {
 		return nil, fmt.Errorf("report.html: %w", err)
 	}
@@ -69,63 +73,82 @@ func write(dir string, info RunInfo, check Check, a *analysis, now time.Time) (*
 			return nil, err
 		}
 	}
-	return res, nil
+	return r, nil
 }
 
-// Regenerate re-renders a stored run's report from its history.jsonl,
-// results.json and config.json. With recheck nil the stored checker results
-// are reused; otherwise recheck runs the models again (after a checker fix,
-// or for a run that crashed before its check).
-func Regenerate(runDir string, recheck CheckFunc) (*Results, error) {
-	hist := filepath.Join(runDir, HistoryFile)
-	if _, err := os.Stat(hist); err != nil {
-		return nil, fmt.Errorf("%s is not a run folder: %w", runDir, err)
-	}
-	info, check, haveResults := loadRun(runDir)
-	if recheck != nil {
-		c, err := recheck(hist, info)
-		if err != nil {
-			return nil, fmt.Errorf("recheck: %w", err)
+// VisualizeDir is the run folder's subfolder of Porcupine visualizations.
+const VisualizeDir = "porcupine"
+
+// visualize writes a visualization of every key a checker found invalid and
+// of up to three keys otherwise.
+func visualize(res *analysis.Result, dir string) map[string]string {
+	out := map[string]string{}
+	sample := 0
+	for _, k := range res.Keys {
+		if k.Verdict != models.Invalid {
+			if sample >= 3 || k.Verdict != models.Valid {
+				continue
+			}
+			sample++
 		}
-		if c.Visualizations == nil {
-			c.Visualizations = check.Visualizations
+		rel := filepath.Join(VisualizeDir, fmt.Sprintf("%s-%s.html", k.Model, TargetDirName(k.Key)))
+		if err := os.MkdirAll(filepath.Join(dir, VisualizeDir), 0o755); err != nil {
+			continue
 		}
-		check = c
-	} else if !haveResults {
-		return nil, fmt.Errorf("%s has no %s to re-render; re-check the history instead", runDir, ResultsFile)
+		if err := writeWith(filepath.Join(dir, rel), func(w io.Writer) error { return res.Visualize(k.Model, k.Key, w) }); err == nil {
+			out[k.Model+"/"+k.Key] = filepath.ToSlash(rel)
+		}
 	}
-	a, err := analyzeFile(hist)
-	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
+	if len(out) == 0 {
+		return nil
 	}
-	return write(runDir, info, check, a, time.Now())
+	return out
 }
 
-// loadRun recovers RunInfo and the last Check from a run folder. results.json
-// is this package's own file and is read exactly; config.json belongs to the
-// harness, so only a few well-known fields are looked for in it.
-func loadRun(dir string) (RunInfo, Check, bool) {
-	var info RunInfo
-	var check Check
+// keptVisualizations are those the folder's previous results.json lists and
+// that are still there: a re-render without Porcupine keeps its drawings.
+func keptVisualizations(dir string) map[string]string {
+	var prev struct {
+		Files Files `json:"files"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err != nil || json.Unmarshal(b, &prev) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, rel := range prev.Files.Visualizations {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); err == nil {
+			out[k] = rel
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Stored is what a run folder says about its run, for checking it again.
+type Stored struct {
+	Info RunInfo
+	// Options are the analysis options the run was checked with
+	// (semantics, checker, budget, minimum, lease ttl), as far as the
+	// folder records them; the rest are zero (the analysis's defaults).
+	Options analysis.Options
+	// Checks are the stored checker results (nil without results.json).
+	Checks []models.Result
+}
+
+// LoadRun reads a run folder's results.json (this package's own file, read
+// exactly) or, for a run killed before its check, the few well-known fields
+// of config.json (the harness's file).
+func LoadRun(dir string) (*Stored, error) {
+	if _, err := os.Stat(filepath.Join(dir, HistoryFile)); err != nil {
+		return nil, fmt.Errorf("%s is not a run folder: %w", dir, err)
+	}
+	st := &Stored{}
 	cfg, cfgErr := os.ReadFile(filepath.Join(dir, ConfigFile))
 	if cfgErr == nil && json.Valid(cfg) {
-		info.Config = json.RawMessage(cfg)
-	}
-	var res Results
-	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
-	have := err == nil && json.Unmarshal(b, &res) == nil && res.SchemaVersion > 0
-	if have {
-		cfg := info.Config
-		info = res.Run
-		info.Config = cfg
-		// res.Notes also holds the history analysis's notes, which are
-		// recomputed; res.Run.Notes are the run's own.
-		check = Check{Verdict: res.Verdict, Results: res.Checks, Metrics: res.Metrics,
-			Visualizations: res.Files.Visualizations}
-		if res.FirstInvalidAt != nil {
-			check.FirstInvalidAt = *res.FirstInvalidAt
-		}
-		return info, check, true
+		st.Info.Config = json.RawMessage(cfg)
 	}
 	var loose struct {
 		RunID      string            `json:"run_id"`
@@ -138,10 +161,40 @@ func loadRun(dir string) (RunInfo, Check, bool) {
 		Nemesis    json.RawMessage   `json:"nemesis"`
 		Nemeses    []string          `json:"nemeses"`
 		Semantics  *models.Semantics `json:"semantics"`
+		Checker    string            `json:"checker"`
+		Timeout    time.Duration     `json:"check_timeout_ns"`
+		MinOps     int               `json:"min_ops"`
+		TTL        time.Duration     `json:"ttl_ns"`
 	}
 	if cfgErr == nil {
 		_ = json.Unmarshal(cfg, &loose) // best effort: any field may be missing
 	}
+	st.Options = analysis.Options{Checker: loose.Checker, Timeout: loose.Timeout, MinOps: loose.MinOps, TTL: loose.TTL}
+	if loose.Semantics != nil {
+		st.Options.Semantics = *loose.Semantics
+	}
+
+	var res Results
+	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err == nil && json.Unmarshal(b, &res) == nil && res.SchemaVersion > 0 {
+		cfg := st.Info.Config
+		st.Info = res.Run
+		st.Info.Config = cfg
+		st.Checks = res.Checks
+		if st.Checks == nil {
+			st.Checks = []models.Result{}
+		}
+		if res.Run.Semantics != nil {
+			st.Options.Semantics = *res.Run.Semantics
+		}
+		if res.SchemaVersion >= 2 {
+			o := res.Options
+			st.Options.Checker, st.Options.Timeout, st.Options.MinOps, st.Options.TTL = o.Checker, o.Timeout, o.MinOps, o.TTL
+		}
+		return st, nil
+	}
+
+	info := &st.Info
 	info.RunID, info.Target = loose.RunID, loose.Target
 	if info.Target == "" {
 		info.Target = loose.TargetName
@@ -175,7 +228,7 @@ func loadRun(dir string) (RunInfo, Check, bool) {
 			info.Start = t
 		}
 	}
-	return info, check, false
+	return st, nil
 }
 
 // listFiles lists regular files under dir/sub (relative to dir), sorted,
@@ -198,21 +251,25 @@ func listFiles(dir, sub string, max int) []string {
 	return out
 }
 
-func writeFileAtomic(path string, data []byte) error {
+// writeWith writes a file atomically from what fn writes: a crash leaves the
+// old file or the new one, never half of one.
+func writeWith(path string, fn func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
+	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	if err := fn(tmp); err != nil {
+		return fail(err)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err := tmp.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}
@@ -221,6 +278,25 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	return writeWith(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeWith(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
 }
 
 func sameFile(a, b string) bool {
@@ -233,30 +309,4 @@ func sameFile(a, b string) bool {
 		return false
 	}
 	return os.SameFile(fa, fb)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }

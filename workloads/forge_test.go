@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -121,53 +120,8 @@ func mapKeys(m map[string]bool) []string {
 	return out
 }
 
-// An acquire somewhere in the run gives the checker the issued tokens to
-// compare the forgeries with.
-func withHonestAcquire(evs []history.Event) []history.Event {
-	out := []history.Event{
-		{Index: 0, Time: 0, Process: 0, Type: history.Invoke, F: history.Acquire, Key: "k0"},
-		{Index: 1, Time: 1, Process: 0, Type: history.Ok, F: history.Acquire, Key: "k0", Token: "7"},
-	}
-	for _, e := range evs {
-		e.Index += 2
-		e.Time += 2
-		out = append(out, e)
-	}
-	return out
-}
-
-func TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted(t *testing.T) {
-	evs := withHonestAcquire(runForge(t, &forgeResource{hw: map[string]uint64{}}))
-	open := models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}
-	rep, err := models.Check(context.Background(), evs, models.Options{Semantics: open, MinOps: -1})
-	require.NoError(t, err)
-	var kinds []string
-	for _, a := range rep.Anomalies() {
-		kinds = append(kinds, a.Kind)
-		assert.True(t, a.Finding, "%s: %s", a.Kind, a.Text)
-	}
-	assert.Contains(t, kinds, models.KindTokensNotAuthenticated)
-	assert.NotEqual(t, models.Invalid, rep.Verdict, "a finding, not a failure")
-
-	// The same accepted forgeries against a target that declares sealed
-	// tokens (the accept-forged bug): violations.
-	sealed := open
-	sealed.Authenticated = true
-	rep, err = models.Check(context.Background(), evs, models.Options{Semantics: sealed, MinOps: -1})
-	require.NoError(t, err)
-	assert.Equal(t, models.Invalid, rep.Verdict)
-	found := false
-	for _, a := range rep.Anomalies() {
-		found = found || a.Kind == models.KindForgedTokenAccepted
-	}
-	assert.True(t, found, "forged-token-accepted named")
-
-	// A correct authenticating resource rejects them all: valid.
-	evs = withHonestAcquire(runForge(t, &forgeResource{authenticated: true}))
-	rep, err = models.Check(context.Background(), evs, models.Options{Semantics: sealed, MinOps: -1})
-	require.NoError(t, err)
-	assert.Equal(t, models.Valid, rep.Verdict, "%+v", rep.Anomalies())
-}
+// How the checkers judge the forger's writes: analysis's
+// TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted.
 
 func TestNewForgeValidates(t *testing.T) {
 	_, err := NewForge(ForgeConfig{Processes: &Processes{}})

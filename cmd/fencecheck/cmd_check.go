@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/reports"
@@ -24,31 +23,48 @@ type checkFlags struct {
 	checkerFlags
 }
 
-// checkerFlags are the checker settings shared by check and report.
+// checkerFlags are the checker settings shared by check and report; their
+// defaults are the analysis's.
 type checkerFlags struct {
 	checker string
 	timeout time.Duration
 	minOps  int
 	ttl     time.Duration
+	fl      *pflag.FlagSet
 }
 
 func (c *checkerFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&c.checker, "checker", "both", "checker: fast, porcupine or both")
-	fl.DurationVar(&c.timeout, "timeout", 30*time.Second, "time Porcupine may search, per model")
-	fl.IntVar(&c.minOps, "min-ops", 10, "fewest ok/fail operations for a verdict other than unknown")
-	fl.DurationVar(&c.ttl, "ttl", time.Second, "lease length for lease-overlap analysis when events carry none")
+	c.fl = fl
+	fl.StringVar(&c.checker, "checker", analysis.CheckerBoth, "checker: fast, porcupine or both")
+	fl.DurationVar(&c.timeout, "timeout", analysis.DefaultTimeout, "time Porcupine may search, over the whole history")
+	fl.IntVar(&c.minOps, "min-ops", analysis.DefaultMinOps, "fewest ok/fail operations for a verdict other than unknown (negative: no minimum)")
+	fl.DurationVar(&c.ttl, "ttl", analysis.DefaultTTL, "lease length for lease-overlap analysis when events carry none")
 }
 
 func (c *checkerFlags) validate() error {
 	switch c.checker {
-	case "fast", "porcupine", "both":
+	case analysis.CheckerFast, analysis.CheckerPorcupine, analysis.CheckerBoth:
 		return nil
 	}
 	return fmt.Errorf("--checker must be fast, porcupine or both, got %q", c.checker)
 }
 
-func (c *checkerFlags) config() harness.Config {
-	return harness.Config{Checker: c.checker, CheckTimeout: c.timeout, MinOps: c.minOps, TTL: c.ttl}
+// apply sets the options these flags give: all of them, or (onlyChanged)
+// only those given on the command line, over a stored run's own.
+func (c *checkerFlags) apply(o *analysis.Options, onlyChanged bool) {
+	set := func(name string) bool { return !onlyChanged || c.fl.Changed(name) }
+	if set("checker") {
+		o.Checker = c.checker
+	}
+	if set("timeout") {
+		o.Timeout = c.timeout
+	}
+	if set("min-ops") {
+		o.MinOps = c.minOps
+	}
+	if set("ttl") {
+		o.TTL = c.ttl
+	}
 }
 
 func init() {
@@ -59,8 +75,12 @@ func init() {
 		Long: `check reads a history in fencecheck's JSON Lines format and decides whether it
 is linearizable for a fenced register (per key) and an issuer (per lock), with
 Porcupine and the specialised checker. It prints the verdict and every anomaly
-in words. With --report DIR it also writes results.json, report.html and
-junit.xml there.
+in words, each with the fault that explains it. With --report DIR it also
+writes results.json, report.html and junit.xml there.
+
+A history recorded by fencecheck says what its run set out to do and how far
+it got: a requested fault that never took effect, or a run that did not
+finish, makes a valid history unknown.
 
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error
 (including a malformed history, reported with its line number).`,
@@ -94,7 +114,9 @@ func runCheck(path string, f *checkFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	check, rep, err := harness.CheckFile(ctx, path, f.report, sem, f.config(), os.Stderr)
+	opts := analysis.Options{Semantics: sem, Progress: os.Stderr}
+	f.checkerFlags.apply(&opts, false)
+	res, err := analysis.CheckFile(ctx, path, opts)
 	if err != nil {
 		var pe *history.ParseError
 		if errors.As(err, &pe) || errors.Is(err, os.ErrNotExist) {
@@ -103,15 +125,10 @@ func runCheck(path string, f *checkFlags) error {
 		return exitWith(analysis.ExitCannot, fmt.Errorf("%s: %w", path, err))
 	}
 	if f.report != "" {
-		info := reports.RunInfo{Target: "history " + path, Semantics: &sem}
-		if _, err := reports.WriteFrom(f.report, path, info, check); err != nil {
+		if _, err := reports.WriteFrom(f.report, path, reports.RunInfo{Target: "history " + path}, res); err != nil {
 			return exitWith(analysis.ExitCannot, err)
 		}
 	}
-	dir := ""
-	if f.report != "" {
-		dir = f.report
-	}
-	printSummary(os.Stdout, rep, rep.Verdict, nil, dir)
-	return exitWith(rep.ExitCode(), nil)
+	printSummary(os.Stdout, res, f.report)
+	return exitWith(res.ExitCode, nil)
 }

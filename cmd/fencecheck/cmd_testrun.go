@@ -72,6 +72,6 @@ func runTest(f *testFlags) error {
 	if err != nil {
 		return exitWith(res.ExitCode, err)
 	}
-	printSummary(os.Stdout, res.Report, res.Verdict, res.Reasons, res.Dir)
+	printSummary(os.Stdout, res.Checked.Result, res.Dir)
 	return exitWith(res.ExitCode, nil)
 }

@@ -4,31 +4,35 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"time"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/reports"
 )
 
-// printSummary prints the verdict, each checker's answer and the anomalies
-// in words.
-func printSummary(w io.Writer, rep *models.Report, verdict models.Verdict, gate []string, dir string) {
-	fmt.Fprintf(w, "\nverdict: %s", verdict)
-	if rep.Reason != "" {
-		fmt.Fprintf(w, " (%s)", rep.Reason)
+// printSummary prints the verdict, each checker's answer, the gate's
+// reasons and the anomalies in words, each with its cause.
+func printSummary(w io.Writer, res *analysis.Result, dir string) {
+	fmt.Fprintf(w, "\nverdict: %s", res.Verdict)
+	if res.Reason != "" {
+		fmt.Fprintf(w, " (%s)", res.Reason)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "operations: %d (%d ok or fail)\n", rep.Ops, rep.Definite)
-	for _, r := range rep.Results {
+	fmt.Fprintf(w, "operations: %d (%d ok or fail)\n", res.Counts.Ops, res.Counts.Definite)
+	for _, r := range res.Checks {
+		if r.Model == models.ModelLease {
+			continue // findings, listed below
+		}
 		line := fmt.Sprintf("  %-9s %-15s %-7s", r.Checker, r.Model, r.Verdict)
 		if r.Reason != "" {
 			line += " " + r.Reason
 		}
 		fmt.Fprintln(w, line)
 	}
-	for _, g := range gate {
+	for _, g := range res.GateReasons {
 		fmt.Fprintf(w, "gate: %s\n", g)
 	}
-	anoms := rep.Anomalies()
+	anoms := res.Anomalies()
 	shown := 0
 	for _, a := range anoms {
 		if a.Finding {
@@ -54,10 +58,14 @@ func printSummary(w io.Writer, rep *models.Report, verdict models.Verdict, gate 
 			findings++
 		}
 	}
-	if rep.FirstInvalidAt >= 0 && verdict == models.Invalid {
-		fmt.Fprintf(w, "time to detection: %.2f s after the start\n", time.Duration(rep.FirstInvalidAt).Seconds())
+	if v := res.FirstViolation; v != nil {
+		fmt.Fprintf(w, "time to detection: %s after the start", models.Secs(v.At))
+		if v.Cause != nil {
+			fmt.Fprintf(w, ", %s", v.Cause.Text)
+		}
+		fmt.Fprintln(w)
 	}
 	if dir != "" {
-		fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, "report.html"))
+		fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, reports.ReportFile))
 	}
 }

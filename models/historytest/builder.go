@@ -1,7 +1,8 @@
 // Package historytest builds fencecheck histories for tests and benchmarks:
-// a concise builder for hand-written histories (Builder) and a generator of
-// workload-like histories (Generate). It depends only on harness/history, so
-// tests inside package models can import it without an import cycle.
+// a concise builder for hand-written histories (Builder), the one simulator
+// of a fenced register and issuer (Simulate, sim.go), and the history shapes
+// of the performance matrix (perf.go). Package models' own tests must not
+// import it (it imports models).
 //
 // Times given to the Builder are in milliseconds (history times are ns): a
 // test reads "write at 10..20 ms" rather than nine zeros.
@@ -27,6 +28,8 @@ type Builder struct {
 	seq     int
 	nextPID int
 	pid     int // -1: allocate
+	node    string
+	faultID int
 }
 
 type timed struct {
@@ -44,6 +47,12 @@ func (b *Builder) OnProcess(p int) *Builder {
 	if p >= b.nextPID {
 		b.nextPID = p + 1
 	}
+	return b
+}
+
+// OnNode makes the next operation go to node n (its events carry node n).
+func (b *Builder) OnNode(n string) *Builder {
+	b.node = n
 	return b
 }
 
@@ -67,12 +76,14 @@ func (b *Builder) add(atMS int64, e history.Event) {
 // at ret. complete may adjust the completion event.
 func (b *Builder) op(f, key string, call, ret int64, t history.Type, inv history.Event, complete func(*history.Event)) *Builder {
 	p := b.process()
-	inv.Process, inv.Type, inv.F, inv.Key = p, history.Invoke, f, key
+	node := b.node
+	b.node = ""
+	inv.Process, inv.Type, inv.F, inv.Key, inv.Node = p, history.Invoke, f, key, node
 	b.add(call, inv)
 	if ret == Open {
 		return b
 	}
-	c := history.Event{Process: p, Type: t, F: f, Key: key}
+	c := history.Event{Process: p, Type: t, F: f, Key: key, Node: node}
 	if complete != nil {
 		complete(&c)
 	}
@@ -161,6 +172,36 @@ func (b *Builder) Nemesis(name, action string, at int64) *Builder {
 	return b
 }
 
+// Fault records one fault period of nemesis name on node (comma-separated
+// nodes, or "") from start to stop (ms), its start and stop paired by an
+// extra.id as the scheduler pairs them; stop = Open leaves it running.
+func (b *Builder) Fault(name, node string, start, stop int64) *Builder {
+	b.faultID++
+	id, _ := json.Marshal(b.faultID)
+	ev := func(action string) history.Event {
+		a, _ := json.Marshal(action)
+		return history.Event{Process: history.NemesisProcess, Type: history.Info, F: name, Node: node,
+			Extra: map[string]json.RawMessage{"action": a, "id": id}}
+	}
+	b.add(start, ev("start"))
+	if stop != Open {
+		b.add(stop, ev("stop"))
+	}
+	return b
+}
+
+// Run records a run event (history/run.go) at time at (ms) with action and
+// the given extra fields.
+func (b *Builder) Run(action string, at int64, extra map[string]any) *Builder {
+	x := map[string]json.RawMessage{}
+	for k, v := range extra {
+		x[k], _ = json.Marshal(v)
+	}
+	x["action"], _ = json.Marshal(action)
+	b.add(at, history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.RunEvent, Extra: x})
+	return b
+}
+
 // Events returns the history in time order with indices assigned.
 func (b *Builder) Events() []history.Event {
 	sorted := append([]timed(nil), b.events...)
@@ -179,3 +220,6 @@ func (b *Builder) Events() []history.Event {
 	}
 	return out
 }
+
+// Ops pairs the history (history.Pair).
+func (b *Builder) Ops() ([]*history.Op, error) { return history.Pair(b.Events()) }

@@ -111,7 +111,7 @@ func (r Report) Anomalies() []models.Anomaly {
 	out := make([]models.Anomaly, 0, len(r.Overlaps))
 	for _, o := range r.Overlaps {
 		ids := append([]int64{o.Older.AcquireID, o.Newer.AcquireID}, o.WriteIDs...)
-		out = append(out, models.Anomaly{Kind: "lease-overlap", Model: "lease", Key: o.Key,
+		out = append(out, models.Anomaly{Kind: models.KindLeaseOverlap, Model: models.ModelLease, Key: o.Key,
 			Text: o.Text(), Ops: ids, At: o.Start, Finding: true})
 	}
 	return out
@@ -124,10 +124,11 @@ type Options struct {
 	TTL time.Duration
 }
 
-// Finder computes leases and overlaps from a stream of events.
+// Finder computes leases and overlaps from a stream of events and the
+// operations they complete. It does not pair events itself: the caller's
+// Pairer (one per history) hands it each completed operation.
 type Finder struct {
 	opts   Options
-	pairer *history.Pairer
 	ttls   map[int64]time.Duration // invoke index -> ttl from extra
 	active map[int]*Lease          // by process
 	done   []Lease
@@ -140,23 +141,30 @@ type Finder struct {
 
 // NewFinder returns an empty Finder.
 func NewFinder(opts Options) *Finder {
-	return &Finder{opts: opts, pairer: history.NewPairer(), ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
+	return &Finder{opts: opts, ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
 		writes: map[int][]*history.Op{}}
 }
 
-// Find runs a Finder over a whole history.
+// Find pairs a whole history and runs a Finder over it.
 func Find(events []history.Event, opts Options) (Report, error) {
 	f := NewFinder(opts)
+	p := history.NewPairer()
 	for _, e := range events {
-		if err := f.Add(e); err != nil {
+		op, err := p.Add(e)
+		if err != nil {
+			return Report{}, err
+		}
+		if err := f.Add(e, op); err != nil {
 			return Report{}, err
 		}
 	}
 	return f.Report(), nil
 }
 
-// Add consumes one event.
-func (f *Finder) Add(e history.Event) error {
+// Add consumes one event and the operation it completed (nil if none), as
+// the caller's Pairer returned it for that event. Operations still open when
+// the history ends are not given: their leases end with the history.
+func (f *Finder) Add(e history.Event, completed *history.Op) error {
 	if e.Time > f.last {
 		f.last = e.Time
 	}
@@ -179,12 +187,8 @@ func (f *Finder) Add(e history.Event) error {
 			}
 		}
 	}
-	op, err := f.pairer.Add(e)
-	if err != nil {
-		return err
-	}
-	if op != nil {
-		f.apply(op)
+	if completed != nil {
+		f.apply(completed)
 	}
 	return nil
 }

@@ -202,8 +202,11 @@ func TestThreeWayOverlapCountsEachPair(t *testing.T) {
 func finderFrom(t *testing.T, h *hist) *Finder {
 	t.Helper()
 	f := NewFinder(Options{})
+	p := history.NewPairer()
 	for _, e := range h.events {
-		require.NoError(t, f.Add(e))
+		op, err := p.Add(e)
+		require.NoError(t, err)
+		require.NoError(t, f.Add(e, op))
 	}
 	return f
 }

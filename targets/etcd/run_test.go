@@ -32,7 +32,7 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 			require.NoError(t, err)
 			v, err := harness.Finish(context.Background(), run, target.Semantics())
 			require.NoError(t, err)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons)
+			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, run.Nemeses[n].Started, "nemesis %s took effect", n)
 
 			events, err := history.ReadFile(run.HistoryPath)

@@ -31,7 +31,7 @@ func TestRunRedisValidUnderEachNemesis(t *testing.T) {
 			cfg := harness.Config{Target: "redis", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 				Nemesis: n, Seed: uint64(7 + i), Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
 			v := runTarget(t, cfg, target)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons)
+			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, v.Run.Nemeses[n].Started, "nemesis %s took effect", n)
 			events, err := history.ReadFile(v.Run.HistoryPath)
 			require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestRunRedisVolatileInvalidUnderRestart(t *testing.T) {
 	assert.Equal(t, models.Invalid, v.Verdict)
 	assert.Equal(t, 1, v.ExitCode)
 	kinds := map[string]int{}
-	for _, a := range v.Report.Anomalies() {
+	for _, a := range v.Anomalies() {
 		kinds[a.Kind]++
 	}
 	assert.Positive(t, kinds["token-regression"]+kinds["duplicate-token"], "the issuer's counter went back: %v", kinds)

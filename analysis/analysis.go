@@ -1,0 +1,489 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/models/overlap"
+	"github.com/fencecheck/fencecheck/models/porcupine"
+)
+
+// Defaults of Options' zero values.
+const (
+	// DefaultTimeout bounds Porcupine's search over a whole history.
+	DefaultTimeout = porcupine.DefaultTimeout
+	// DefaultMinOps is the fewest definite (ok or fail) client operations a
+	// history needs for a "valid" verdict to mean anything.
+	DefaultMinOps = 10
+	// DefaultTTL is the lease the lease-overlap analysis assumes for
+	// acquires and renews whose events carry no extra.ttl_ms.
+	DefaultTTL = time.Second
+)
+
+// Options configure an analysis. The direct checks always run; Checker
+// selects the complete checkers beside them.
+type Options struct {
+	// Semantics is what the target declares (zero fields: the defaults).
+	Semantics models.Semantics
+	// Checker is "fast", "porcupine" or "both" ("" means both).
+	Checker string
+	// Checkers, when set, are used instead of those Checker selects (a
+	// replay of stored results, a test's fake).
+	Checkers []Checker
+	// Timeout bounds Porcupine's search over the whole history (0:
+	// DefaultTimeout). Keys not decided in time are Unknown, never Valid.
+	Timeout time.Duration
+	// MinOps: with fewer definite client operations a valid history gives
+	// unknown (0: DefaultMinOps; negative: no minimum).
+	MinOps int
+	// TTL is the lease length for the lease-overlap analysis when events
+	// carry none (0: DefaultTTL).
+	TTL time.Duration
+	// Lenient skips damaged lines and unpairable events instead of failing,
+	// and notes each: the report of a damaged history is still written, but
+	// its verdict is at best unknown.
+	Lenient bool
+	// Progress, when set, gets a line every second while a large file is
+	// read, and one before the checkers start on it.
+	Progress io.Writer
+	_        struct{}
+}
+
+// Settings are the options an analysis ran with, defaults filled in: what
+// results.json records so that a re-check of a stored run judges it the
+// same way.
+type Settings struct {
+	Checker string        `json:"checker"`
+	Timeout time.Duration `json:"timeout_ns"`
+	MinOps  int           `json:"min_ops"`
+	TTL     time.Duration `json:"ttl_ns"`
+}
+
+// Result is everything fencecheck concludes from one history. results.json,
+// report.html, junit.xml, the CLI's summary and the Go gate's answer are
+// renderings of it.
+type Result struct {
+	Semantics models.Semantics
+	Settings  Settings
+	// Verdict is the overall verdict and Reason why (see combine and the
+	// gate in verdict.go); ExitCode the process exit code it maps to.
+	Verdict  models.Verdict
+	Reason   string
+	ExitCode int
+	// Checks holds one result per checker and model, the lease findings
+	// (model "lease") included. Anomalies of a check whose verdict is valid
+	// are findings (Finding is set). Every violation carries its Cause.
+	Checks []models.Result
+	// Keys are the per-key verdicts of checkers that decide key by key.
+	Keys []models.KeyResult
+	// ViolationKinds counts violations by kind over all checks, those a
+	// checker did not list included.
+	ViolationKinds map[string]int
+	// FirstViolation is the earliest violation when the verdict is invalid:
+	// its At is the time to detection, its Cause the fault named for it.
+	FirstViolation *models.Anomaly
+	// Faults are the history's fault periods, by start time.
+	Faults []Fault
+	// Nemeses counts each nemesis's starts and failures to start.
+	Nemeses map[string]NemesisCount
+	Counts  Counts
+	Latency []Latency
+	// Leases is the lease-overlap analysis (nil when it could not run: a
+	// note says why).
+	Leases *overlap.Report
+	// Run is what the run events say about the run (nil for a history
+	// without them: an old file or another tool's).
+	Run *RunRecord
+	// GateReasons say why the run does not pass however the checkers
+	// decided (too few operations, a requested fault that never took
+	// effect, a run that did not complete, a damaged history).
+	GateReasons []string
+	// Notes are what a reader must know about the history and the run.
+	Notes []string
+	// End is the time of the last event (ns).
+	End int64
+	// Ops are every client operation, by invoke index (Op finds one).
+	Ops     []*history.Op
+	Elapsed time.Duration
+
+	checkers []Checker
+}
+
+// Op returns the operation whose invoke event has index id, or nil.
+func (r *Result) Op(id int64) *history.Op {
+	i := sort.Search(len(r.Ops), func(i int) bool { return r.Ops[i].ID >= id })
+	if i < len(r.Ops) && r.Ops[i].ID == id {
+		return r.Ops[i]
+	}
+	return nil
+}
+
+// Anomalies lists every check's anomalies, findings included, earliest
+// first.
+func (r *Result) Anomalies() []models.Anomaly {
+	var out []models.Anomaly
+	for _, res := range r.Checks {
+		out = append(out, res.Anomalies...)
+	}
+	models.SortAnomalies(out)
+	return out
+}
+
+// maxNotes bounds the notes about a damaged history: a file with a million
+// bad lines must not produce a million-line report.
+const maxNotes = 20
+
+// CheckFile checks a history file in one streaming pass: each line is
+// parsed, paired into an operation and dropped, so memory grows with the
+// number of operations, not with the file's bytes. A malformed line is a
+// *history.ParseError naming it (unless Options.Lenient).
+func CheckFile(ctx context.Context, path string, opts Options) (*Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var size int64
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
+	}
+	a, err := newAnalyzer(opts)
+	if err != nil {
+		return nil, err
+	}
+	rd := history.NewReader(f)
+	last := time.Now()
+	for n := 0; ; n++ {
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *history.ParseError
+			if !opts.Lenient || !errors.As(err, &pe) {
+				return nil, err
+			}
+			a.damaged(err.Error())
+			continue
+		}
+		if err := a.add(e); err != nil {
+			if !opts.Lenient {
+				return nil, &history.ParseError{Line: rd.Line(), Err: err}
+			}
+			a.damaged(fmt.Sprintf("history line %d: %v", rd.Line(), err))
+		}
+		if n%65536 == 0 {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if opts.Progress != nil && time.Since(last) > time.Second {
+				last = time.Now()
+				pct := 0.0
+				if size > 0 {
+					pct = 100 * float64(rd.BytesRead) / float64(size)
+				}
+				fmt.Fprintf(opts.Progress, "check: read %d lines (%.0f%%), %d operations\n", rd.Line(), pct, len(a.ops))
+			}
+		}
+	}
+	if rd.Truncated {
+		a.notes = append(a.notes, fmt.Sprintf("skipped the last line (%d): it was cut short, as by a crash while it was written; everything before it was checked", rd.Line()))
+	}
+	if opts.Progress != nil && size > 64<<20 {
+		fmt.Fprintf(opts.Progress, "check: read %d lines, %d operations; checking\n", rd.Line(), len(a.ops))
+	}
+	return a.finish(ctx), nil
+}
+
+// Check is CheckFile for a history in memory (tests, other tools' events).
+// A pairing error is returned as it is.
+func Check(ctx context.Context, events []history.Event, opts Options) (*Result, error) {
+	a, err := newAnalyzer(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if err := a.add(e); err != nil {
+			if !opts.Lenient {
+				return nil, err
+			}
+			a.damaged(err.Error())
+		}
+	}
+	return a.finish(ctx), nil
+}
+
+// analyzer is the one pass: every event goes through add once.
+type analyzer struct {
+	opts     Options
+	sem      models.Semantics
+	checkers []Checker
+
+	pairer   *history.Pairer
+	ops      []*history.Op
+	leases   *overlap.Finder
+	leaseErr error
+	faults   faultPairer
+	run      runReader
+	nemeses  map[string]NemesisCount
+
+	events, tampered int
+	keys             map[string]bool
+	procs            map[int]bool
+	end              int64
+	damage           int
+	notes            []string
+}
+
+func newAnalyzer(opts Options) (*analyzer, error) {
+	sem, err := opts.Semantics.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.MinOps == 0 {
+		opts.MinOps = DefaultMinOps
+	}
+	cs := opts.Checkers
+	if cs == nil {
+		if cs, err = checkers(opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Checker == "" {
+		opts.Checker = CheckerBoth
+	}
+	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(),
+		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
+		keys: map[string]bool{}, procs: map[int]bool{}}, nil
+}
+
+func (a *analyzer) add(e history.Event) error {
+	a.events++
+	a.end = max(a.end, e.Time)
+	switch {
+	case e.IsClient():
+		a.keys[e.Key] = true
+		a.procs[e.Process] = true
+	case e.IsRun():
+		a.run.add(e)
+	case e.IsTamper():
+		a.tampered++
+	case e.Process == history.NemesisProcess:
+		if a.faults.add(e) {
+			break
+		}
+		switch extraString(e.Extra, "action") {
+		case "error":
+			c := a.nemeses[e.F]
+			c.Failed++
+			c.LastError = extraString(e.Extra, "error")
+			a.nemeses[e.F] = c
+		}
+	}
+	op, err := a.pairer.Add(e)
+	if err != nil {
+		return err
+	}
+	if op != nil {
+		a.ops = append(a.ops, op)
+	}
+	if a.leaseErr == nil {
+		a.leaseErr = a.leases.Add(e, op)
+	}
+	return nil
+}
+
+// damaged notes a skipped line or event (Lenient).
+func (a *analyzer) damaged(why string) {
+	a.damage++
+	if a.damage <= maxNotes {
+		a.notes = append(a.notes, "skipped damaged "+clipNote(why))
+	}
+}
+
+func clipNote(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
+
+// finish runs the checkers on the paired operations and derives everything
+// else, each fact once.
+func (a *analyzer) finish(ctx context.Context) *Result {
+	start := time.Now()
+	ops := append(a.ops, a.pairer.Finish()...)
+	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+	r := &Result{Semantics: a.sem, Ops: ops, End: a.end, checkers: a.checkers,
+		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL}}
+	if a.damage > maxNotes {
+		a.notes = append(a.notes, fmt.Sprintf("%d damaged lines or events in all", a.damage))
+	}
+	r.Notes = a.notes
+	r.Counts = a.count(ops)
+	r.Faults = a.faults.periods(a.end)
+	r.Counts.Faults = len(r.Faults)
+	for _, f := range r.Faults {
+		if !f.Instant() {
+			c := a.nemeses[f.Nemesis]
+			c.Started++
+			a.nemeses[f.Nemesis] = c
+		}
+	}
+	r.Nemeses = a.nemeses
+	r.Run = a.run.record()
+
+	for _, c := range a.checkers {
+		if a.opts.Progress != nil && len(ops) > 1_000_000 {
+			fmt.Fprintf(a.opts.Progress, "check: %s on %d operations\n", c.Name(), len(ops))
+		}
+		r.Checks = append(r.Checks, c.Check(ctx, ops, a.sem)...)
+		if k, ok := c.(KeyResulter); ok {
+			r.Keys = append(r.Keys, k.KeyResults()...)
+		}
+	}
+	if a.leaseErr != nil {
+		r.Notes = append(r.Notes, "no lease-overlap analysis: "+a.leaseErr.Error())
+	} else {
+		rep := a.leases.Report()
+		r.Leases = &rep
+		if len(rep.Overlaps) > 0 && !hasModel(r.Checks, models.ModelLease) {
+			r.Checks = append(r.Checks, models.Result{Checker: models.CheckerDirect, Model: models.ModelLease,
+				Verdict: models.Valid, Anomalies: rep.Anomalies(), Ops: rep.Leases,
+				Reason: fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", len(rep.Overlaps))})
+		}
+	}
+	// A check that passed may still list what it saw: those are findings.
+	for i := range r.Checks {
+		if r.Checks[i].Verdict == models.Valid {
+			for j := range r.Checks[i].Anomalies {
+				r.Checks[i].Anomalies[j].Finding = true
+			}
+		}
+	}
+	nameCauses(r)
+	r.combine()
+	r.gate(a.damage)
+	r.ViolationKinds = violationKinds(r.Checks)
+	if r.Verdict == models.Invalid {
+		r.FirstViolation = firstViolation(r.Checks)
+	}
+	r.Latency = latencies(ops)
+	r.Notes = append(r.Notes, r.Run.Notes()...)
+	r.ExitCode = ExitCode(r.Verdict)
+	r.Elapsed = time.Since(start)
+	return r
+}
+
+func violationKinds(checks []models.Result) map[string]int {
+	out := map[string]int{}
+	for _, res := range checks {
+		if res.Verdict == models.Valid {
+			continue
+		}
+		if len(res.KindCounts) > 0 {
+			for k, n := range res.KindCounts {
+				if k != models.KindTokensNotAuthenticated && k != models.KindLeaseOverlap {
+					out[k] += n
+				}
+			}
+			continue
+		}
+		for _, an := range res.Anomalies {
+			if !an.Finding {
+				out[an.Kind]++
+			}
+		}
+	}
+	return out
+}
+
+func firstViolation(checks []models.Result) *models.Anomaly {
+	var first *models.Anomaly
+	for i := range checks {
+		for j := range checks[i].Anomalies {
+			a := &checks[i].Anomalies[j]
+			if !a.Finding && (first == nil || a.At < first.At) {
+				first = a
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	c := *first
+	return &c
+}
+
+// CanVisualize reports whether a checker of this analysis can draw its keys
+// (Visualize).
+func (r *Result) CanVisualize() bool {
+	for _, c := range r.checkers {
+		if _, ok := c.(Visualizer); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Visualize writes a checker's HTML visualization of one key of one model
+// (Porcupine's: every operation on a timeline per client, the longest
+// linearizations found), annotated with the fault periods and the anomalies
+// found on that key.
+func (r *Result) Visualize(model, key string, w io.Writer) error {
+	for _, c := range r.checkers {
+		if v, ok := c.(Visualizer); ok {
+			return v.Visualize(model, key, r.annotations(model, key), w)
+		}
+	}
+	return errors.New("no checker of this analysis draws keys")
+}
+
+func (r *Result) annotations(model, key string) []models.Annotation {
+	var notes []models.Annotation
+	for _, f := range r.Faults {
+		notes = append(notes, models.Annotation{Tag: "faults", Start: f.Start, End: f.Stop,
+			Description: f.Nemesis, Details: f.Node, Color: "#fde2c8"})
+	}
+	for _, res := range r.Checks {
+		for _, a := range res.Anomalies {
+			if a.Model != model || a.Key != key || a.At == history.Never {
+				continue
+			}
+			color := "#f7c6c6"
+			if a.Finding {
+				color = "#fff3b0"
+			}
+			notes = append(notes, models.Annotation{Tag: "anomalies (" + res.Checker + ")", Start: a.At,
+				Description: a.Kind, Details: a.Text, Color: color})
+		}
+	}
+	return notes
+}
+
+// Quantile of sorted values, nearest-rank (the latency figures' rule).
+func Quantile(sorted []int64, q float64) int64 { return quantile(sorted, q) }
+
+// hasModel reports whether a checker already answered for model (a replay of
+// stored results brings its own lease findings).
+func hasModel(checks []models.Result, model string) bool {
+	for _, c := range checks {
+		if c.Model == model {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,242 @@
+package analysis
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// The cause rule, the one place a violation is attributed to a fault: the
+// anomaly text, results.json's after_fault, the CLI summary and the report
+// all show what nameCauses sets.
+//
+// A fault explains an anomaly when it is of a kind that can produce it
+// (causeRules), lies in the anomaly's window (from the earliest call among
+// its operations to when the history showed it: between the two acquires of
+// a token regression, since the overwritten write of a stale read), and,
+// preferably, acted on a node the operations went to. Of the kinds a rule
+// lists, earlier tiers are preferred (a counter that resets is likelier
+// after a restart than after a partition); within a tier the latest such
+// fault. An accepted write without a valid token whose token the strip proxy
+// changed is explained by that strip fault. Only when nothing fits is the
+// last fault event (a start, or a stop) before the anomaly named, and the
+// words then say that it is only that. The rule names a fault; it does not
+// prove causation.
+
+// causeSeparator joins an anomaly's text and its cause's.
+const causeSeparator = " — "
+
+type causeRule struct {
+	// tiers are the nemeses that can produce the anomaly, likeliest first.
+	tiers [][]string
+	// window says in words where the fault lies.
+	window string
+	// tamper: the strip proxy's tampering with the accepted write explains it.
+	tamper bool
+}
+
+var (
+	restarts  = []string{"restart", "restart-wipe", "power-loss"}
+	lostState = [][]string{restarts, {"partition"}}
+	lateWrite = [][]string{restarts, {"partition"}, {"delay", "pause"}}
+
+	issuerRule   = causeRule{tiers: [][]string{restarts, {"partition"}, {"clock"}}, window: "between the acquires"}
+	readRule     = causeRule{tiers: lostState, window: "since the overwritten write"}
+	writeRule    = causeRule{tiers: lateWrite, window: "since the overwritten write"}
+	strippedRule = causeRule{tamper: true, window: "tampering with this write's token"}
+)
+
+// causeRules maps anomaly kinds to what can explain them; other kinds get
+// the last fault event before them.
+var causeRules = map[string]causeRule{
+	models.KindTokenRegression:        issuerRule,
+	models.KindDuplicateToken:         issuerRule,
+	models.KindStaleRead:              readRule,
+	models.KindStaleWriteAccepted:     writeRule,
+	models.KindReplayAccepted:         writeRule,
+	models.KindMissingTokenAccepted:   strippedRule,
+	models.KindMalformedTokenAccepted: strippedRule,
+}
+
+// notLinearizableRules: Porcupine names no pattern, only the operations
+// whose completion made the key non-linearizable, which bound nothing: a
+// key's not-linearizable gets the cause of another checker's anomaly on that
+// key when there is one (the same fault, in every rendering), else a fault
+// of a kind the model's anomalies come from, anywhere before it.
+var notLinearizableRules = map[string]causeRule{
+	models.ModelIssuer:   {tiers: issuerRule.tiers, window: "before it"},
+	models.ModelRegister: {tiers: lateWrite, window: "before it"},
+}
+
+// nameCauses sets the Cause of every violation in r.Checks and appends its
+// words to the anomaly's text.
+func nameCauses(r *Result) {
+	type keyOf struct{ model, key string }
+	explained := map[keyOf][]*models.Anomaly{}
+	each := func(fn func(a *models.Anomaly)) {
+		for i := range r.Checks {
+			for j := range r.Checks[i].Anomalies {
+				if a := &r.Checks[i].Anomalies[j]; !a.Finding {
+					fn(a)
+				}
+			}
+		}
+	}
+	set := func(a *models.Anomaly, c *models.Cause) {
+		if c != nil {
+			a.Cause = c
+			a.Text += causeSeparator + c.Text
+		}
+	}
+	each(func(a *models.Anomaly) {
+		if a.Kind == models.KindNotLinearizable {
+			return
+		}
+		set(a, r.cause(a))
+		if a.Cause != nil && a.Cause.Explains {
+			k := keyOf{a.Model, a.Key}
+			explained[k] = append(explained[k], a)
+		}
+	})
+	each(func(a *models.Anomaly) {
+		if a.Kind != models.KindNotLinearizable {
+			return
+		}
+		var best *models.Anomaly
+		for _, o := range explained[keyOf{a.Model, a.Key}] {
+			if o.At <= a.At && (best == nil || o.At > best.At) {
+				best = o
+			}
+		}
+		if best == nil {
+			set(a, r.cause(a))
+			return
+		}
+		c := *best.Cause
+		c.Delay = a.At - c.Start
+		set(a, &c)
+	})
+}
+
+// cause applies the rule to one anomaly.
+func (r *Result) cause(a *models.Anomaly) *models.Cause {
+	rule, ok := causeRules[a.Kind]
+	if a.Kind == models.KindNotLinearizable {
+		rule, ok = notLinearizableRules[a.Model]
+	}
+	var ops []*history.Op
+	for _, id := range a.Ops {
+		if op := r.Op(id); op != nil {
+			ops = append(ops, op)
+		}
+	}
+	if ok && len(ops) > 0 {
+		if i := r.explaining(rule, a, ops); i >= 0 {
+			f := r.Faults[i]
+			return r.causeOf(i, a, true, fmt.Sprintf("explained by %s %s %s", f.what(), span(f), rule.window))
+		}
+	}
+	return r.lastFaultBefore(a)
+}
+
+// explaining is the index of the fault that explains a under rule, or -1.
+func (r *Result) explaining(rule causeRule, a *models.Anomaly, ops []*history.Op) int {
+	if rule.tamper {
+		w := ops[0]
+		if w.F != history.Write || w.Tampered == "" {
+			return -1
+		}
+		best := -1
+		for i, f := range r.Faults {
+			if f.Nemesis == history.Tamper && !f.Instant() && f.Start <= w.Completed && f.Stop >= w.Call {
+				best = i
+			}
+		}
+		return best
+	}
+	from := ops[0].Call
+	nodes := map[string]bool{}
+	for _, op := range ops {
+		from = min(from, op.Call)
+		if op.Node != "" {
+			nodes[op.Node] = true
+		}
+	}
+	if a.Kind == models.KindNotLinearizable {
+		from = 0
+	}
+	for _, tier := range rule.tiers {
+		onNode, anyNode := -1, -1
+		for i, f := range r.Faults {
+			if f.Instant() || f.Start > a.At || f.Stop < from || !contains(tier, f.Nemesis) {
+				continue
+			}
+			anyNode = i // faults are by start: the latest so far
+			if len(nodes) == 0 || f.on(nodes) {
+				onNode = i
+			}
+		}
+		if onNode >= 0 {
+			return onNode
+		}
+		if anyNode >= 0 {
+			return anyNode
+		}
+	}
+	return -1
+}
+
+// lastFaultBefore names the fault event (a start, or the stop of a fault:
+// a node coming back) that came last at or before the anomaly.
+func (r *Result) lastFaultBefore(a *models.Anomaly) *models.Cause {
+	t := a.At
+	if t <= 0 {
+		return nil
+	}
+	last, lastAt, ended := -1, int64(-1), false
+	for i, f := range r.Faults {
+		if f.Instant() {
+			continue
+		}
+		if !f.Open && f.Stop <= t && f.Stop >= lastAt {
+			last, lastAt, ended = i, f.Stop, true
+		}
+		if f.Start <= t && f.Start > lastAt {
+			last, lastAt, ended = i, f.Start, false
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	f := r.Faults[last]
+	text := fmt.Sprintf("the last fault event before it: %s began at %s, %s before", f.what(), models.Secs(f.Start), models.Secs(t-f.Start))
+	if ended {
+		text = fmt.Sprintf("the last fault event before it: %s %s ended %s before", f.what(), span(f), models.Secs(t-f.Stop))
+	}
+	return r.causeOf(last, a, false, text)
+}
+
+func (r *Result) causeOf(i int, a *models.Anomaly, explains bool, text string) *models.Cause {
+	f := r.Faults[i]
+	return &models.Cause{Fault: i, Nemesis: f.Nemesis, Node: f.Node, Start: f.Start, Stop: f.Stop, Open: f.Open,
+		Delay: a.At - f.Start, Explains: explains, Text: text}
+}
+
+// span is a fault's period in words: "(2.25–2.88 s)", "(from 2.25 s)".
+func span(f Fault) string {
+	if f.Open {
+		return fmt.Sprintf("(from %s)", models.Secs(f.Start))
+	}
+	return fmt.Sprintf("(%s–%s)", strings.TrimSuffix(models.Secs(f.Start), " s"), models.Secs(f.Stop))
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

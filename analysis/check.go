@@ -1,0 +1,194 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/models"
+)
+
+// combine sets the checkers' verdict and its reason, by one rule:
+//
+//   - a violation listed by a checker whose violations are proofs (the
+//     direct checks) makes the history invalid;
+//   - otherwise the complete checkers of each model decide it: invalid when
+//     one says invalid and none valid; unknown with both answers when they
+//     disagree (a checker bug); unknown when none decided (a Porcupine
+//     timeout with no fast checker);
+//   - valid otherwise.
+//
+// The gate may then turn a valid verdict into unknown.
+func (r *Result) combine() {
+	find := func(model string) (proofs, complete []*models.Result) {
+		for i := range r.Checks {
+			c := &r.Checks[i]
+			if c.Model != model {
+				continue
+			}
+			if c.Proofs {
+				proofs = append(proofs, c)
+			}
+			if c.Complete {
+				complete = append(complete, c)
+			}
+		}
+		return proofs, complete
+	}
+	decisive := func(c *models.Result) bool { return c.Verdict == models.Valid || c.Verdict == models.Invalid }
+
+	var proven, invalid, unknown, disagree []string
+	for _, m := range []string{models.ModelRegister, models.ModelIssuer} {
+		proofs, complete := find(m)
+		for _, p := range proofs {
+			if p.Verdict == models.Invalid {
+				proven = append(proven, fmt.Sprintf("%s: %s", m, kindSummary(p)))
+			}
+		}
+		var answers []string
+		verdicts := map[models.Verdict]bool{}
+		for _, c := range complete {
+			if decisive(c) {
+				verdicts[c.Verdict] = true
+				answers = append(answers, fmt.Sprintf("%s says %s", c.Checker, c.Verdict))
+			}
+		}
+		switch {
+		case len(verdicts) > 1:
+			disagree = append(disagree, fmt.Sprintf("%s: %s", m, strings.Join(answers, ", ")))
+		case verdicts[models.Invalid]:
+			for _, c := range complete {
+				if decisive(c) && !c.Proofs {
+					invalid = append(invalid, fmt.Sprintf("%s: %s says invalid", m, c.Checker))
+				}
+			}
+		case !verdicts[models.Valid]:
+			for _, c := range complete {
+				unknown = append(unknown, fmt.Sprintf("%s: %s: %s", m, c.Checker, c.Reason))
+			}
+			if len(complete) == 0 && len(proofs) > 0 {
+				unknown = append(unknown, m+": no complete checker ran")
+			}
+		}
+	}
+	switch {
+	case len(proven) > 0:
+		r.Verdict = models.Invalid
+		r.Reason = strings.Join(append(proven, invalid...), "; ")
+		if len(disagree) > 0 {
+			r.Reason += "; complete checkers disagree: " + strings.Join(disagree, "; ")
+		}
+	case len(disagree) > 0:
+		r.Verdict = models.Unknown
+		r.Reason = "complete checkers disagree (a checker bug; see both answers): " + strings.Join(disagree, "; ")
+	case len(invalid) > 0:
+		r.Verdict = models.Invalid
+		r.Reason = strings.Join(invalid, "; ")
+	case len(unknown) > 0:
+		r.Verdict = models.Unknown
+		r.Reason = strings.Join(unknown, "; ")
+	case len(r.Checks) == 0:
+		r.Verdict = models.Unknown
+		r.Reason = "no checker result"
+	default:
+		r.Verdict = models.Valid
+	}
+}
+
+func kindSummary(res *models.Result) string {
+	counts := res.KindCounts
+	if counts == nil {
+		counts = map[string]int{}
+		for _, a := range res.Anomalies {
+			counts[a.Kind]++
+		}
+	}
+	var parts []string
+	for k, n := range counts {
+		if k == models.KindTokensNotAuthenticated {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", n, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// gate applies what a release gate needs beyond the checkers' verdict: a
+// valid history from a run that did too little, or did not finish, is
+// unknown; a violation is a violation however the run went. It reads the
+// run from the history itself (run and nemesis events), so a re-check of a
+// stored run reaches the same verdict as the run did. damage is how many
+// lines or events a lenient read skipped: a damaged history is unknown
+// whatever the checkers say, as a skipped line can hide or fake a violation.
+func (r *Result) gate(damage int) {
+	var why []string
+	if min := r.Settings.MinOps; min > 0 && r.Counts.Definite < min {
+		why = append(why, fmt.Sprintf("too few operations to judge: only %d ended ok or fail; the gate needs at least %d (--min-ops)", r.Counts.Definite, min))
+	}
+	if run := r.Run; run != nil {
+		for _, n := range namedNemeses(run.Requested) {
+			if reason, ok := run.NotApplicable[n]; ok {
+				why = append(why, fmt.Sprintf("nemesis %s was requested but cannot act on this target: %s", n, reason))
+				continue
+			}
+			c := r.Nemeses[n]
+			if c.Started > 0 {
+				continue
+			}
+			msg := fmt.Sprintf("nemesis %s was requested but never took effect", n)
+			switch {
+			case c.LastError != "":
+				msg += ": " + c.LastError
+			case run.Waited[n] > 0:
+				msg += ": every node it could act on was held by another fault until the run ended (a longer --time gives it a turn)"
+			}
+			why = append(why, msg)
+		}
+		switch {
+		case run.CutShort:
+			why = append(why, "the run was cut short (interrupted before its final phase completed)")
+		case !run.Ended:
+			why = append(why, "the run did not finish: the history has no end event (the harness was killed, or the run is still going)")
+		case !run.Complete:
+			w := "the run's final phase did not complete (heal, recovery or final reads failed)"
+			if len(run.Problems) > 0 {
+				w += ": " + strings.Join(run.Problems, "; ")
+			}
+			why = append(why, w)
+		}
+	}
+	if damage > 0 {
+		why = append(why, fmt.Sprintf("the history is damaged: %d lines or events were skipped, so no verdict can be trusted", damage))
+	}
+	r.GateReasons = why
+	if len(why) == 0 {
+		return
+	}
+	switch {
+	case damage > 0:
+		if r.Verdict != models.Unknown {
+			why = append(why, fmt.Sprintf("the checkers said %s (%s)", r.Verdict, r.Reason))
+		} else if r.Reason != "" {
+			why = append(why, r.Reason)
+		}
+		r.Verdict, r.Reason = models.Unknown, strings.Join(why, "; ")
+	case r.Verdict == models.Valid:
+		r.Verdict, r.Reason = models.Unknown, "the history is valid, but "+strings.Join(why, "; ")
+	case r.Verdict == models.Invalid:
+		r.Reason += " (a violation is a violation, although " + strings.Join(why, "; ") + ")"
+	}
+}
+
+// namedNemeses lists explicitly named nemeses ("all" names none: it means
+// whatever applies).
+func namedNemeses(spec string) []string {
+	var out []string
+	for _, n := range strings.Split(spec, ",") {
+		n = strings.TrimSpace(n)
+		if n != "" && n != "all" && n != "none" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// RunRecord is what a history's run events (history/run.go) say about the
+// run that recorded it: what it set out to do and how far it got.
+type RunRecord struct {
+	// Requested is the nemesis list as asked for ("all", "pause,restart",
+	// "none"); Nemeses those that acted; NotApplicable each requested one
+	// that could not act on the target, with why.
+	Requested     string            `json:"requested,omitempty"`
+	Nemeses       []string          `json:"nemeses,omitempty"`
+	NotApplicable map[string]string `json:"not_applicable,omitempty"`
+	// Phases are the phases begun, in order ("main", "final").
+	Phases []string `json:"phases,omitempty"`
+	// Problems went wrong without stopping the run (a recovery that timed
+	// out), in words.
+	Problems []string `json:"problems,omitempty"`
+	// Ended: the history has the end event. Complete: heal, recovery and
+	// final reads all succeeded. CutShort: the run was interrupted.
+	Ended    bool `json:"ended"`
+	Complete bool `json:"complete"`
+	CutShort bool `json:"cut_short,omitempty"`
+	// Waited counts, per nemesis, the tries that found every node it could
+	// act on held by another fault (end event's extra.waited, if recorded).
+	Waited map[string]int `json:"waited,omitempty"`
+}
+
+// runReader collects the run events of one history.
+type runReader struct {
+	seen bool
+	rec  RunRecord
+}
+
+func (r *runReader) add(e history.Event) {
+	r.seen = true
+	x := e.Extra
+	switch extraString(x, "action") {
+	case history.RunStart:
+		r.rec.Requested = extraString(x, "requested")
+		_ = json.Unmarshal(x["nemeses"], &r.rec.Nemeses)
+		_ = json.Unmarshal(x["not_applicable"], &r.rec.NotApplicable)
+	case history.RunPhase:
+		r.rec.Phases = append(r.rec.Phases, extraString(x, "phase"))
+	case history.RunProblem:
+		p := extraString(x, "error")
+		if ph := extraString(x, "phase"); ph != "" {
+			p = ph + ": " + p
+		}
+		r.rec.Problems = append(r.rec.Problems, p)
+	case history.RunEnd:
+		r.rec.Ended = true
+		_ = json.Unmarshal(x["complete"], &r.rec.Complete)
+		_ = json.Unmarshal(x["cut_short"], &r.rec.CutShort)
+		_ = json.Unmarshal(x["waited"], &r.rec.Waited)
+	}
+}
+
+// record is the run record, or nil when the history had no run event.
+func (r *runReader) record() *RunRecord {
+	if !r.seen {
+		return nil
+	}
+	rec := r.rec
+	return &rec
+}
+
+// Notes are what the reader of the report must know about the run itself
+// (nil for a nil record).
+func (r *RunRecord) Notes() []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	var na []string
+	for n, why := range r.NotApplicable {
+		na = append(na, fmt.Sprintf("nemesis %s not applicable: %s", n, why))
+	}
+	sort.Strings(na)
+	out = append(out, na...)
+	for _, p := range r.Problems {
+		out = append(out, "problem during the run: "+p)
+	}
+	return out
+}

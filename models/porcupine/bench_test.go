@@ -1,0 +1,95 @@
+package porcupine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/models/historytest"
+)
+
+// Workload-like histories: 5 writer clients per key (acquire, write, read),
+// 8 keys, 2% timeouts.
+func benchmarkCheckPorcupine(b *testing.B, ops int) {
+	events := historytest.Simulate(historytest.SimConfig{Ops: ops, Keys: 8, ClientsPerKey: 5, InfoRate: 0.02, Seed: 1, Acquires: true}).Events()
+	paired, err := history.Pair(events)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sem := models.DefaultSemantics()
+	b.ReportAllocs()
+	var porc time.Duration
+	for b.Loop() {
+		c := New(10 * time.Minute)
+		for _, r := range c.Check(context.Background(), paired, sem) {
+			if r.Verdict != models.Valid {
+				b.Fatalf("%s: %s: %s", r.Model, r.Verdict, r.Reason)
+			}
+			if r.Model == models.ModelRegister {
+				porc += r.Duration
+			}
+		}
+	}
+	b.ReportMetric(float64(porc.Nanoseconds())/float64(b.N)/1e6, "porcupine-ms/op")
+	b.ReportMetric(float64(ops), "history-ops")
+}
+
+func BenchmarkCheckPorcupine10k(b *testing.B)  { benchmarkCheckPorcupine(b, 10_000) }
+func BenchmarkCheckPorcupine100k(b *testing.B) { benchmarkCheckPorcupine(b, 100_000) }
+
+// BenchmarkMatrix is Porcupine on the performance matrix
+// (historytest.PerfMatrix; models/fast's BenchmarkMatrix has the fast
+// checker on the same histories). Filter with -bench, e.g.
+//
+//	go test ./models/porcupine -run '^$' -bench 'Matrix/ops=100000/clients=20/' -benchtime 1x
+//
+// Each case reports peak-heap-MB and how many keys Porcupine gave up on
+// (keys-timed-out) within its budget (FENCECHECK_BENCH_PORCUPINE_TIMEOUT,
+// default 10s). `go run ./cmd/perfdoc` writes the same figures to
+// docs/performance.md.
+func BenchmarkMatrix(b *testing.B) {
+	timeout := 10 * time.Second
+	if s := os.Getenv("FENCECHECK_BENCH_PORCUPINE_TIMEOUT"); s != "" {
+		if d, err := time.ParseDuration(s); err == nil {
+			timeout = d
+		}
+	}
+	sem := models.DefaultSemantics()
+	for _, c := range historytest.PerfMatrix() {
+		b.Run(c.String(), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "history.jsonl")
+			if err := historytest.WritePerfHistory(c, path); err != nil {
+				b.Fatal(err)
+			}
+			events, err := history.ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ops, err := history.Pair(events)
+			if err != nil {
+				b.Fatal(err)
+			}
+			events = nil
+			var peak uint64
+			timedOut := 0.0
+			for i := 0; i < b.N; i++ {
+				peak = historytest.PeakHeap(func() {
+					pc := New(timeout)
+					pc.Check(context.Background(), ops, sem)
+					timedOut = 0
+					for _, k := range pc.KeyResults() {
+						if k.Verdict == models.Unknown {
+							timedOut++
+						}
+					}
+				})
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(timedOut, "keys-timed-out")
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package reports
+
+import (
+	"container/heap"
+	"slices"
+
+	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// opsView is how the page lays out the analysis's operations: by call time,
+// each on a row of the timeline. It holds pointers to the analysis's
+// operations, not copies.
+type opsView struct {
+	end  int64
+	ops  []*history.Op // by call, then invoke index
+	lane []int         // the row of ops[i]
+	// lanes lists each row's processes, in order.
+	lanes [][]int
+	keys  []string // sorted
+}
+
+func newOpsView(res *analysis.Result) *opsView {
+	v := &opsView{end: res.End, ops: append([]*history.Op(nil), res.Ops...)}
+	slices.SortFunc(v.ops, func(x, y *history.Op) int {
+		if x.Call != y.Call {
+			return cmpInt(x.Call, y.Call)
+		}
+		return cmpInt(x.ID, y.ID)
+	})
+	seen := map[string]bool{}
+	for _, o := range v.ops {
+		if !seen[o.Key] {
+			seen[o.Key] = true
+			v.keys = append(v.keys, o.Key)
+		}
+	}
+	slices.Sort(v.keys)
+	v.assignLanes()
+	return v
+}
+
+// done reports whether the operation's completion is in the history.
+func done(o *history.Op) bool { return o.Completed != history.Never }
+
+// barEnd is where the operation's bar ends: its completion (also for info),
+// or the end of the history when it never completed.
+func (v *opsView) barEnd(o *history.Op) int64 {
+	if done(o) {
+		return o.Completed
+	}
+	return v.end
+}
+
+// assignLanes gives every process a row of the timeline. A client that saw
+// info continues under a new process number, so drawing one row per process
+// would give thousands of rows; instead a process reuses the first row whose
+// previous process has finished, which keeps the rows close to the number of
+// concurrent clients.
+func (v *opsView) assignLanes() {
+	type span struct {
+		proc       int
+		first, end int64
+	}
+	spans := map[int]*span{}
+	var order []*span
+	for _, o := range v.ops {
+		s := spans[o.Process]
+		if s == nil {
+			s = &span{proc: o.Process, first: o.Call, end: v.barEnd(o)}
+			spans[o.Process] = s
+			order = append(order, s)
+		}
+		s.end = max(s.end, v.barEnd(o))
+	}
+	// order is by first call already (ops are sorted by call).
+	free := &laneHeap{}
+	laneOf := map[int]int{}
+	for _, s := range order {
+		lane := -1
+		if free.Len() > 0 && (*free)[0].end < s.first {
+			lane = heap.Pop(free).(laneEnd).lane
+		} else {
+			lane = len(v.lanes)
+			v.lanes = append(v.lanes, nil)
+		}
+		v.lanes[lane] = append(v.lanes[lane], s.proc)
+		laneOf[s.proc] = lane
+		heap.Push(free, laneEnd{lane: lane, end: s.end})
+	}
+	v.lane = make([]int, len(v.ops))
+	for i, o := range v.ops {
+		v.lane[i] = laneOf[o.Process]
+	}
+}
+
+type laneEnd struct {
+	lane int
+	end  int64
+}
+
+// laneHeap orders rows by when they become free, then by row number so the
+// layout is deterministic.
+type laneHeap []laneEnd
+
+func (h laneHeap) Len() int { return len(h) }
+func (h laneHeap) Less(i, j int) bool {
+	if h[i].end != h[j].end {
+		return h[i].end < h[j].end
+	}
+	return h[i].lane < h[j].lane
+}
+func (h laneHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *laneHeap) Push(x any)   { *h = append(*h, x.(laneEnd)) }
+func (h *laneHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
