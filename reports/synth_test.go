@@ -16,7 +16,7 @@ import (
 
 // synthRun writes a run folder with a workload-like simulated history of
 // about nOps operations (10 clients on 5 keys; a pause and a restart of the
-// node alternate every 5 s; 2% of operations time out) and returns its run
+// node alternate every 2 s; 2% of operations time out) and returns its run
 // info and its analysis. With wipe, the first restart loses every
 // high-water mark (the "resource forgets" bug) and the analysis finds the
 // stale writes the resource then accepted. checker is the analysis's
@@ -24,7 +24,7 @@ import (
 func synthRun(t testing.TB, dir string, nOps int, wipe bool, checker string) (RunInfo, *analysis.Result) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, LogsDir), 0o755))
 	h := historytest.Simulate(historytest.SimConfig{Seed: 1, Ops: nOps, Keys: 5, ClientsPerKey: 2, InfoRate: 0.02,
-		Acquires: true, MaxThink: 2, FaultEvery: 5000, FaultLen: 1500, ForgetHighWater: wipe})
+		Acquires: true, MaxThink: 2, FaultEvery: 2000, FaultLen: 600, ForgetHighWater: wipe})
 	path := filepath.Join(dir, HistoryFile)
 	require.NoError(t, h.WriteFile(path))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, LogsDir, "reference.log"),
