@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/models"
 )
 
