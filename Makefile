@@ -60,7 +60,7 @@ images: build deps-docker
 	./$(BIN) images
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./models/... ./nemesis/timewarp
+	$(GO) test -run '^$$' -bench . -benchmem ./models/... ./analysis/ ./nemesis/timewarp
 
 perf:
 	$(GO) run ./cmd/perfdoc > docs/performance.md

@@ -71,6 +71,7 @@ type pageData struct {
 	Duration        string
 	Semantics       string
 	FirstInvalid    string
+	Gate            []string
 	Notes           []string
 	Checks          []checkRow
 	Anomalies       []anomalyView
@@ -160,6 +161,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		Start:     "unknown",
 		Duration:  formatDuration(res.Duration),
 		Notes:     res.Notes,
+		Gate:      res.GateReasons,
 		Generated: res.GeneratedAt.Format(time.RFC3339),
 		CSS:       template.CSS(reportCSS),
 		JS:        template.JS(reportJS),

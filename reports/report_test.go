@@ -18,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 var testStart = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
@@ -441,4 +443,44 @@ func TestReportOfRealCheck(t *testing.T) {
 	again, err := Write(dir, RunInfo{Target: "memory"}, checkOf(t, filepath.Join(dir, HistoryFile), r.Checks))
 	require.NoError(t, err)
 	assert.Equal(t, r.Files.Visualizations, again.Files.Visualizations)
+}
+
+// The gate's reasons and how far the run got, as the analysis read them
+// from the run's own events, are rendered: results.json's gate_reasons and
+// completion, the page's Gate section.
+func TestGateAndCompletionAreRendered(t *testing.T) {
+	b := historytest.New().
+		Run(history.RunStart, 0, map[string]any{"requested": "pause,clock", "nemeses": []string{"pause", "clock"}}).
+		Fault("pause", "n1", 10, 20).
+		Write("r1", "1", "a", 30, 40).
+		Run(history.RunProblem, 50, map[string]any{"phase": "final", "error": "recovery: n2 did not answer"})
+	b.Run(history.RunEnd, 60, map[string]any{"complete": false})
+	dir := t.TempDir()
+	path := filepath.Join(dir, HistoryFile)
+	var buf bytes.Buffer
+	for _, e := range b.Events() {
+		line, err := json.Marshal(e)
+		require.NoError(t, err)
+		buf.Write(append(line, '\n'))
+	}
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	res, err := analysis.CheckFile(context.Background(), path, analysis.Options{MinOps: -1})
+	require.NoError(t, err)
+	r, err := Write(dir, RunInfo{Target: "memory"}, res)
+	require.NoError(t, err)
+	assert.Equal(t, models.Unknown, r.Verdict)
+	assert.Len(t, r.GateReasons, 2)
+	require.NotNil(t, r.Completion)
+	assert.True(t, r.Completion.Ended)
+	assert.False(t, r.Completion.Complete)
+	assert.Equal(t, []string{"pause", "clock"}, r.Run.Nemeses, "the nemeses from the run's own start event")
+	assert.Contains(t, r.Notes, "problem during the run: final: recovery: n2 did not answer")
+	assert.Contains(t, r.Summary, "nemesis clock was requested but never took effect")
+	page := readFile(t, dir, ReportFile)
+	assertHas(t, page, `<section id="gate"`)
+	assertHas(t, page, "the run&#39;s final phase did not complete")
+	var onDisk map[string]any
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, dir, ResultsFile)), &onDisk))
+	assert.Contains(t, onDisk, "gate_reasons")
+	assert.Contains(t, onDisk, "completion")
 }
