@@ -484,3 +484,28 @@ func TestGateAndCompletionAreRendered(t *testing.T) {
 	assert.Contains(t, onDisk, "gate_reasons")
 	assert.Contains(t, onDisk, "completion")
 }
+
+// A version 1 results.json (before the cause rule) re-renders with the
+// causes named once, by the current rule.
+func TestVersion1ResultsReRender(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "memory", "20261130T060000.000Z")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	b, err := os.ReadFile("testdata/invalid.jsonl")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, HistoryFile), b, 0o644))
+	v1 := `{"schema_version": 1, "verdict": "invalid", "run": {"target": "memory", "seed": 7},
+	  "checks": [{"checker": "direct", "model": "issuer", "verdict": "invalid", "anomalies": [
+	    {"kind": "token-regression", "model": "issuer", "key": "r1", "ops": [14, 6], "at_ns": 401000000,
+	     "text": "token 1 returned by acquire op 14 — 0.20 s after the restart of reference that began at 0.20 s"}]},
+	    {"checker": "porcupine", "model": "issuer", "verdict": "valid"}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ResultsFile), []byte(v1), 0o644))
+	st, err := LoadRun(dir)
+	require.NoError(t, err)
+	r, err := Write(dir, st.Info, checkOf(t, filepath.Join(dir, HistoryFile), st.Checks))
+	require.NoError(t, err)
+	assert.Equal(t, SchemaVersion, r.SchemaVersion)
+	assert.Equal(t, models.Invalid, r.Verdict, "direct proofs, marked by name for version 1")
+	assert.Contains(t, r.Reason, "complete checkers disagree", "porcupine said valid")
+	a := r.Checks[0].Anomalies[0]
+	assert.Equal(t, "token 1 returned by acquire op 14 — explained by the restart of reference (0.20–0.30 s) between the acquires", a.Text)
+}

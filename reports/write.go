@@ -190,6 +190,8 @@ func LoadRun(dir string) (*Stored, error) {
 		if res.SchemaVersion >= 2 {
 			o := res.Options
 			st.Options.Checker, st.Options.Timeout, st.Options.MinOps, st.Options.TTL = o.Checker, o.Timeout, o.MinOps, o.TTL
+		} else {
+			dropV1Causes(st.Checks)
 		}
 		return st, nil
 	}
@@ -229,6 +231,21 @@ func LoadRun(dir string) (*Stored, error) {
 		}
 	}
 	return st, nil
+}
+
+// dropV1Causes takes the fault words version 1 appended to each violation
+// ("… — 0.04 s after the restart of n1 (2.50–3.50 s) ended") off the text:
+// the analysis names causes again, by its rule (no checker's own text
+// contains " — ").
+func dropV1Causes(checks []models.Result) {
+	for i := range checks {
+		for j := range checks[i].Anomalies {
+			a := &checks[i].Anomalies[j]
+			if k := strings.LastIndex(a.Text, " — "); k >= 0 && !a.Finding && a.Cause == nil {
+				a.Text = a.Text[:k]
+			}
+		}
+	}
 }
 
 // listFiles lists regular files under dir/sub (relative to dir), sorted,
