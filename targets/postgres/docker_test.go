@@ -201,7 +201,7 @@ func TestPostgresAsync(t *testing.T) {
 		assert.Equal(t, models.Invalid, v.Verdict, "gate: %v", v.GateReasons)
 		assert.Equal(t, 1, v.ExitCode)
 		kinds := map[string]int{}
-		for _, a := range v.Report.Anomalies() {
+		for _, a := range v.Anomalies() {
 			kinds[a.Kind]++
 		}
 		t.Logf("anomalies: %v", kinds)

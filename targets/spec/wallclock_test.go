@@ -35,13 +35,13 @@ func TestWallclockTokensAreCaughtByClockFaults(t *testing.T) {
 		return v
 	}
 	v := run("none", 3)
-	assert.Equal(t, models.Valid, v.Verdict, "without faults: %v %v", v.Report.Anomalies(), v.GateReasons)
+	assert.Equal(t, models.Valid, v.Verdict, "without faults: %v %v", v.Anomalies(), v.GateReasons)
 
 	v = run("clock", 3)
 	require.Equal(t, models.Invalid, v.Verdict, "under clock faults: %v", v.GateReasons)
 	assert.Positive(t, v.Run.Nemeses["clock"].Started)
 	kinds := map[string]bool{}
-	for _, a := range v.Report.Anomalies() {
+	for _, a := range v.Anomalies() {
 		kinds[a.Kind] = true
 	}
 	assert.True(t, kinds[models.KindTokenRegression], "token regression found: %v", kinds)

@@ -133,7 +133,7 @@ func (s *Shared) Run(t *testing.T, n string, seed uint64, d time.Duration) *harn
 // clock, a step of the server's own clock.
 func (s *Shared) RequireValid(t *testing.T, v *harness.Verdict, n string) {
 	t.Helper()
-	if !assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons) {
+	if !assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons) {
 		logTails(t, filepath.Join(v.Run.Dir, "logs"))
 	}
 	assert.Positive(t, v.Run.Nemeses[n].Started, "nemesis %s took effect", n)
