@@ -58,7 +58,7 @@ func TestPythonExampleIsConformant(t *testing.T) {
 	assert.True(t, rep.Conformant(), "%v", rep.Deviations)
 	assert.Empty(t, rep.Skipped)
 
-	bad := conformOf(t, ConformConfig{Target: exampleSpec(t, false, "--bug", "missing-as-zero")})
+	bad := conformOf(t, ConformConfig{Target: exampleSpec(t, "", "--bug", "missing-as-zero")})
 	assert.True(t, bad.Has("write-missing-token"), "%v", bad.Deviations)
 }
 

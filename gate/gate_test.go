@@ -21,7 +21,10 @@ import (
 // exampleSpec writes a copy of the Python example's spec whose command
 // carries extra arguments (bug switches) and opts in to clock faults or
 // not. The copy points at the example's program by absolute path.
-func exampleSpec(t *testing.T, clock bool, args ...string) string {
+// exampleSpec runs examples/python-fence as a spec command node. clock is the
+// node's "clock" setting: "" (fencecheck moves the process's clock),
+// "offset-file" (the program applies the offset) or "none" (no clock faults).
+func exampleSpec(t *testing.T, clock string, args ...string) string {
 	t.Helper()
 	prog, err := filepath.Abs("../examples/python-fence/fence.py")
 	require.NoError(t, err)
@@ -29,8 +32,8 @@ func exampleSpec(t *testing.T, clock bool, args ...string) string {
 		"name": "n1", "roles": []string{"issuer", "resource"},
 		"command": append([]string{"python3", prog, "--port", "{port}", "--data", "{data}"}, args...),
 	}
-	if clock {
-		node["clock"] = "offset-file"
+	if clock != "" {
+		node["clock"] = clock
 	}
 	b, err := json.Marshal(map[string]any{"name": "python-fence", "nodes": []any{node}})
 	require.NoError(t, err)
@@ -55,7 +58,7 @@ func run(t *testing.T, cfg Config) *Result {
 // and the JUnit file is where CI expects it.
 func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	junit := filepath.Join(t.TempDir(), "fencecheck.xml")
-	res := run(t, Config{Target: exampleSpec(t, true), Time: 6 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
+	res := run(t, Config{Target: exampleSpec(t, "offset-file"), Time: 6 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
 	require.Equal(t, analysis.ExitValid, res.ExitCode, res.Summary())
 	assert.True(t, res.Passed())
 	assert.Equal(t, models.Valid, res.Verdict)
@@ -74,7 +77,7 @@ func TestCorrectHostProcessSystemPasses(t *testing.T) {
 // a kill -9 the server hands out tokens it handed out before. Only a fault
 // run finds it: exit 1.
 func TestBuggyHostProcessSystemFails(t *testing.T) {
-	res := run(t, Config{Target: exampleSpec(t, false, "--bug", "counter-in-memory"), Time: 8 * time.Second,
+	res := run(t, Config{Target: exampleSpec(t, "", "--bug", "counter-in-memory"), Time: 8 * time.Second,
 		Nemesis: "restart", Seed: 1})
 	require.Equal(t, analysis.ExitInvalid, res.ExitCode, res.Summary())
 	assert.Equal(t, models.Invalid, res.Verdict)
@@ -85,7 +88,7 @@ func TestBuggyHostProcessSystemFails(t *testing.T) {
 // A bug that breaks the contract stops the run before any fault: exit 3,
 // with the deviation in words.
 func TestContractBreakingSystemCannotRun(t *testing.T) {
-	res, err := Run(context.Background(), Config{Target: exampleSpec(t, false, "--bug", "accept-equal"),
+	res, err := Run(context.Background(), Config{Target: exampleSpec(t, "", "--bug", "accept-equal"),
 		Time: 3 * time.Second, Store: t.TempDir()})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, harness.ErrCannotRun)
@@ -97,7 +100,7 @@ func TestContractBreakingSystemCannotRun(t *testing.T) {
 // The clock nemesis on a system that did not opt in cannot act: a valid
 // history, but the gate says unknown and why.
 func TestFaultThatCannotApplyIsUnknown(t *testing.T) {
-	res := run(t, Config{Target: exampleSpec(t, false), Time: 3 * time.Second, Nemesis: "pause,clock"})
+	res := run(t, Config{Target: exampleSpec(t, "none"), Time: 3 * time.Second, Nemesis: "pause,clock"})
 	require.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
 	assert.Equal(t, models.Unknown, res.Verdict)
 	require.Contains(t, res.NotApplicable, "clock")
@@ -105,7 +108,7 @@ func TestFaultThatCannotApplyIsUnknown(t *testing.T) {
 }
 
 func TestTooShortForMinOpsIsUnknown(t *testing.T) {
-	res := run(t, Config{Target: exampleSpec(t, false), Time: 2 * time.Second, Nemesis: "none", MinOps: 1_000_000})
+	res := run(t, Config{Target: exampleSpec(t, ""), Time: 2 * time.Second, Nemesis: "none", MinOps: 1_000_000})
 	require.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
 	assert.Contains(t, strings.Join(res.Reasons, "\n"), "the gate needs at least 1000000 (--min-ops)")
 }
@@ -130,7 +133,7 @@ func TestUsageErrors(t *testing.T) {
 
 // A requested nemesis that cannot act is in the start event, with why.
 func TestHistoryRecordsANemesisThatCannotAct(t *testing.T) {
-	res := run(t, Config{Target: exampleSpec(t, false), Time: 2 * time.Second, Nemesis: "clock", Seed: 5})
+	res := run(t, Config{Target: exampleSpec(t, "none"), Time: 2 * time.Second, Nemesis: "clock", Seed: 5})
 	events, err := history.ReadFile(res.Run.HistoryPath)
 	require.NoError(t, err)
 	require.True(t, events[0].IsRun())
