@@ -274,12 +274,17 @@ func (s *server) lockOp(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var err error
-	switch op {
-	case "acquire":
+	granter, granting := s.store.(LeaseGranter)
+	switch {
+	case op == "acquire" && granting:
+		token, ttl, err = granter.AcquireLease(ctx, lock, owner, ttl)
+	case op == "acquire":
 		token, err = s.store.Acquire(ctx, lock, owner, ttl)
-	case "renew":
+	case op == "renew" && granting:
+		ttl, err = granter.RenewLease(ctx, lock, owner, token, ttl)
+	case op == "renew":
 		err = s.store.Renew(ctx, lock, owner, token, ttl)
-	case "release":
+	case op == "release":
 		err = s.store.Release(ctx, lock, owner, token)
 	}
 	switch {
@@ -290,7 +295,8 @@ func (s *server) lockOp(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.storeError(w, err)
 	default:
-		// ttl is 0 for release, so no ttl_ms is sent.
+		// ttl is the lease granted; it is 0 for release, so no ttl_ms is
+		// sent.
 		writeJSON(w, http.StatusOK, LockResponse{Token: s.formatToken(token), TTLMs: ttl.Milliseconds()})
 	}
 }

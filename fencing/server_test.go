@@ -231,6 +231,36 @@ func TestServerBodies(t *testing.T) {
 	assert.JSONEq(t, `{"token":"2","ttl_ms":2000}`, a.body)
 }
 
+// grantingStore grants leases of its own length whatever was asked, as a
+// ZooKeeper session's negotiated timeout does.
+type grantingStore struct {
+	*fakeStore
+	granted time.Duration
+}
+
+func (g grantingStore) AcquireLease(ctx context.Context, lock, owner string, ttl time.Duration) (uint64, time.Duration, error) {
+	t, err := g.Acquire(ctx, lock, owner, ttl)
+	return t, g.granted, err
+}
+
+func (g grantingStore) RenewLease(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) (time.Duration, error) {
+	return g.granted, g.Renew(ctx, lock, owner, token, ttl)
+}
+
+// The answers say the lease the store granted, not the one asked for.
+func TestServerAnswersGrantedLease(t *testing.T) {
+	h := NewServer(grantingStore{fakeStore: newFakeStore(), granted: 4 * time.Second}, ServerOptions{})
+	a := do(t, h, call{method: "POST", path: "/v1/locks/r1/acquire", body: `{"owner":"c7","ttl_ms":1000}`})
+	require.Equal(t, 200, a.status)
+	assert.JSONEq(t, `{"token":"1","ttl_ms":4000}`, a.body)
+	a = do(t, h, call{method: "POST", path: "/v1/locks/r1/renew", body: `{"owner":"c7","token":"1","ttl_ms":1000}`})
+	require.Equal(t, 200, a.status)
+	assert.JSONEq(t, `{"token":"1","ttl_ms":4000}`, a.body)
+	a = do(t, h, call{method: "POST", path: "/v1/locks/r1/renew", body: `{"owner":"c8","token":"1","ttl_ms":1000}`})
+	assert.Equal(t, 409, a.status)
+	assert.Equal(t, ErrWordLost, errWord(t, a))
+}
+
 func TestServerStoreFailureIs5xx(t *testing.T) {
 	fs := newFakeStore()
 	fs.fail = errors.New("disk on fire")

@@ -55,6 +55,17 @@ type UncheckedWriter interface {
 	WriteUnchecked(ctx context.Context, key string, token uint64, value []byte) error
 }
 
+// LeaseGranter is implemented by stores whose lease is not always the ttl
+// asked for: a ZooKeeper session's timeout is negotiated by the ensemble, and
+// etcd raises a short lease to its minimum. The acquire and renew answers
+// then say what was granted (ttl_ms), which is what a careful client, and a
+// pause sized to outlast the lease, must go by. The server prefers these
+// methods to Acquire and Renew when a store has them.
+type LeaseGranter interface {
+	AcquireLease(ctx context.Context, lock, owner string, ttl time.Duration) (token uint64, granted time.Duration, err error)
+	RenewLease(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) (granted time.Duration, err error)
+}
+
 // HealthChecker is implemented by stores that can tell whether they are ready
 // (a reachable backend); GET /v1/health answers 503 while it returns an error.
 type HealthChecker interface {

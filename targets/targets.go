@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/targets/postgres"
 	"github.com/fencecheck/fencecheck/targets/redis"
 	"github.com/fencecheck/fencecheck/targets/spec"
+	"github.com/fencecheck/fencecheck/targets/zookeeper"
 )
 
 // entry is one line of the table. open makes the target from a run's
@@ -37,6 +38,12 @@ var table = []entry{
 	{name: "etcd",
 		describe: "3 etcd members + 2 fenced adapters in containers (token = lock key's create revision, global scope)",
 		open:     func(harness.Config) (harness.Target, error) { return etcd.New(etcd.Options{}), nil }},
+	{name: "etcd-mutex",
+		describe: "3 etcd members + 2 adapters that lock through etcd's own client lock (concurrency.Session + Mutex; token = the mutex key's create revision)",
+		open:     func(harness.Config) (harness.Target, error) { return etcd.New(etcd.Options{Mutex: true}), nil }},
+	{name: "zookeeper",
+		describe: "3 ZooKeeper servers + 2 adapters in containers (lock recipe: token = the lock node's creation zxid, lease = a session; version-conditional set per write)",
+		open:     func(harness.Config) (harness.Target, error) { return zookeeper.New(zookeeper.Options{}), nil }},
 	{name: "redis",
 		describe: "Redis with AOF appendfsync always + 2 fenced adapters in containers (Lua scripts, per-lock tokens)",
 		open:     func(harness.Config) (harness.Target, error) { return redis.Durable(), nil }},

@@ -39,7 +39,10 @@ type Store struct {
 	timeout time.Duration
 }
 
-var _ fencing.Store = (*Store)(nil)
+var (
+	_ fencing.Store        = (*Store)(nil)
+	_ fencing.LeaseGranter = (*Store)(nil)
+)
 
 // StoreOptions configure OpenStore.
 type StoreOptions struct {
@@ -138,6 +141,13 @@ func leaseSeconds(ttl time.Duration) int64 {
 // revision, i.e. the revision of this transaction: etcd revisions only grow,
 // across all keys, so tokens are globally increasing.
 func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (uint64, error) {
+	token, _, err := s.AcquireLease(ctx, lock, owner, ttl)
+	return token, err
+}
+
+// AcquireLease is Acquire that also says the lease etcd granted: whole
+// seconds, and no less than etcd's minimum TTL.
+func (s *Store) AcquireLease(ctx context.Context, lock, owner string, ttl time.Duration) (uint64, time.Duration, error) {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
 	var lease *clientv3.LeaseGrantResponse
@@ -146,7 +156,7 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("etcd grant: %w", err)
+		return 0, 0, fmt.Errorf("etcd grant: %w", err)
 	}
 	key := s.lockKey(lock)
 	var resp *clientv3.TxnResponse
@@ -160,13 +170,13 @@ func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Durati
 	if err != nil {
 		// The lock may or may not be ours now; the lease expires by itself
 		// if nobody renews it.
-		return 0, fmt.Errorf("etcd acquire: %w", err)
+		return 0, 0, fmt.Errorf("etcd acquire: %w", err)
 	}
 	if !resp.Succeeded {
 		s.revokeQuietly(lease.ID)
-		return 0, fencing.ErrHeld
+		return 0, 0, fencing.ErrHeld
 	}
-	return uint64(resp.Header.Revision), nil
+	return uint64(resp.Header.Revision), time.Duration(lease.TTL) * time.Second, nil
 }
 
 // holder returns the lock key if owner holds it with token.
@@ -193,14 +203,20 @@ func (s *Store) holder(ctx context.Context, lock, owner string, token uint64) (*
 // again afterwards: a lease whose key was released in between must not
 // count as a renewed lock.
 func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
+	_, err := s.RenewLease(ctx, lock, owner, token, ttl)
+	return err
+}
+
+// RenewLease is Renew that also says the lease the holder now has.
+func (s *Store) RenewLease(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) (time.Duration, error) {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
 	resp, ok, err := s.holder(ctx, lock, owner, token)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !ok {
-		return fencing.ErrLost
+		return 0, fencing.ErrLost
 	}
 	old := clientv3.LeaseID(resp.Kvs[0].Lease)
 	var ka *clientv3.LeaseKeepAliveResponse
@@ -209,31 +225,31 @@ func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl
 		return err
 	}); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fencing.ErrLost
+			return 0, fencing.ErrLost
 		}
-		return fmt.Errorf("etcd keep-alive: %w", err)
+		return 0, fmt.Errorf("etcd keep-alive: %w", err)
 	}
 	if want := leaseSeconds(ttl); ka.TTL < want {
 		return s.moveToNewLease(ctx, lock, owner, token, want, old)
 	}
 	if _, ok, err := s.holder(ctx, lock, owner, token); err != nil {
-		return err
+		return 0, err
 	} else if !ok {
-		return fencing.ErrLost
+		return 0, fencing.ErrLost
 	}
-	return nil
+	return time.Duration(ka.TTL) * time.Second, nil
 }
 
 // moveToNewLease re-attaches the holder's key to a fresh lease of secs
 // seconds, only if owner still holds it with token.
-func (s *Store) moveToNewLease(ctx context.Context, lock, owner string, token uint64, secs int64, old clientv3.LeaseID) error {
+func (s *Store) moveToNewLease(ctx context.Context, lock, owner string, token uint64, secs int64, old clientv3.LeaseID) (time.Duration, error) {
 	var lease *clientv3.LeaseGrantResponse
 	err := retryNoLeader(ctx, func() (err error) {
 		lease, err = s.cli.Grant(ctx, secs)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("etcd grant: %w", err)
+		return 0, fmt.Errorf("etcd grant: %w", err)
 	}
 	key := s.lockKey(lock)
 	var resp *clientv3.TxnResponse
@@ -246,14 +262,14 @@ func (s *Store) moveToNewLease(ctx context.Context, lock, owner string, token ui
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("etcd renew: %w", err)
+		return 0, fmt.Errorf("etcd renew: %w", err)
 	}
 	if !resp.Succeeded {
 		s.revokeQuietly(lease.ID)
-		return fencing.ErrLost
+		return 0, fencing.ErrLost
 	}
 	s.revokeQuietly(old)
-	return nil
+	return time.Duration(lease.TTL) * time.Second, nil
 }
 
 // Release deletes the lock key only if owner holds it with token, then

@@ -36,6 +36,9 @@ type Options struct {
 	// Adapters is the number of adapter replicas (default 2); clients are
 	// spread over them.
 	Adapters int
+	// Mutex makes the adapters take locks through etcd's own client lock
+	// (MutexStore, backend etcd-mutex): the target "etcd-mutex".
+	Mutex bool
 	// Log receives setup messages (default: the run's log).
 	Log io.Writer
 	_   struct{}
@@ -104,7 +107,14 @@ func New(opts Options) harness.Target {
 	return t
 }
 
-func (t *Target) Name() string                { return "etcd" }
+// Name is "etcd", or "etcd-mutex" with Options.Mutex.
+func (t *Target) Name() string {
+	if t.opts.Mutex {
+		return "etcd-mutex"
+	}
+	return "etcd"
+}
+
 func (t *Target) Semantics() models.Semantics { return Semantics }
 
 func (t *Target) logf(format string, args ...any) {
@@ -113,7 +123,7 @@ func (t *Target) logf(format string, args ...any) {
 		w = t.env.Log
 	}
 	if w != nil {
-		fmt.Fprintf(w, "etcd: "+format+"\n", args...)
+		fmt.Fprintf(w, t.Name()+": "+format+"\n", args...)
 	}
 }
 
@@ -272,12 +282,20 @@ func (t *Target) adapterSpec(n node) docker.ContainerSpec {
 		IP:    n.ip,
 		Cmd: []string{"/usr/local/bin/fenced",
 			"--addr", "0.0.0.0:" + strconv.Itoa(adapterPort),
-			"--backend", "etcd",
+			"--backend", t.backend(),
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 		},
 		User:  docker.HostUser(),
 		Ports: []int{adapterPort},
 	}
+}
+
+// backend is the adapters' fenced backend.
+func (t *Target) backend() string {
+	if t.opts.Mutex {
+		return "etcd-mutex"
+	}
+	return "etcd"
 }
 
 // memberURL is a member's client URL as the host reaches it: through its
