@@ -6,6 +6,8 @@
 #   postgresql-15 the PostgreSQL image is assembled from Debian's PostgreSQL 15
 #   mariadb-server the MariaDB image (target mysql) from Debian's MariaDB 10.11
 #   gcc           the Redis image's clock-skew library is compiled at build
+#   zookeeper     the ZooKeeper image is assembled from Debian's zookeeper
+#                 and the Java runtime it depends on (default-jre-headless)
 #   chromium      the browser test loads report.html in headless Chromium
 # It never changes host firewall rules or anything else.
 set -euo pipefail
@@ -16,6 +18,7 @@ command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+{ [ -f /usr/share/java/zookeeper.jar ] && [ -x /usr/bin/java ]; } || need+=(zookeeper default-jre-headless)
 # `deps.sh docker` (make test) needs no browser; `deps.sh` (make check) does.
 if [ "${1:-all}" = all ]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi

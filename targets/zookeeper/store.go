@@ -171,6 +171,21 @@ func (s *Store) ensure(ctx context.Context, conn *zk.Conn, p string) error {
 	return nil
 }
 
+// again runs call, and once more after making dir anew if it failed because
+// a parent node is missing: the paths ensure remembers may have been deleted
+// by hand (or between test runs), and a failed create had no effect.
+func (s *Store) again(ctx context.Context, conn *zk.Conn, dir string, call func() error) error {
+	err := call()
+	if !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	s.made.Clear()
+	if err := s.ensure(ctx, conn, dir); err != nil {
+		return err
+	}
+	return call()
+}
+
 // Acquire implements fencing.Store.
 func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (uint64, error) {
 	token, _, err := s.AcquireLease(ctx, lock, owner, ttl)
@@ -203,8 +218,12 @@ func (s *Store) AcquireLease(ctx context.Context, lock, owner string, ttl time.D
 	if err := s.ensure(ctx, sess.conn, dir); err != nil {
 		return 0, 0, err
 	}
-	node, err := await(ctx, func() (string, error) {
-		return sess.conn.CreateProtectedEphemeralSequential(dir+"/lock-", []byte(owner), acl)
+	var node string
+	err = s.again(ctx, sess.conn, dir, func() (err error) {
+		node, err = await(ctx, func() (string, error) {
+			return sess.conn.CreateProtectedEphemeralSequential(dir+"/lock-", []byte(owner), acl)
+		})
+		return err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("zookeeper create lock node: %w", err)
@@ -409,10 +428,14 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 			return got{d, st}, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			if err := s.ensure(ctx, s.res, s.opts.Prefix+"/res"); err != nil {
+			dir := s.opts.Prefix + "/res"
+			if err := s.ensure(ctx, s.res, dir); err != nil {
 				return err
 			}
-			_, err = await(ctx, func() (string, error) { return s.res.Create(p, data, 0, acl) })
+			err = s.again(ctx, s.res, dir, func() error {
+				_, err := await(ctx, func() (string, error) { return s.res.Create(p, data, 0, acl) })
+				return err
+			})
 			if errors.Is(err, zk.ErrNodeExists) {
 				continue
 			}
@@ -489,15 +512,19 @@ func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 }
 
 // Health succeeds when a quorum orders a transaction (a check of the
-// prefix, made first if needed).
+// resources' node, made first if needed).
 func (s *Store) Health(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	if err := s.ensure(ctx, s.res, s.opts.Prefix+"/res"); err != nil {
+	dir := s.opts.Prefix + "/res"
+	if err := s.ensure(ctx, s.res, dir); err != nil {
 		return err
 	}
-	_, err := await(ctx, func() ([]zk.MultiResponse, error) {
-		return s.res.Multi(&zk.CheckVersionRequest{Path: s.opts.Prefix, Version: -1})
+	err := s.again(ctx, s.res, dir, func() error {
+		_, err := await(ctx, func() ([]zk.MultiResponse, error) {
+			return s.res.Multi(&zk.CheckVersionRequest{Path: dir, Version: -1})
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("zookeeper: %w", err)
