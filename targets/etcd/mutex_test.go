@@ -20,11 +20,17 @@ func openTestMutexStore(t *testing.T, url, prefix string) *MutexStore {
 	return s
 }
 
-// The etcd-mutex issuer against one real etcd: try-lock semantics, the
-// lease etcd really granted, tokens that are the mutex keys' create
-// revisions, and the resource half shared with Store.
-func TestMutexStoreSemantics(t *testing.T) {
+// The etcd-mutex issuer against one real etcd, two stores standing for two
+// adapters.
+func TestMutexStore(t *testing.T) {
 	url := singleEtcd(t)
+	t.Run("semantics", func(t *testing.T) { testMutexSemantics(t, url) })
+	t.Run("lost with its session", func(t *testing.T) { testMutexLostWithItsSession(t, url) })
+}
+
+// Try-lock semantics, the lease etcd really granted, tokens that are the
+// mutex keys' create revisions, and the resource half shared with Store.
+func testMutexSemantics(t *testing.T, url string) {
 	prefix := fmt.Sprintf("/test-%d/", time.Now().UnixNano())
 	x := openTestMutexStore(t, url, prefix)
 	y := openTestMutexStore(t, url, prefix) // a second adapter
@@ -98,8 +104,7 @@ func TestMutexStoreSemantics(t *testing.T) {
 // on etcd's clock while its holder was told nothing. Another client then
 // takes the lock with a newer token, and only the resource's check stops
 // the old holder's late write.
-func TestMutexLostWithItsSession(t *testing.T) {
-	url := singleEtcd(t)
+func testMutexLostWithItsSession(t *testing.T, url string) {
 	prefix := fmt.Sprintf("/test-%d/", time.Now().UnixNano())
 	x := openTestMutexStore(t, url, prefix)
 	y := openTestMutexStore(t, url, prefix)

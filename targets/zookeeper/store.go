@@ -539,10 +539,13 @@ func (s *Store) Close() error {
 	hs := s.holders
 	s.holders = map[holderKey]*holder{}
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, h := range hs {
 		h.once.Do(func() { close(h.done) })
-		h.sess.close()
+		wg.Add(1)
+		go func() { defer wg.Done(); h.sess.close() }()
 	}
+	wg.Wait()
 	s.res.Close()
 	return nil
 }
