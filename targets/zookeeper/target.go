@@ -14,12 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
-	"github.com/fencecheck/fencecheck/targets/redis"
 )
 
 // Ports inside the containers.
@@ -44,9 +42,8 @@ const (
 
 // Paths inside a server's container.
 const (
-	dataInContainer  = "/data"
-	confInContainer  = "/conf"
-	clockInContainer = "/fencecheck/clock"
+	dataInContainer = "/data"
+	confInContainer = "/conf"
 )
 
 // Options configure the zookeeper target.
@@ -73,6 +70,10 @@ type Target struct {
 	env   harness.Env
 	root  string // the run directory holding every node's folder
 	nodes []node
+	// clockWhy says, per server, why its clock cannot be moved from this
+	// machine (found once the ensemble is up, so that ClockNodes never
+	// changes during a run: the final heal must reach every node).
+	clockWhy map[string]string
 }
 
 // node is one container of the target.
@@ -81,17 +82,18 @@ type node struct {
 	role string
 	id   int // the server's myid (servers only)
 	ip   string
-	dir  string // host folder in the run directory: data/, conf/, clock/
+	dir  string // host folder in the run directory: data/, conf/ (servers)
 }
 
 var (
-	_ harness.Target      = (*Target)(nil)
-	_ nemesis.Cluster     = (*Target)(nil)
-	_ nemesis.Leaderer    = (*Target)(nil)
-	_ nemesis.Pauser      = (*Target)(nil)
-	_ nemesis.Restarter   = (*Target)(nil)
-	_ nemesis.Partitioner = (*Target)(nil)
-	_ nemesis.ClockSkewer = (*Target)(nil)
+	_ harness.Target         = (*Target)(nil)
+	_ nemesis.Cluster        = (*Target)(nil)
+	_ nemesis.Leaderer       = (*Target)(nil)
+	_ nemesis.Pauser         = (*Target)(nil)
+	_ nemesis.Restarter      = (*Target)(nil)
+	_ nemesis.Partitioner    = (*Target)(nil)
+	_ nemesis.ClockSkewer    = (*Target)(nil)
+	_ nemesis.ClockExplainer = (*Target)(nil)
 )
 
 // New returns the zookeeper target; nothing runs until Start.
@@ -199,22 +201,29 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		return fail(fmt.Errorf("adapters: %w", err))
 	}
 	t.logf("ensemble ready in %.1fs (%d servers, %d adapters)", time.Since(start).Seconds(), len(t.servers()), len(t.adapters()))
+	why := map[string]string{}
+	for _, n := range t.servers() {
+		if err := rt.ClockReachable(ctx, n.name); err != nil {
+			why[n.name] = err.Error()
+			t.logf("clock faults cannot reach %s: %v", n.name, err)
+		}
+	}
+	t.mu.Lock()
+	t.clockWhy = why
+	t.mu.Unlock()
 	return eps, nil
 }
 
-// prepare writes a node's host folders: a server's data folder with its
-// myid, its zoo.cfg, and its clock offset file; an adapter's clock file.
+// prepare writes a server's host folders: its data folder with its myid,
+// and its zoo.cfg. Adapters keep nothing on the host.
 func (t *Target) prepare(n node) error {
-	for _, sub := range []string{"data", "conf", "clock"} {
+	if n.role != roleServer {
+		return nil
+	}
+	for _, sub := range []string{"data", "conf"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, sub), 0o755); err != nil {
 			return err
 		}
-	}
-	if err := fencing.WriteClockOffset(t.clockFile(n), 0); err != nil {
-		return err
-	}
-	if n.role != roleServer {
-		return nil
 	}
 	if err := t.writeMyID(n); err != nil {
 		return err
@@ -225,8 +234,6 @@ func (t *Target) prepare(n node) error {
 func (t *Target) writeMyID(n node) error {
 	return os.WriteFile(filepath.Join(n.dir, "data", "myid"), []byte(strconv.Itoa(n.id)+"\n"), 0o644)
 }
-
-func (t *Target) clockFile(n node) string { return filepath.Join(n.dir, "clock", "offset") }
 
 // zooCfg is the servers' configuration: ZooKeeper's defaults but for the
 // tick (see TickTime), no admin web server, no per-address connection cap
@@ -263,16 +270,16 @@ func (t *Target) serverSpec(n node, image string) docker.ContainerSpec {
 		Image: image,
 		IP:    n.ip,
 		Cmd:   cmd,
-		// The JVM reads the wall clock through libc, where the skew library
-		// shifts it; session expiry runs on the monotonic clock.
-		Env:   []string{"LD_PRELOAD=" + redis.SkewLibrary, redis.ClockFileEnv + "=" + clockInContainer + "/offset"},
 		User:  docker.HostUser(),
 		Ports: []int{clientPort},
 		Binds: []docker.Bind{
 			{Host: filepath.Join(n.dir, "data"), Container: dataInContainer},
 			{Host: filepath.Join(n.dir, "conf"), Container: confInContainer, ReadOnly: true},
-			{Host: filepath.Join(n.dir, "clock"), Container: clockInContainer, ReadOnly: true},
 		},
+		// The JVM reads the wall clock through libc: the preload library
+		// shifts it from the first instruction (the runtime's vDSO patch
+		// reaches it too); session expiry runs on the monotonic clock.
+		ClockPreload: true,
 	}
 }
 
@@ -294,10 +301,8 @@ func (t *Target) adapterSpec(n node, image string) docker.ContainerSpec {
 			"--backend", "zookeeper",
 			"--zk-servers", t.serverList(),
 		},
-		Env:   []string{fencing.ClockFileEnv + "=" + clockInContainer + "/offset"},
 		User:  docker.HostUser(),
 		Ports: []int{adapterPort},
-		Binds: []docker.Bind{{Host: filepath.Join(n.dir, "clock"), Container: clockInContainer, ReadOnly: true}},
 	}
 }
 
@@ -564,28 +569,61 @@ func (t *Target) HealPartition(ctx context.Context) error {
 	return rt.HealAll(ctx)
 }
 
-// ClockNodes are the servers: the JVM reads the wall clock through libc,
-// where the skew library preloaded into it shifts CLOCK_REALTIME,
-// gettimeofday and time. ZooKeeper stamps znodes (mtime) with the leader's
-// wall clock but expires sessions on the monotonic clock, so a step must
-// change nothing that fencing relies on. The adapters read no clock and are
-// left out.
+// ClockNodes are the servers whose clocks this machine can move: the JVM
+// reads the wall clock through libc, where the preload library (and the
+// runtime's vDSO patch) shift it. ZooKeeper stamps znodes (mtime) with the
+// leader's wall clock but expires sessions on the monotonic clock, so a
+// step must change nothing that fencing relies on.
 func (t *Target) ClockNodes() []string {
 	var out []string
 	for _, n := range t.servers() {
-		out = append(out, n.name)
+		if t.clockReason(n.name) == "" {
+			out = append(out, n.name)
+		}
 	}
 	return out
 }
 
-// SetClockOffset shifts a node's wall clock by offset (0 resets it).
+// ClockUnreachable implements nemesis.ClockExplainer.
+func (t *Target) ClockUnreachable() map[string]string {
+	out := map[string]string{}
+	for _, n := range t.nodes {
+		if why := t.clockReason(n.name); why != "" {
+			out[n.name] = why
+		}
+	}
+	return out
+}
+
+func (t *Target) clockReason(name string) string {
+	n, err := t.node(name)
+	if err != nil {
+		return err.Error()
+	}
+	if n.role == roleAdapter {
+		return "the zookeeper adapter reads no clock: sessions expire on the ensemble's monotonic clocks"
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.clockWhy == nil {
+		return "the ensemble is not running"
+	}
+	return t.clockWhy[name]
+}
+
+// SetClockOffset moves a server's wall clock by offset (0 resets it); a
+// restarted server gets the offset in force.
 func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Duration) error {
 	n, err := t.node(name)
 	if err != nil {
 		return err
 	}
-	if _, err := t.running(); err != nil {
+	if n.role != roleServer {
+		return fmt.Errorf("%s: %s", name, t.clockReason(name))
+	}
+	rt, err := t.running()
+	if err != nil {
 		return err
 	}
-	return fencing.WriteClockOffset(t.clockFile(n), offset)
+	return rt.SetClockOffset(ctx, name, offset)
 }

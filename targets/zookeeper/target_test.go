@@ -124,6 +124,8 @@ func TestCluster(t *testing.T) {
 	// library shifts it: the leader stamps a znode's mtime an hour ahead.
 	t.Run("clock step reaches the server's JVM", func(t *testing.T) {
 		assert.Equal(t, []string{"zk-1", "zk-2", "zk-3"}, tg.ClockNodes())
+		assert.Contains(t, tg.ClockUnreachable()["adapter-1"], "reads no clock")
+		assert.Error(t, tg.SetClockOffset(ctx, "adapter-1", time.Hour))
 		require.NoError(t, tg.SetClockOffset(ctx, leader, time.Hour))
 		conn := hostConn(t, tg)
 		p := fmt.Sprintf("/clock-probe-%d", time.Now().UnixNano())
