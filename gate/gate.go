@@ -109,10 +109,16 @@ func IsUsage(err error) bool {
 // conformance preflight first: a system that breaks the contract gives
 // ExitCannot with every deviation in the error. When ctx ends during the main
 // phase, the run is cut short: the faults are healed, the final reads made,
-// and the shorter history is checked and reported.
+// and the shorter history is checked and reported. With cfg.Schedule the
+// run replays that schedule file's faults (a file that does not parse, or
+// names nodes or nemeses the target lacks, is a usage error).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg, _, serr := cfg.WithSchedule()
 	cfg = cfg.WithDefaults()
 	res := &Result{ExitCode: analysis.ExitUsage, Seed: cfg.Seed, Command: cfg.Command()}
+	if serr != nil {
+		return res, &usageError{serr}
+	}
 	if err := cfg.Validate(); err != nil {
 		return res, &usageError{err}
 	}

@@ -50,6 +50,11 @@ type Config struct {
 	// draws one from the clock (WithDefaults), recorded so the run can be
 	// repeated.
 	Seed uint64 `json:"seed"`
+	// Schedule, when set, is a schedule file (a run's schedule.json) whose
+	// faults the run carries out instead of drawing them from Seed (which
+	// still drives the workload). Nemesis is then the schedule's nemeses,
+	// and a zero Time the schedule's main phase (WithSchedule).
+	Schedule string `json:"schedule,omitempty"`
 	// Recovery bounds the wait for every node to answer after the heal, and
 	// the final reads.
 	Recovery time.Duration `json:"recovery_ns"`
@@ -176,6 +181,28 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// WithSchedule reads c's schedule file, when it names one, and returns the
+// config a replay of it runs with: Nemesis the schedule's nemeses ("none"
+// for an empty schedule), a zero Time the schedule's main phase. The error
+// says what is wrong with the file (a usage error).
+func (c Config) WithSchedule() (Config, *nemesis.Schedule, error) {
+	if c.Schedule == "" {
+		return c, nil, nil
+	}
+	s, err := nemesis.ReadSchedule(c.Schedule)
+	if err != nil {
+		return c, nil, fmt.Errorf("--schedule: %w", err)
+	}
+	c.Nemesis = "none"
+	if names := s.Nemeses(); len(names) > 0 {
+		c.Nemesis = strings.Join(names, ",")
+	}
+	if c.Time == 0 {
+		c.Time = s.MainPhase
+	}
+	return c, s, nil
+}
+
 // readers is the number of read-only clients c asks for.
 func (c *Config) readers() int { return max(c.Readers, 0) }
 
@@ -197,6 +224,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed")
 	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except restart-wipe) or 'none'")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
+	fs.StringVar(&c.Schedule, "schedule", d.Schedule, "replay this fault schedule (a run's schedule.json) instead of drawing faults from --seed; its nemeses replace --nemesis, and without --time its main phase is the schedule's")
 	fs.DurationVar(&c.Recovery, "recovery", d.Recovery, "how long the final phase waits for every node to answer after the heal")
 	fs.StringVar(&c.Checker, "checker", d.Checker, "checker: fast, porcupine or both")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "time Porcupine may search")
@@ -222,8 +250,8 @@ func (c Config) Command() []string {
 	bound = c // the flags now read c's values
 	out := []string{"fencecheck", "test"}
 	fs.VisitAll(func(f *pflag.Flag) {
-		if notReproduced[f.Name] {
-			return
+		if notReproduced[f.Name] || f.Name == "nemesis" && c.Schedule != "" {
+			return // a replay's nemeses are its schedule's
 		}
 		v := f.Value.String()
 		if sv, ok := f.Value.(pflag.SliceValue); ok {

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -43,6 +44,9 @@ type Run struct {
 	// failed, recovery timed out), each also a problem event in the history;
 	// reported beside the verdict.
 	RunErrors []string
+	// Schedule is the faults the run carried out, as written to
+	// schedule.json (nemesis.ScheduleFile).
+	Schedule *nemesis.Schedule
 	// Complete is false when heal, recovery or the final reads failed;
 	// CutShort is true when the caller's context ended the main phase early
 	// (a signal). Both are in the history's end event.
@@ -55,6 +59,10 @@ type Run struct {
 // history records the run itself too (history/run.go): what it set out to
 // do, its phases, its problems and how far it got.
 func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
+	cfg, replay, err := cfg.WithSchedule()
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -124,6 +132,19 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		logf("nemesis %s does not apply to %s: %s", n, target.Name(), why)
 	}
 	sched := nemesis.NewScheduler(nenv, rec, cfg.Seed, sel.Active)
+	if replay != nil {
+		// A schedule that names what this target does not have is the
+		// caller's mistake (a usage error), found before the main phase.
+		if err := replay.CheckTarget(nenv, sel.Active, sel.NotApplicable); err != nil {
+			return run, fmt.Errorf("--schedule %s does not fit target %s:\n%w", cfg.Schedule, target.Name(), err)
+		}
+		sched = nemesis.NewReplay(nenv, rec, replay, sel.Active)
+		for _, f := range replay.Faults {
+			if f.Start >= cfg.Time {
+				logf("--schedule: %s starts after the main phase ends (--time %s): not started", f.Describe(), cfg.Time)
+			}
+		}
+	}
 	run.Nemeses = sched.Counts
 	names := make([]string, 0, len(sel.Active))
 	for _, n := range sel.Active {
@@ -174,6 +195,13 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err := sched.Heal(fctx); err != nil {
 		problem(history.PhaseFinal, err.Error())
 		run.Complete = false
+	}
+	run.Schedule = sched.Planned(cfg.Time, cfg.Nemesis)
+	if replay != nil {
+		run.Schedule.ReplayOf = cfg.Schedule
+	}
+	if err := writeSchedule(dir, run.Schedule); err != nil {
+		problem(history.PhaseFinal, "schedule: "+err.Error())
 	}
 	if err := WaitHealthy(fctx, eps, cfg.Recovery); err != nil {
 		problem(history.PhaseFinal, "recovery: "+err.Error())
@@ -229,6 +257,9 @@ func newRunDir(store, target string, t time.Time) (string, error) {
 // configRecord is config.json: every setting, the command that repeats the
 // run, and what the target declared. Version 2: the target's options are
 // fields (bugs, seal_key), not an options map; every setting has a flag.
+// configVersion is config.json's version.
+const configVersion = 2
+
 type configRecord struct {
 	Config
 	Command    []string `json:"command"`
@@ -238,7 +269,33 @@ type configRecord struct {
 }
 
 func storedConfig(run *Run, t Target) configRecord {
-	return configRecord{Config: run.Config, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: 2}
+	return configRecord{Config: run.Config, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
+}
+
+// writeSchedule writes the run's schedule.json.
+func writeSchedule(dir string, s *nemesis.Schedule) error {
+	b, err := s.Marshal()
+	if err != nil {
+		return err
+	}
+	return fencing.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
+}
+
+// LoadConfig reads a stored run's config.json: the config the run ran with
+// (its Command repeats it).
+func LoadConfig(runDir string) (Config, error) {
+	b, err := os.ReadFile(filepath.Join(runDir, "config.json"))
+	if err != nil {
+		return Config{}, err
+	}
+	var rec configRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", filepath.Join(runDir, "config.json"), err)
+	}
+	if rec.Version != configVersion {
+		return Config{}, fmt.Errorf("%s: config_version %d, this fencecheck reads %d", filepath.Join(runDir, "config.json"), rec.Version, configVersion)
+	}
+	return rec.Config, nil
 }
 
 func writeJSON(path string, v any) error {

@@ -1,9 +1,7 @@
 package nemesis
 
 import (
-	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 )
 
@@ -13,55 +11,55 @@ import (
 // not lose its only pause to a restart that happened to come first.
 var ErrBusy = errors.New("every node is held by another live fault")
 
-// claims says which nemesis holds which node. Faults that take a node over
-// (pause of a node, restart) claim it; the scheduler releases the claims of a
-// nemesis when its fault stops or fails to start.
+// claims says which fault holds which node. The scheduler claims the nodes
+// of a plan that takes them over (Plan.TakesOver) before it starts the
+// fault, and releases them when the fault stops or fails to start.
 type claims struct {
 	mu sync.Mutex
-	by map[string]string // node -> nemesis name
+	by map[string]int64 // node -> holding fault
 }
 
-func (c *claims) claim(node, owner string) bool {
+func newClaims() *claims { return &claims{by: map[string]int64{}} }
+
+func (c *claims) free(node string) bool {
 	if c == nil {
 		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if holder, ok := c.by[node]; ok && holder != owner {
-		return false
+	_, held := c.by[node]
+	return !held
+}
+
+// claimAll claims every node for fault, or none when one is held.
+func (c *claims) claimAll(nodes []string, fault int64) bool {
+	if c == nil {
+		return true
 	}
-	c.by[node] = owner
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range nodes {
+		if holder, ok := c.by[n]; ok && holder != fault {
+			return false
+		}
+	}
+	for _, n := range nodes {
+		c.by[n] = fault
+	}
 	return true
 }
 
-func (c *claims) releaseAll(owner string) {
+func (c *claims) release(fault int64) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for node, holder := range c.by {
-		if holder == owner {
+		if holder == fault {
 			delete(c.by, node)
 		}
 	}
-}
-
-// claimNode chooses one of nodes for owner and claims it: the leader a third
-// of the time when the target can name it (and it is among nodes),
-// otherwise a random free node.
-func claimNode(ctx context.Context, env *Env, rng *rand.Rand, nodes []Node, owner string) (string, error) {
-	if l, ok := env.Target.(Leaderer); ok && rng.IntN(3) == 0 {
-		if name, err := l.Leader(ctx); err == nil && name != "" && hasNode(nodes, name) && env.claims.claim(name, owner) {
-			return name, nil
-		}
-	}
-	for _, i := range rng.Perm(len(nodes)) {
-		if env.claims.claim(nodes[i].Name, owner) {
-			return nodes[i].Name, nil
-		}
-	}
-	return "", ErrBusy
 }
 
 func hasNode(nodes []Node, name string) bool {

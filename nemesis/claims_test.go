@@ -67,20 +67,20 @@ func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 
-	restartID := s.start(ctx, restart{}, rng)
+	restartID := s.attempt(ctx, restart{}, rng)
 	require.Positive(t, restartID)
-	assert.EqualValues(t, busy, s.start(ctx, pause{}, rng), "the node is down: pause must wait")
+	assert.EqualValues(t, busy, s.attempt(ctx, pause{}, rng), "the node is down: pause must wait")
 	assert.Zero(t, s.Counts["pause"].Failed, "waiting for a node is not a failure")
 	assert.Equal(t, 1, s.Counts["pause"].Waited, "but it is counted")
 	assert.Equal(t, map[string]int{"pause": 1}, s.Waited())
 
 	s.stop(ctx, restartID)
-	pauseID := s.start(ctx, pause{}, rng)
+	pauseID := s.attempt(ctx, pause{}, rng)
 	require.Positive(t, pauseID, "the node is back: pause takes it")
 	assert.True(t, target.frozen)
-	assert.EqualValues(t, busy, s.start(ctx, restart{}, rng), "a frozen node is not killed under the pause")
+	assert.EqualValues(t, busy, s.attempt(ctx, restart{}, rng), "a frozen node is not killed under the pause")
 	s.stop(ctx, pauseID)
-	assert.Positive(t, s.start(ctx, restart{}, rng))
+	assert.Positive(t, s.attempt(ctx, restart{}, rng))
 	assert.Zero(t, s.Counts["restart"].Failed+s.Counts["pause"].Failed)
 }
 
@@ -92,9 +92,9 @@ func TestPauseFallsBackToAHolderWhenEveryNodeIsHeld(t *testing.T) {
 	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, pause{}})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	require.Positive(t, s.start(ctx, restart{}, rng))
+	require.Positive(t, s.attempt(ctx, restart{}, rng))
 	for i := 0; i < 10; i++ { // either mode may be drawn; none may fail
-		id := s.start(ctx, pause{}, rng)
+		id := s.attempt(ctx, pause{}, rng)
 		require.Positive(t, id)
 		s.stop(ctx, id)
 	}
@@ -121,7 +121,7 @@ func TestRestartPrefersNodesThatHoldState(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 200 {
-		id := s.start(ctx, restart{}, rng)
+		id := s.attempt(ctx, restart{}, rng)
 		require.Positive(t, id)
 		s.stop(ctx, id)
 	}

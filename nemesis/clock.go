@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -59,16 +60,27 @@ func clockTargets(env *Env) []clockTarget {
 
 // pickClocks chooses the clocks one fault steps together: a node's, with the
 // clients' a third of the time.
-func pickClocks(env *Env, rng *rand.Rand) []clockTarget {
+func pickClocks(env *Env, rng *rand.Rand) []string {
 	nodes, clients := nodeClocks(env), clocksOf(env.ClientClock)
 	if len(nodes) == 0 {
 		return nil
 	}
-	out := []clockTarget{nodes[rng.IntN(len(nodes))]}
+	out := []string{nodes[rng.IntN(len(nodes))].node}
 	if len(clients) > 0 && rng.IntN(3) == 0 {
-		out = append(out, clients[rng.IntN(len(clients))])
+		out = append(out, clients[rng.IntN(len(clients))].node)
 	}
 	return out
+}
+
+// clockNamed finds the clock a plan names: a node's first, then the
+// clients'.
+func clockNamed(env *Env, name string) (clockTarget, bool) {
+	for _, c := range clockTargets(env) {
+		if c.node == name {
+			return c, true
+		}
+	}
+	return clockTarget{}, false
 }
 
 func (clock) Applicable(env *Env) (bool, string) {
@@ -107,31 +119,26 @@ func randomOffset(rng *rand.Rand) time.Duration {
 	return d
 }
 
-func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	clocks := pickClocks(env, rng)
-	if len(clocks) == 0 {
-		return nil, errors.New("no node has a skewable clock")
-	}
-	names := make([]string, len(clocks))
-	for i, c := range clocks {
-		names[i] = c.node
-	}
-	set := func(ctx context.Context, off time.Duration) error {
-		var errs []error
-		for _, c := range clocks {
-			errs = append(errs, c.skewer.SetClockOffset(ctx, c.node, off))
-		}
-		return errors.Join(errs...)
+// clockParams: mode "step" (every clock of the plan to OffsetMS until the
+// fault stops) or "strobe" (flip between OffsetsMS[0] and OffsetsMS[1]
+// every PeriodMS).
+type clockParams struct {
+	Mode      string  `json:"mode"`
+	OffsetMS  int64   `json:"offset_ms,omitempty"`
+	OffsetsMS []int64 `json:"offsets_ms,omitempty"`
+	PeriodMS  int64   `json:"period_ms,omitempty"`
+}
+
+func (clock) Params() any { return &clockParams{} }
+
+func (clock) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) {
+	names := pickClocks(env, rng)
+	if len(names) == 0 {
+		return Plan{}, errors.New("no node has a skewable clock")
 	}
 	if rng.IntN(2) == 0 {
-		off := randomOffset(rng)
-		if err := set(ctx, off); err != nil {
-			return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
-		}
-		return &Fault{Nodes: names, Details: map[string]any{"mode": "step", "offset_ms": off.Milliseconds()},
-			Stop: func(ctx context.Context) error { return set(ctx, 0) }}, nil
+		return Plan{Nodes: names, Params: &clockParams{Mode: "step", OffsetMS: randomOffset(rng).Milliseconds()}}, nil
 	}
-
 	// Strobe: flip between two offsets (one of them often 0, i.e. real
 	// time) every 50-200 ms until Stop, so the clock keeps jumping back and
 	// forth while leases are taken and tokens made.
@@ -140,6 +147,71 @@ func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 		b = randomOffset(rng)
 	}
 	period := between(rng, 50*time.Millisecond, 200*time.Millisecond).Round(time.Millisecond)
+	return Plan{Nodes: names, Params: &clockParams{Mode: "strobe",
+		OffsetsMS: []int64{a.Milliseconds(), b.Milliseconds()}, PeriodMS: period.Milliseconds()}}, nil
+}
+
+func (clock) CheckPlan(env *Env, p Plan) error {
+	cp, err := paramsOf[clockParams](p)
+	if err != nil {
+		return err
+	}
+	if len(p.Nodes) == 0 {
+		return errors.New("a clock fault names at least one clock")
+	}
+	for _, n := range p.Nodes {
+		if _, ok := clockNamed(env, n); !ok {
+			return fmt.Errorf("%s has no clock that can be skewed", n)
+		}
+	}
+	switch cp.Mode {
+	case "step":
+	case "strobe":
+		if len(cp.OffsetsMS) != 2 || cp.PeriodMS <= 0 {
+			return errors.New("mode strobe needs two offsets_ms and a positive period_ms")
+		}
+	default:
+		return fmt.Errorf("mode must be step or strobe, got %q", cp.Mode)
+	}
+	return nil
+}
+
+func (clock) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	cp, err := paramsOf[clockParams](p)
+	if err != nil {
+		return nil, err
+	}
+	var clocks []clockTarget
+	for _, n := range p.Nodes {
+		c, ok := clockNamed(env, n)
+		if !ok {
+			return nil, fmt.Errorf("%s has no clock that can be skewed", n)
+		}
+		clocks = append(clocks, c)
+	}
+	if len(clocks) == 0 {
+		return nil, errors.New("no node has a skewable clock")
+	}
+	set := func(ctx context.Context, off time.Duration) error {
+		var errs []error
+		for _, c := range clocks {
+			errs = append(errs, c.skewer.SetClockOffset(ctx, c.node, off))
+		}
+		return errors.Join(errs...)
+	}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	if cp.Mode == "step" {
+		off := ms(cp.OffsetMS)
+		if err := set(ctx, off); err != nil {
+			return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
+		}
+		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "step", "offset_ms": cp.OffsetMS},
+			Stop: func(ctx context.Context) error { return set(ctx, 0) }}, nil
+	}
+	if cp.Mode != "strobe" || len(cp.OffsetsMS) != 2 || cp.PeriodMS <= 0 {
+		return nil, fmt.Errorf("clock mode %q with offsets %v and period %d ms is not a step or a strobe", cp.Mode, cp.OffsetsMS, cp.PeriodMS)
+	}
+	a, b, period := ms(cp.OffsetsMS[0]), ms(cp.OffsetsMS[1]), ms(cp.PeriodMS)
 	if err := set(ctx, a); err != nil {
 		return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
 	}
@@ -172,8 +244,8 @@ func (clock) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error
 		}
 	}()
 	var once sync.Once
-	return &Fault{Nodes: names,
-		Details: map[string]any{"mode": "strobe", "offsets_ms": []int64{a.Milliseconds(), b.Milliseconds()}, "period_ms": period.Milliseconds()},
+	return &Fault{Nodes: p.Nodes,
+		Details: map[string]any{"mode": "strobe", "offsets_ms": []int64{cp.OffsetsMS[0], cp.OffsetsMS[1]}, "period_ms": cp.PeriodMS},
 		Stop: func(ctx context.Context) error {
 			var err error
 			once.Do(func() {

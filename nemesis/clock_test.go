@@ -82,7 +82,7 @@ func TestClockStepsAndStrobesThenResets(t *testing.T) {
 	hit := map[string]bool{}
 	together := 0
 	for range 15 {
-		f, err := clock{}.Start(context.Background(), env, rng)
+		f, err := drawStart(context.Background(), clock{}, env, rng)
 		require.NoError(t, err)
 		// A node's clock every time, the clients' with it sometimes.
 		require.NotEmpty(t, f.Nodes)

@@ -2,6 +2,8 @@ package nemesis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -36,20 +38,53 @@ func delayBound(env *Env, rng *rand.Rand) time.Duration {
 	return ttl + time.Duration(rng.Int64N(int64(2*ttl)+1))
 }
 
-func (delay) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	ls, _ := linkSet(env)
+// delayParams: the share of writes held on each of the links, and how long
+// a held write waits at most for a newer token.
+type delayParams struct {
+	Share   float64  `json:"share"`
+	BoundMS int64    `json:"bound_ms"`
+	Links   []string `json:"links"`
+}
+
+func (delay) Params() any { return &delayParams{} }
+
+func (delay) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	links := linkNames(clientLinks(env))
-	share := 0.2 + 0.3*rng.Float64()
+	share := round2(0.2 + 0.3*rng.Float64())
 	bound := delayBound(env, rng)
-	if err := forEachLink(links, func(n string) error { return ls.SetDelay(n, share, bound) }); err != nil {
-		forEachLink(links, func(n string) error { return ls.SetDelay(n, 0, 0) })
+	return Plan{Nodes: linkTargets(env, links), Params: &delayParams{Share: share, BoundMS: bound.Milliseconds(), Links: links}}, nil
+}
+
+func (delay) CheckPlan(env *Env, p Plan) error {
+	dp, err := paramsOf[delayParams](p)
+	if err != nil {
+		return err
+	}
+	if dp.Share <= 0 || dp.Share > 1 || dp.BoundMS <= 0 {
+		return fmt.Errorf("share must be in (0, 1] and bound_ms positive, got %g and %d", dp.Share, dp.BoundMS)
+	}
+	return checkLinks(env, dp.Links)
+}
+
+func (delay) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	dp, err := paramsOf[delayParams](p)
+	if err != nil {
 		return nil, err
 	}
-	return &Fault{Nodes: linkTargets(env, links),
-		Details: map[string]any{"share": round2(share), "bound_ms": bound.Milliseconds(), "links": links},
+	ls, ok := linkSet(env)
+	if !ok {
+		return nil, errors.New(noClientLinks)
+	}
+	bound := time.Duration(dp.BoundMS) * time.Millisecond
+	if err := forEachLink(dp.Links, func(n string) error { return ls.SetDelay(n, dp.Share, bound) }); err != nil {
+		forEachLink(dp.Links, func(n string) error { return ls.SetDelay(n, 0, 0) })
+		return nil, err
+	}
+	return &Fault{Nodes: p.Nodes,
+		Details: map[string]any{"share": dp.Share, "bound_ms": dp.BoundMS, "links": dp.Links},
 		Stop: func(context.Context) error {
 			// Held writes are released (delivered) when the mode ends.
-			return forEachLink(links, func(n string) error { return ls.SetDelay(n, 0, 0) })
+			return forEachLink(dp.Links, func(n string) error { return ls.SetDelay(n, 0, 0) })
 		}}, nil
 }
 

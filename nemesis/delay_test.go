@@ -18,7 +18,7 @@ import (
 func TestDelayHoldsWritesUntilANewerTokenThenStops(t *testing.T) {
 	f := newLinkFixture(t)
 	env := &Env{Links: f.set, TTL: 2 * time.Second}
-	fault, err := delay{}.Start(context.Background(), env, rand.New(rand.NewPCG(5, 5)))
+	fault, err := drawStart(context.Background(), delay{}, env, rand.New(rand.NewPCG(5, 5)))
 	require.NoError(t, err)
 	bound := time.Duration(fault.Details["bound_ms"].(int64)) * time.Millisecond
 	assert.GreaterOrEqual(t, bound, env.TTL)

@@ -3,6 +3,9 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
@@ -61,6 +64,32 @@ func forEachLink(names []string, fn func(name string) error) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLinks says whether every named link is one of env's clients' links.
+func checkLinks(env *Env, names []string) error {
+	have := map[string]bool{}
+	for _, l := range clientLinks(env) {
+		have[l.Name] = true
+	}
+	for _, n := range names {
+		if !have[n] {
+			if len(have) == 0 {
+				return fmt.Errorf("link %s: %s", n, noClientLinks)
+			}
+			return fmt.Errorf("no clients' link %s here (there are: %s)", n, strings.Join(sortedKeys(have), ", "))
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // stopNothing is the Stop of a fault with nothing to undo.

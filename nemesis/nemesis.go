@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -30,8 +29,8 @@ type Env struct {
 	// TTL is the lease time clients ask for; pauses are sized from it.
 	TTL time.Duration
 	Log io.Writer
-	// claims keeps two nemeses off one node (set by NewScheduler; nil lets
-	// a nemesis used on its own take any node).
+	// claims keeps two faults that take nodes over off one node (set by
+	// the scheduler; nil lets a nemesis used on its own take any node).
 	claims *claims
 }
 
@@ -45,13 +44,17 @@ type Fault struct {
 	Stop func(ctx context.Context) error
 }
 
-// Nemesis is one kind of fault.
+// Nemesis is one kind of fault. Choosing a fault and injecting it are two
+// steps: Draw (Planner) turns the seed into a Plan, Start carries a plan
+// out, whether drawn in this run or read back from a schedule file.
 type Nemesis interface {
 	Name() string
 	// Applicable says whether the nemesis can act on env, and why not.
 	Applicable(env *Env) (ok bool, why string)
-	// Start injects one fault chosen with rng.
-	Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error)
+	Planner
+	// Start injects the fault p describes. Every choice is in p: Start
+	// draws nothing, so a replayed plan does what the drawn one did.
+	Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 }
 
 // Healer is a nemesis that can undo every fault of its kind at once (the

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // that every run exercises both kinds whatever its seed; within a kind the
 // seed picks the plan.
 type partition struct {
-	// started counts this run's faults (one scheduler loop calls Start).
+	// started counts this run's drawn faults (one scheduler loop draws).
 	started int
 }
 
@@ -65,41 +66,99 @@ type partitionPlan struct {
 	weight int
 }
 
-func (pt *partition) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
+// partitionParams: Groups are cut apart by the target's Partitioner;
+// otherwise the clients' Links are black-holed.
+type partitionParams struct {
+	Mode   string     `json:"mode"`
+	Groups [][]string `json:"groups,omitempty"`
+	Links  []string   `json:"links,omitempty"`
+}
+
+func (*partition) Params() any { return &partitionParams{} }
+
+func (pt *partition) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	cuts, blackholes := nodePlans(ctx, env, rng), linkPlans(env)
 	plans := cuts
 	if len(cuts) == 0 || (len(blackholes) > 0 && pt.started%2 == 1) {
 		plans = blackholes
 	}
 	if len(plans) == 0 {
-		return nil, errors.New("nothing to partition")
+		return Plan{}, errors.New("nothing to partition")
 	}
 	pt.started++
 	p := pickPlan(plans, rng)
-	details := map[string]any{"mode": p.mode}
 	if p.groups != nil {
-		cutter := env.Target.(Partitioner)
-		if err := cutter.Partition(ctx, p.groups); err != nil {
-			return nil, err
-		}
-		details["groups"] = p.groups
 		var nodes []string
 		for _, g := range p.groups {
 			nodes = append(nodes, g...)
 		}
-		return &Fault{Nodes: nodes, Details: details,
+		return Plan{Nodes: nodes, Params: &partitionParams{Mode: p.mode, Groups: p.groups}}, nil
+	}
+	return Plan{Nodes: linkTargets(env, p.links), Params: &partitionParams{Mode: p.mode, Links: p.links}}, nil
+}
+
+func (*partition) CheckPlan(env *Env, p Plan) error {
+	pp, err := paramsOf[partitionParams](p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pp.Groups) > 0 && len(pp.Links) > 0:
+		return errors.New("a partition cuts groups of nodes or black-holes links, not both")
+	case len(pp.Groups) > 0:
+		if _, ok := env.Target.(Partitioner); !ok {
+			return errors.New("the target cannot cut links between its nodes (groups); black-hole clients' links instead")
+		}
+		if len(pp.Groups) < 2 {
+			return errors.New("a cut needs at least two groups")
+		}
+		for _, g := range pp.Groups {
+			for _, n := range g {
+				if !hasNode(nodesOf(env), n) {
+					return fmt.Errorf("group names %s, which is not a node of the target", n)
+				}
+			}
+		}
+	case len(pp.Links) > 0:
+		return checkLinks(env, pp.Links)
+	default:
+		return errors.New("a partition needs groups or links")
+	}
+	return nil
+}
+
+func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	pp, err := paramsOf[partitionParams](p)
+	if err != nil {
+		return nil, err
+	}
+	details := map[string]any{"mode": pp.Mode}
+	if len(pp.Groups) > 0 {
+		cutter, ok := env.Target.(Partitioner)
+		if !ok {
+			return nil, errors.New("the target cannot cut links between its nodes")
+		}
+		if err := cutter.Partition(ctx, pp.Groups); err != nil {
+			return nil, err
+		}
+		details["groups"] = pp.Groups
+		return &Fault{Nodes: p.Nodes, Details: details,
 			Stop: func(ctx context.Context) error { return cutter.HealPartition(ctx) }}, nil
 	}
-	ls, _ := linkSet(env)
-	on := func(v bool) error { return forEachLink(p.links, func(n string) error { return ls.SetBlackhole(n, v) }) }
+	ls, ok := linkSet(env)
+	if !ok || len(pp.Links) == 0 {
+		return nil, errors.New("nothing to partition")
+	}
+	on := func(v bool) error {
+		return forEachLink(pp.Links, func(n string) error { return ls.SetBlackhole(n, v) })
+	}
 	if err := on(true); err != nil {
 		on(false)
 		return nil, err
 	}
-	nodes := linkTargets(env, p.links)
-	details["groups"] = [][]string{{ClientGroup}, nodes}
-	details["links"] = p.links
-	return &Fault{Nodes: nodes, Details: details, Stop: func(context.Context) error { return on(false) }}, nil
+	details["groups"] = [][]string{{ClientGroup}, linkTargets(env, pp.Links)}
+	details["links"] = pp.Links
+	return &Fault{Nodes: p.Nodes, Details: details, Stop: func(context.Context) error { return on(false) }}, nil
 }
 
 // Heal removes every cut: the target's and every black-hole.

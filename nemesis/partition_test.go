@@ -49,7 +49,7 @@ func TestPartitionCutsTheTargetsNodesInEveryMode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	modes := map[string]int{}
 	for range 60 {
-		f, err := (&partition{}).Start(context.Background(), env, rng)
+		f, err := drawStart(context.Background(), (&partition{}), env, rng)
 		require.NoError(t, err)
 		mode := f.Details["mode"].(string)
 		modes[mode]++
@@ -95,7 +95,7 @@ func TestPartitionBlackholesClientsSoTheyTimeOut(t *testing.T) {
 	env := &Env{Target: c, Links: f.set}
 	ok, why := (&partition{}).Applicable(env)
 	require.True(t, ok, why)
-	fault, err := (&partition{}).Start(context.Background(), env, rand.New(rand.NewPCG(1, 1)))
+	fault, err := drawStart(context.Background(), (&partition{}), env, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
 	assert.Equal(t, "clients-from-node", fault.Details["mode"], "one reference node: every link plan is the same cut")
 	assert.Equal(t, [][]string{{"clients"}, {"n1"}}, fault.Details["groups"])
@@ -117,7 +117,7 @@ func TestPartitionBlackholesClientsSoTheyTimeOut(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, code)
 	assert.NotContains(t, f.res.arrived(), "cut", "a black-holed write never arrives")
 
-	_, err = (&partition{}).Start(context.Background(), env, rand.New(rand.NewPCG(1, 2)))
+	_, err = drawStart(context.Background(), (&partition{}), env, rand.New(rand.NewPCG(1, 2)))
 	require.NoError(t, err)
 	require.NoError(t, (&partition{}).Heal(context.Background(), env))
 	code, err = putToken(context.Background(), f.url, "k", "3", "after-heal")
@@ -149,7 +149,7 @@ func TestPartitionAlternatesNodeCutsAndBlackholesNodeCutsFirst(t *testing.T) {
 		p := &partition{}
 		rng := rand.New(rand.NewPCG(seed, 0))
 		for i := range 4 {
-			fault, err := p.Start(context.Background(), env, rng)
+			fault, err := drawStart(context.Background(), p, env, rng)
 			require.NoError(t, err)
 			_, blackhole := fault.Details["links"]
 			assert.Equal(t, i%2 == 1, blackhole, "seed %d fault %d: %v", seed, i, fault.Details)

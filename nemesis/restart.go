@@ -22,6 +22,9 @@ func (r restart) Name() string {
 
 func (r restart) OptInOnly() bool { return r.wipe }
 
+// Params: none; the plan's one node is what restarts.
+func (restart) Params() any { return nil }
+
 // Timing: a node is down for 0.3-1.5 s (plus however long it takes to come
 // back), so a one-node target serves most of the run and a restart's
 // aftermath (tokens, high-water marks read back from disk) is exercised
@@ -42,8 +45,7 @@ func (restart) Applicable(env *Env) (bool, string) {
 	return true, ""
 }
 
-func (r restart) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	rs := env.Target.(Restarter)
+func (r restart) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	nodes := nodesOf(env)
 	// Three times in four a node that holds state, when some do not: a
 	// stateless adapter's restart loses nothing worth testing.
@@ -57,16 +59,32 @@ func (r restart) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, e
 	if len(stateful) > 0 && len(stateful) < len(nodes) && rng.IntN(4) != 0 {
 		pool = stateful
 	}
-	node, err := claimNode(ctx, env, rng, pool, r.Name())
+	node, err := pickFree(ctx, env, rng, pool)
 	if errors.Is(err, ErrBusy) && len(pool) < len(nodes) {
-		node, err = claimNode(ctx, env, rng, nodes, r.Name())
+		node, err = pickFree(ctx, env, rng, nodes)
 	}
 	if err != nil {
-		return nil, err
+		return Plan{}, err
 	}
+	return Plan{Nodes: []string{node}, TakesOver: true}, nil
+}
+
+func (r restart) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	rs, ok := env.Target.(Restarter)
+	if !ok || len(p.Nodes) != 1 {
+		return nil, errors.New("a restart acts on one node of a target that can restart them")
+	}
+	node := p.Nodes[0]
 	if err := rs.KillNode(ctx, node); err != nil {
 		return nil, err
 	}
-	return &Fault{Nodes: []string{node}, Details: map[string]any{"wipe": r.wipe},
+	return &Fault{Nodes: p.Nodes, Details: map[string]any{"wipe": r.wipe},
 		Stop: func(ctx context.Context) error { return rs.StartNode(ctx, node, r.wipe) }}, nil
+}
+
+func (restart) CheckPlan(_ *Env, p Plan) error {
+	if len(p.Nodes) != 1 {
+		return errors.New("a restart acts on exactly one node")
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,18 +16,28 @@ import (
 	"github.com/fencecheck/fencecheck/history"
 )
 
-// Scheduler runs each active nemesis on its own seeded schedule, records
-// every start and stop in the history, and heals everything at the end.
-// The schedule of a nemesis depends only on the seed and its name, so
-// --seed reproduces it.
+// Scheduler runs the faults of a run and records every start and stop in
+// the history. It either draws them (each active nemesis on its own seeded
+// schedule, which depends only on the seed and the nemesis's name, so --seed
+// reproduces it) or carries out a schedule given to it (Replay). Either way
+// it records what it planned (Planned: the run's schedule.json), and it
+// heals everything at the end.
 type Scheduler struct {
-	Env      *Env
-	Rec      *history.Recorder
-	Seed     uint64
-	Nemeses  []Nemesis
-	nextID   atomic.Int64
-	mu       sync.Mutex
-	active   map[int64]*live
+	Env     *Env
+	Rec     *history.Recorder
+	Seed    uint64
+	Nemeses []Nemesis
+	// Replay, when set, is the schedule to carry out instead of drawing one
+	// (NewReplay).
+	Replay *Schedule
+	nextID atomic.Int64
+	// nextClaim numbers the claims on nodes (a fault that fails to start
+	// has one too, but no id).
+	nextClaim atomic.Int64
+	mu        sync.Mutex
+	active    map[int64]*live
+	// planned are the faults started or tried, in start order.
+	planned  []Scheduled
 	Counts   map[string]*Count
 	countsMu sync.Mutex
 }
@@ -34,6 +45,7 @@ type Scheduler struct {
 type live struct {
 	nem   Nemesis
 	fault *Fault
+	claim int64 // what holds its nodes in Env.claims
 }
 
 // Count is how often a nemesis acted, for the gate ("every requested fault
@@ -46,13 +58,21 @@ type Count struct {
 	Waited int `json:"waited_for_a_node,omitempty"`
 }
 
-// NewScheduler prepares a scheduler.
+// NewScheduler prepares a scheduler that draws faults from seed.
 func NewScheduler(env *Env, rec *history.Recorder, seed uint64, nemeses []Nemesis) *Scheduler {
 	s := &Scheduler{Env: env, Rec: rec, Seed: seed, Nemeses: nemeses, active: map[int64]*live{}, Counts: map[string]*Count{}}
-	env.claims = &claims{by: map[string]string{}}
+	env.claims = newClaims()
 	for _, n := range nemeses {
 		s.Counts[n.Name()] = &Count{}
 	}
+	return s
+}
+
+// NewReplay prepares a scheduler that carries out sched with nemeses (one
+// per nemesis the schedule names; Schedule.CheckTarget has said they apply).
+func NewReplay(env *Env, rec *history.Recorder, sched *Schedule, nemeses []Nemesis) *Scheduler {
+	s := NewScheduler(env, rec, sched.Seed, nemeses)
+	s.Replay = sched
 	return s
 }
 
@@ -81,15 +101,32 @@ func (s *Scheduler) Active() []string {
 	return out
 }
 
-// Run drives every nemesis until ctx ends. Faults still live then stay live
-// until Heal.
+// Planned is the schedule the run carried out so far: every fault it
+// started or tried to start, with its plan, start and length (as
+// schedule.json records it). mainPhase and nemesis describe the run.
+func (s *Scheduler) Planned(mainPhase time.Duration, nemesis string) *Schedule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &Schedule{Version: ScheduleVersion, Seed: s.Seed, Nemesis: nemesis, MainPhase: mainPhase,
+		Faults: append([]Scheduled(nil), s.planned...)}
+	sort.SliceStable(out.Faults, func(i, j int) bool { return out.Faults[i].Start < out.Faults[j].Start })
+	return out
+}
+
+// Run drives every nemesis until ctx ends: each draws its faults, or, with
+// Replay, carries out its faults of the schedule in order. Faults still live
+// then stay live until Heal.
 func (s *Scheduler) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, n := range s.Nemeses {
 		wg.Add(1)
 		go func(n Nemesis) {
 			defer wg.Done()
-			s.loop(ctx, n)
+			if s.Replay != nil {
+				s.replay(ctx, n)
+			} else {
+				s.loop(ctx, n)
+			}
 		}(n)
 	}
 	wg.Wait()
@@ -107,20 +144,75 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 		if !sleep(ctx, between(rng, t.QuietMin, t.QuietMax)) {
 			return
 		}
-		id := s.start(ctx, n, rng)
+		first := time.Now()
+		id, d := s.drawAndStart(ctx, n, rng, t, time.Time{})
 		// Every node it could take is held by another fault (a restart
 		// in progress): try again shortly rather than skip a whole cycle.
 		for id == busy {
 			if !sleep(ctx, busyRetry) {
 				return
 			}
-			id = s.start(ctx, n, rng)
+			id, d = s.drawAndStart(ctx, n, rng, t, first)
 		}
 		if id < 0 {
 			continue
 		}
-		if !sleep(ctx, between(rng, t.FaultMin, t.FaultMax)) {
+		if !sleep(ctx, d) {
 			return // left live: Heal stops it
+		}
+		s.stop(context.WithoutCancel(ctx), id)
+	}
+}
+
+// drawAndStart draws one fault of n and its length, and starts it: the
+// fault's id and length, busy when every node it could take is held, or -1
+// when it could not be drawn or started. began is when the nemesis first
+// tried, when it had to wait (zero otherwise).
+func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand, t Timing, waitedSince time.Time) (int64, time.Duration) {
+	p, err := n.Draw(ctx, s.Env, rng)
+	if errors.Is(err, ErrBusy) {
+		s.count(n, func(c *Count) { c.Waited++ })
+		return busy, 0
+	}
+	if err != nil {
+		s.failed(ctx, n, err)
+		return -1, 0
+	}
+	// The length is drawn only once the fault started (as it always was):
+	// a failed start leaves the rest of the schedule as the seed had it.
+	id := s.start(ctx, n, p, func() time.Duration { return between(rng, t.FaultMin, t.FaultMax) }, waitedSince)
+	if id < 0 {
+		return id, 0
+	}
+	return id, s.lengthOf(id)
+}
+
+// replay carries out n's faults of the schedule in start order, each at its
+// start time (history time), for its length. A fault whose node is still
+// held (the fault before it stopped a little late) waits for it.
+func (s *Scheduler) replay(ctx context.Context, n Nemesis) {
+	origin := s.Rec.Start()
+	for _, f := range s.Replay.Faults {
+		if f.Nemesis != n.Name() {
+			continue
+		}
+		if !sleep(ctx, time.Until(origin.Add(f.Start))) {
+			return
+		}
+		first := time.Now()
+		length := func() time.Duration { return f.Duration }
+		id := s.start(ctx, n, f.Plan(), length, time.Time{})
+		for id == busy {
+			if !sleep(ctx, busyRetry/5) {
+				return
+			}
+			id = s.start(ctx, n, f.Plan(), length, first)
+		}
+		if id < 0 {
+			continue
+		}
+		if !sleep(ctx, f.Duration) {
+			return
 		}
 		s.stop(context.WithoutCancel(ctx), id)
 	}
@@ -133,37 +225,74 @@ const (
 	busyRetry = 250 * time.Millisecond
 )
 
-func (s *Scheduler) start(ctx context.Context, n Nemesis, rng *rand.Rand) int64 {
-	f, err := n.Start(ctx, s.Env, rng)
-	if err != nil {
-		s.Env.claims.releaseAll(n.Name())
-	}
+func (s *Scheduler) count(n Nemesis, fn func(*Count)) {
 	s.countsMu.Lock()
-	c := s.Counts[n.Name()]
-	if errors.Is(err, ErrBusy) {
-		c.Waited++
-		s.countsMu.Unlock()
+	defer s.countsMu.Unlock()
+	fn(s.Counts[n.Name()])
+}
+
+// failed counts and records a fault that could not be drawn or started.
+func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
+	s.count(n, func(c *Count) { c.Failed++; c.Error = err.Error() })
+	if ctx.Err() == nil {
+		s.record(n.Name(), "error", -1, nil, map[string]any{"error": err.Error()})
+	}
+}
+
+// start claims p's nodes when it takes them over, starts the fault and
+// records it: in the history (start event) and in the planned schedule, with
+// the length that length gives once the fault started. It returns the
+// fault's id, busy when a node is held, or -1 when Start failed.
+// waitedSince is when the nemesis first tried, when it had to wait.
+func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() time.Duration, waitedSince time.Time) int64 {
+	claim := s.nextClaim.Add(1)
+	if p.TakesOver && !s.Env.claims.claimAll(p.Nodes, claim) {
+		s.count(n, func(c *Count) { c.Waited++ })
 		return busy
 	}
-	if err != nil {
-		c.Failed++
-		c.Error = err.Error()
-	} else {
-		c.Started++
+	// Times to the millisecond: finer would only record jitter.
+	at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
+	planned := Scheduled{Nemesis: n.Name(), Nodes: p.Nodes, TakesOver: p.TakesOver, Params: p.Params, Start: at}
+	if !waitedSince.IsZero() {
+		planned.Waited = time.Since(waitedSince).Round(time.Millisecond)
 	}
-	s.countsMu.Unlock()
+	f, err := n.Start(ctx, s.Env, p)
 	if err != nil {
+		s.Env.claims.release(claim)
+		s.failed(ctx, n, err)
 		if ctx.Err() == nil {
-			s.record(n.Name(), "error", -1, nil, map[string]any{"error": err.Error()})
+			planned.Error = err.Error()
+			s.plan(planned)
 		}
 		return -1
 	}
+	s.count(n, func(c *Count) { c.Started++ })
 	id := s.nextID.Add(1)
+	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
-	s.active[id] = &live{nem: n, fault: f}
+	s.active[id] = &live{nem: n, fault: f, claim: claim}
 	s.mu.Unlock()
+	s.plan(planned)
 	s.record(n.Name(), "start", id, f.Nodes, f.Details)
 	return id
+}
+
+func (s *Scheduler) plan(f Scheduled) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.planned = append(s.planned, f)
+}
+
+// lengthOf is the planned length of fault id.
+func (s *Scheduler) lengthOf(id int64) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.planned) - 1; i >= 0; i-- {
+		if s.planned[i].ID == id {
+			return s.planned[i].Duration
+		}
+	}
+	return 0
 }
 
 func (s *Scheduler) stop(ctx context.Context, id int64) {
@@ -180,7 +309,7 @@ func (s *Scheduler) stop(ctx context.Context, id int64) {
 			details = map[string]any{"error": err.Error()}
 		}
 	}
-	s.Env.claims.releaseAll(l.nem.Name())
+	s.Env.claims.release(l.claim)
 	s.record(l.nem.Name(), "stop", id, l.fault.Nodes, details)
 }
 

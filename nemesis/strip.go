@@ -2,6 +2,8 @@ package nemesis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -33,19 +35,49 @@ func (strip) Applicable(env *Env) (bool, string) {
 	return true, ""
 }
 
-func (strip) Start(ctx context.Context, env *Env, rng *rand.Rand) (*Fault, error) {
-	ls, _ := linkSet(env)
+// stripParams: the share of writes tampered with on each of the links.
+type stripParams struct {
+	Share float64  `json:"share"`
+	Links []string `json:"links"`
+}
+
+func (strip) Params() any { return &stripParams{} }
+
+func (strip) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	links := linkNames(clientLinks(env))
 	// A share, not every write: the run keeps making progress, and stripped
 	// writes interleave with good ones on the same keys.
-	share := 0.3 + 0.4*rng.Float64()
-	if err := forEachLink(links, func(n string) error { return ls.SetStrip(n, share) }); err != nil {
-		forEachLink(links, func(n string) error { return ls.SetStrip(n, 0) })
+	share := round2(0.3 + 0.4*rng.Float64())
+	return Plan{Nodes: linkTargets(env, links), Params: &stripParams{Share: share, Links: links}}, nil
+}
+
+func (strip) CheckPlan(env *Env, p Plan) error {
+	sp, err := paramsOf[stripParams](p)
+	if err != nil {
+		return err
+	}
+	if sp.Share <= 0 || sp.Share > 1 {
+		return fmt.Errorf("share must be in (0, 1], got %g", sp.Share)
+	}
+	return checkLinks(env, sp.Links)
+}
+
+func (strip) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	sp, err := paramsOf[stripParams](p)
+	if err != nil {
 		return nil, err
 	}
-	return &Fault{Nodes: linkTargets(env, links), Details: map[string]any{"share": round2(share), "links": links},
+	ls, ok := linkSet(env)
+	if !ok {
+		return nil, errors.New(noClientLinks)
+	}
+	if err := forEachLink(sp.Links, func(n string) error { return ls.SetStrip(n, sp.Share) }); err != nil {
+		forEachLink(sp.Links, func(n string) error { return ls.SetStrip(n, 0) })
+		return nil, err
+	}
+	return &Fault{Nodes: p.Nodes, Details: map[string]any{"share": sp.Share, "links": sp.Links},
 		Stop: func(context.Context) error {
-			return forEachLink(links, func(n string) error { return ls.SetStrip(n, 0) })
+			return forEachLink(sp.Links, func(n string) error { return ls.SetStrip(n, 0) })
 		}}, nil
 }
 

@@ -31,7 +31,7 @@ func TestLinkNemesesNeedClientLinks(t *testing.T) {
 func TestStripTampersWithAShareOfWritesUntilStopped(t *testing.T) {
 	f := newLinkFixture(t)
 	env := &Env{Links: f.set}
-	fault, err := strip{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 2)))
+	fault, err := drawStart(context.Background(), strip{}, env, rand.New(rand.NewPCG(1, 2)))
 	require.NoError(t, err)
 	share := fault.Details["share"].(float64)
 	assert.GreaterOrEqual(t, share, 0.3)
@@ -65,7 +65,7 @@ func TestStripTampersWithAShareOfWritesUntilStopped(t *testing.T) {
 		assert.Equal(t, http.StatusNoContent, code)
 	}
 
-	_, err = strip{}.Start(context.Background(), env, rand.New(rand.NewPCG(1, 3)))
+	_, err = drawStart(context.Background(), strip{}, env, rand.New(rand.NewPCG(1, 3)))
 	require.NoError(t, err)
 	require.NoError(t, strip{}.Heal(context.Background(), env))
 	code, err := putToken(context.Background(), f.url, "k", "5000", "healed")

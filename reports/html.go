@@ -95,6 +95,7 @@ type pageData struct {
 	Logs           []logView
 	Visualizations []keyValue
 	Files          []string
+	Shrunk         string
 	Config         string
 	Generated      string
 	TimelineJSON   template.JS
@@ -285,6 +286,11 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		d.Visualizations = append(d.Visualizations, keyValue{clip(k, 100), res.Files.Visualizations[k]})
 	}
 	d.Files = listFiles(dir, ".", maxListedFiles)
+	if res.Files.Shrink != "" {
+		if tail := readLogTail(dir, res.Files.Shrink).Tail; len(tail) > 0 {
+			d.Shrunk = tail[0]
+		}
+	}
 	if info.Config != nil {
 		if b, err := json.MarshalIndent(info.Config, "", "  "); err == nil {
 			d.Config = clip(string(b), 200_000)

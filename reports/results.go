@@ -38,6 +38,10 @@ const (
 	HistoryFile = "history.jsonl"
 	ConfigFile  = "config.json"
 	ResultsFile = "results.json"
+	// ScheduleFile and ShrinkSummaryFile are written by the harness and by
+	// `fencecheck shrink`; results.json and the report link them.
+	ScheduleFile      = "schedule.json"
+	ShrinkSummaryFile = "shrink/summary.txt"
 	ReportFile  = "report.html"
 	JUnitFile   = "junit.xml"
 	LogsDir     = "logs"
@@ -127,6 +131,11 @@ type Files struct {
 	Config         string            `json:"config,omitempty"`
 	Visualizations map[string]string `json:"visualizations,omitempty"`
 	Logs           []string          `json:"logs,omitempty"`
+	// Schedule is the run's faults as planned (schedule.json), Shrink the
+	// summary of `fencecheck shrink` on the run (shrink/summary.txt), each
+	// when the folder has it.
+	Schedule string `json:"schedule,omitempty"`
+	Shrink   string `json:"shrink,omitempty"`
 }
 
 func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time) *Results {

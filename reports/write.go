@@ -51,6 +51,14 @@ func write(dir string, info RunInfo, res *analysis.Result, now time.Time) (*Resu
 		files.Config = ConfigFile
 	}
 	files.Logs = listFiles(dir, LogsDir, 200)
+	for _, f := range []struct {
+		field *string
+		name  string
+	}{{&files.Schedule, ScheduleFile}, {&files.Shrink, ShrinkSummaryFile}} {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.name))); err == nil {
+			*f.field = f.name
+		}
+	}
 	r := buildResults(info, res, files, now)
 
 	rj, err := marshalResults(r)
@@ -256,6 +264,9 @@ func listFiles(dir, sub string, max int) []string {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || len(out) >= max {
 			return filepath.SkipDir
+		}
+		if d.IsDir() && p != root && d.Name() == "shrink" && filepath.Dir(p) == filepath.Clean(dir) {
+			return filepath.SkipDir // a shrink's own runs: its summary is linked instead
 		}
 		if d.Type().IsRegular() {
 			if rel, err := filepath.Rel(dir, p); err == nil {

@@ -23,7 +23,12 @@ type testFlags struct {
 
 func init() {
 	cmd, f := newTestCmd()
-	cmd.RunE = func(*cobra.Command, []string) error { return runTest(f) }
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		if err := replayFlags(c, f); err != nil {
+			return err
+		}
+		return runTest(f)
+	}
 	rootCmd.AddCommand(cmd)
 }
 
@@ -43,7 +48,8 @@ Targets: ` + strings.Join(targets.Names(), ", ") + `, spec:FILE.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 		Example: `  fencecheck test --target memory --time 30s --nemesis pause,restart --seed 7
   fencecheck test --target memory --bug accept-equal --nemesis all
-  fencecheck test --target etcd --nemesis partition`,
+  fencecheck test --target etcd --nemesis partition
+  fencecheck test --target memory --bug counter-in-memory --seed 7 --schedule store/latest/shrink/schedule.json`,
 		Args: cobra.NoArgs,
 	}
 	fl := cmd.Flags()
@@ -51,6 +57,22 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 	fl.Lookup("target").Usage = "target to test: " + strings.Join(targets.Names(), ", ") + ", or spec:FILE"
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	return cmd, f
+}
+
+// replayFlags applies what --schedule means for the other flags: the
+// schedule names its nemeses (so --nemesis beside it is a mistake), and
+// without --time the main phase is the schedule's.
+func replayFlags(c *cobra.Command, f *testFlags) error {
+	if f.cfg.Schedule == "" {
+		return nil
+	}
+	if c.Flags().Changed("nemesis") {
+		return usageErrorf("--nemesis and --schedule exclude each other: a schedule names its own nemeses")
+	}
+	if !c.Flags().Changed("time") {
+		f.cfg.Time = 0 // the schedule's main phase
+	}
+	return nil
 }
 
 // runTest is gate.Run, the one run path, with the summary printed.
