@@ -42,9 +42,9 @@ const (
 	// `fencecheck shrink`; results.json and the report link them.
 	ScheduleFile      = "schedule.json"
 	ShrinkSummaryFile = "shrink/summary.txt"
-	ReportFile  = "report.html"
-	JUnitFile   = "junit.xml"
-	LogsDir     = "logs"
+	ReportFile        = "report.html"
+	JUnitFile         = "junit.xml"
+	LogsDir           = "logs"
 )
 
 // RunInfo describes the run a report is about: what its history does not
