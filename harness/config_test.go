@@ -2,6 +2,7 @@ package harness
 
 import (
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -111,4 +112,40 @@ func TestValidateNamesEveryBadSetting(t *testing.T) {
 func TestShellLineQuotesWhatNeedsIt(t *testing.T) {
 	assert.Equal(t, `fencecheck test '--target=spec:/a b/s.json' '--seal-key=it'\''s'`,
 		ShellLine([]string{"fencecheck", "test", "--target=spec:/a b/s.json", "--seal-key=it's"}))
+}
+
+// A replay's reproduce line names its schedule file and the workload seed,
+// not --nemesis (the schedule names its nemeses), and reads back to the
+// same config once the schedule is applied.
+func TestReplayCommandNamesTheScheduleNotTheNemeses(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/s.json"
+	require.NoError(t, os.WriteFile(file, []byte(`{"schedule_version": 1, "main_phase_ns": 4000000000, "faults": [
+		{"nemesis": "restart", "nodes": ["reference"], "takes_over": true, "start_ns": 1000000000, "duration_ns": 300000000},
+		{"nemesis": "strip", "nodes": ["reference"], "params": {"share": 0.5, "links": ["clients->reference"]}, "start_ns": 0, "duration_ns": 300000000}]}`), 0o644))
+	c, s, err := Config{Schedule: file, Seed: 5}.WithSchedule()
+	require.NoError(t, err)
+	require.Len(t, s.Faults, 2)
+	assert.Equal(t, "restart,strip", c.Nemesis, "the schedule's nemeses")
+	assert.Equal(t, 4*time.Second, c.Time, "no --time: the schedule's main phase")
+	c = c.WithDefaults()
+	line := strings.Join(c.Command(), " ")
+	assert.Contains(t, line, "--schedule="+file)
+	assert.Contains(t, line, "--seed=5")
+	assert.NotContains(t, line, "--nemesis")
+	back, _, err := parse(t, c.Command()).WithSchedule()
+	require.NoError(t, err)
+	assert.Equal(t, c, back)
+
+	c, _, err = Config{Schedule: file, Time: 9 * time.Second}.WithSchedule()
+	require.NoError(t, err)
+	assert.Equal(t, 9*time.Second, c.Time, "--time wins over the schedule's")
+
+	require.NoError(t, os.WriteFile(file, []byte(`{"schedule_version": 1, "faults": []}`), 0o644))
+	c, _, err = Config{Schedule: file}.WithSchedule()
+	require.NoError(t, err)
+	assert.Equal(t, "none", c.Nemesis, "an empty schedule: no nemesis")
+
+	_, _, err = Config{Schedule: dir + "/missing.json"}.WithSchedule()
+	assert.ErrorContains(t, err, "--schedule")
 }

@@ -37,3 +37,25 @@ func TestTestFlagsDefaultToTheOneDefault(t *testing.T) {
 	require.NoError(t, cmd.ParseFlags(nil))
 	assert.Equal(t, harness.Default(), f.cfg)
 }
+
+// --schedule names the nemeses: --nemesis beside it is a usage error, and
+// without --time the main phase is the schedule's (Time left zero).
+func TestScheduleFlagRules(t *testing.T) {
+	cmd, f := newTestCmd()
+	require.NoError(t, cmd.ParseFlags([]string{"--schedule=s.json", "--nemesis=pause"}))
+	err := replayFlags(cmd, f)
+	require.Error(t, err)
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 64, ee.code)
+
+	cmd, f = newTestCmd()
+	require.NoError(t, cmd.ParseFlags([]string{"--schedule=s.json"}))
+	require.NoError(t, replayFlags(cmd, f))
+	assert.Zero(t, f.cfg.Time, "the schedule's main phase")
+
+	cmd, f = newTestCmd()
+	require.NoError(t, cmd.ParseFlags([]string{"--schedule=s.json", "--time=3s"}))
+	require.NoError(t, replayFlags(cmd, f))
+	assert.Equal(t, 3*time.Second, f.cfg.Time)
+}
