@@ -124,8 +124,8 @@ func TestParamsSurviveTheFileForEveryNemesis(t *testing.T) {
 
 func TestScheduleFileErrorsNameTheLineAndTheReason(t *testing.T) {
 	for name, tc := range map[string]struct{ file, want string }{
-		"syntax": {"{\n  \"schedule_version\": 1,\n  \"faults\": [\n    {\"nemesis\": \"restart\",}\n  ]\n}", "line 4"},
-		"version": {`{"schedule_version": 9, "faults": []}`, "schedule_version 9"},
+		"syntax":        {"{\n  \"schedule_version\": 1,\n  \"faults\": [\n    {\"nemesis\": \"restart\",}\n  ]\n}", "line 4"},
+		"version":       {`{"schedule_version": 9, "faults": []}`, "schedule_version 9"},
 		"unknown field": {`{"schedule_version": 1, "faults": [], "extra": 1}`, `unknown field "extra"`},
 		"unknown nemesis": {"{\"schedule_version\": 1, \"faults\": [\n{\"nemesis\": \"gremlin\", \"nodes\": [\"n1\"], \"start_ns\": 0, \"duration_ns\": 5}]}",
 			`line 2: unknown nemesis "gremlin"`},
