@@ -14,7 +14,7 @@ GO      ?= go
 BIN     := bin/fencecheck
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help
+.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help shrink-demo
 
 all: build
 
@@ -23,6 +23,8 @@ help:
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
 	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long)"
+	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
+	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
 	@echo "make bench  checker and clock-injector benchmarks; make perf -> docs/performance.md"
 	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
 
@@ -58,6 +60,16 @@ deps-docker:
 
 images: build deps-docker
 	./$(BIN) images
+
+# A failing 30 s run of a reference bug, then `fencecheck shrink` on it: the
+# smallest fault schedule that still fails, in store/shrink-demo/latest/shrink/.
+# The test's exit code 1 (invalid) is what the demo wants.
+BUG ?= counter-in-memory
+shrink-demo: build
+	./$(BIN) test --target memory --bug $(BUG) --nemesis all --time $(TIME) --seed 1 --store $(STORE)/shrink-demo --quiet; \
+		code=$$?; if [ $$code -ne 1 ]; then echo "shrink-demo: the run was not invalid (exit $$code): nothing to shrink"; exit 1; fi
+	./$(BIN) shrink --force $(STORE)/shrink-demo/latest; code=$$?; [ $$code -eq 1 ] || exit $$code
+	@cat $(STORE)/shrink-demo/latest/shrink/summary.txt
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./models/... ./analysis/ ./nemesis/timewarp

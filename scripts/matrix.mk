@@ -16,3 +16,15 @@ matrix:
 	go run ./cmd/matrix --fencecheck bin/fencecheck --seeds $(SEEDS) --time $(TIME) --parallel $(PARALLEL) \
 		$(if $(ROWS),--rows $(ROWS)) --out docs/detection.md \
 		--command "make matrix SEEDS=$(SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)$(if $(ROWS), ROWS=$(ROWS))"
+
+# The shrink bar (issue 17): for every bug, a failing TIME run of --nemesis
+# all shrunk with `fencecheck shrink`; writes the shrinking section of
+# docs/detection.md. About 20-30 minutes on 2 cores.
+BUDGET ?= 10m
+
+.PHONY: shrink-matrix
+shrink-matrix:
+	go build -o bin/fencecheck ./cmd/fencecheck
+	go run ./cmd/matrix --shrink --fencecheck bin/fencecheck --time $(TIME) --budget $(BUDGET) \
+		$(if $(ROWS),--rows $(ROWS)) --out docs/detection.md \
+		--command "make shrink-matrix TIME=$(TIME) BUDGET=$(BUDGET)$(if $(ROWS), ROWS=$(ROWS))"

@@ -8,7 +8,8 @@
 //	go run ./cmd/matrix --fencecheck bin/fencecheck --seeds 20 --time 30s --parallel 2
 //
 // `make matrix` (scripts/matrix.mk) does both, with SEEDS, TIME and PARALLEL
-// overrides.
+// overrides. With --shrink it measures `fencecheck shrink` instead (`make
+// shrink-matrix`): for every bug, a failing run shrunk to what it needs.
 package main
 
 import (
@@ -36,6 +37,8 @@ func main() {
 	flag.StringVar(&rows, "rows", "", "comma-separated rows to run (default: every bug and the correct reference)")
 	flag.StringVar(&cfg.Out, "out", "docs/detection.md", "where to write the table ('-' for stdout)")
 	flag.StringVar(&cfg.Command, "command", "", "the command to print as the one that regenerated the table (default: this command line)")
+	shrinkMode := flag.Bool("shrink", false, "instead of the matrix: for every bug, shrink a failing run (fencecheck shrink) and write the table of what was left into --out's shrinking section")
+	flag.DurationVar(&cfg.Budget, "budget", 10*time.Minute, "with --shrink: fencecheck shrink's --budget")
 	flag.Parse()
 	if flag.NArg() > 0 || cfg.Seeds < 1 || cfg.Parallel < 1 || cfg.Time <= 0 {
 		flag.Usage()
@@ -51,6 +54,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *shrinkMode {
+		os.Exit(runShrinks(ctx, cfg))
+	}
 	m, err := Run(ctx, cfg, os.Stderr)
 	if err != nil && m == nil {
 		fmt.Fprintln(os.Stderr, "matrix:", err)
@@ -62,6 +68,11 @@ func main() {
 		m.Interrupted = true
 	}
 	md := m.Markdown()
+	if old, err := os.ReadFile(cfg.Out); err == nil && cfg.Out != "-" {
+		if i := strings.Index(string(old), shrinkHeading); i >= 0 {
+			md = splice(md, string(old[i:])) // the shrink table is --shrink's
+		}
+	}
 	if cfg.Out == "-" {
 		fmt.Print(md)
 	} else if err := os.WriteFile(cfg.Out, []byte(md), 0o644); err != nil {

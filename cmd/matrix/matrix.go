@@ -34,6 +34,9 @@ type Row struct {
 	Args []string
 	// Mode says what the bug breaks (from the design's failure modes).
 	Mode string
+	// Needs are the fault kinds the bug needs to show, as a shrink should
+	// find them (none: it shows without faults).
+	Needs []string
 }
 
 // expectInvalid says the row must be found invalid (a seeded bug or a
@@ -47,12 +50,12 @@ const matrixSealKey = "matrix-seal-key"
 // Rows is every bug of issue 4 and the correct reference, plain and sealed
 // with the forger writing beside the clients.
 var Rows = []Row{
-	{Name: "counter-in-memory", Bug: "counter-in-memory", Mode: "counter reset: the issuer forgets its counter on restart"},
-	{Name: "wallclock-tokens", Bug: "wallclock-tokens", Mode: "tokens are wall-clock milliseconds"},
+	{Name: "counter-in-memory", Bug: "counter-in-memory", Mode: "counter reset: the issuer forgets its counter on restart", Needs: []string{"restart"}},
+	{Name: "wallclock-tokens", Bug: "wallclock-tokens", Mode: "tokens are wall-clock milliseconds", Needs: []string{"clock"}},
 	{Name: "accept-equal", Bug: "accept-equal", Mode: "replay: a token equal to the high-water mark is accepted"},
-	{Name: "missing-as-zero", Bug: "missing-as-zero", Mode: "a missing token is read as zero"},
-	{Name: "forget-highwater", Bug: "forget-highwater", Mode: "the resource forgets its high-water marks on restart"},
-	{Name: "split-issuers", Bug: "split-issuers", Mode: "split brain: partitioned issuer replicas each issue"},
+	{Name: "missing-as-zero", Bug: "missing-as-zero", Mode: "a missing token is read as zero", Needs: []string{"strip"}},
+	{Name: "forget-highwater", Bug: "forget-highwater", Mode: "the resource forgets its high-water marks on restart", Needs: []string{"restart"}},
+	{Name: "split-issuers", Bug: "split-issuers", Mode: "split brain: partitioned issuer replicas each issue", Needs: []string{"partition"}},
 	{Name: "accept-forged", Bug: "accept-forged", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "forgery: seals are not verified"},
 	{Name: "no-fencing", Bug: "no-fencing", Mode: "lease-only safety: tokens are not checked"},
 	{Name: "reference", Mode: "correct"},
@@ -79,6 +82,8 @@ type Config struct {
 	Rows    []string
 	Out     string
 	Command string
+	// Budget is fencecheck shrink's --budget (--shrink).
+	Budget time.Duration
 }
 
 // Outcome is one run's result.
@@ -486,6 +491,22 @@ func (r Row) label() string {
 		return fmt.Sprintf("`--target %s` (`--nemesis %s`)", r.Target, r.Nemesis)
 	}
 	return "`" + r.Bug + "`"
+}
+
+// shrinkHeading begins the section `--shrink` writes; the detection matrix
+// keeps it when it rewrites the rest of the file, and the other way round.
+const shrinkHeading = "## Shrinking a failing run"
+
+// splice puts section (which starts with shrinkHeading, or is empty) into
+// doc in place of doc's own shrink section, or at its end.
+func splice(doc, section string) string {
+	if i := strings.Index(doc, shrinkHeading); i >= 0 {
+		doc = strings.TrimRight(doc[:i], "\n") + "\n"
+	}
+	if section == "" {
+		return doc
+	}
+	return strings.TrimRight(doc, "\n") + "\n\n" + section
 }
 
 func flagsNote(r Row) string {

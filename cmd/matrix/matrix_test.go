@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +94,46 @@ func TestTargetRows(t *testing.T) {
 	m.Outcomes["postgres-async"][0] = Outcome{Row: "postgres-async", Seed: 1, Exit: 0, Verdict: "valid", FirstInvalid: -1}
 	assert.False(t, m.Passed(), "a broken target found valid misses")
 	assert.Contains(t, m.Markdown(), "postgres-async, seed 1: exit 0")
+}
+
+// The matrix and --shrink each rewrite their own part of detection.md.
+func TestSpliceKeepsTheOtherPart(t *testing.T) {
+	matrix := "# Detection matrix\n\ntable\n"
+	doc := splice(matrix, shrinkHeading+"\n\nshrink table v1\n")
+	assert.Equal(t, "# Detection matrix\n\ntable\n\n"+shrinkHeading+"\n\nshrink table v1\n", doc)
+	doc = splice(doc, shrinkHeading+"\n\nv2\n")
+	assert.Contains(t, doc, "v2")
+	assert.NotContains(t, doc, "v1")
+	assert.Contains(t, doc, "table")
+	assert.Equal(t, matrix, splice(doc, ""), "the matrix part alone")
+}
+
+func TestShrinkBar(t *testing.T) {
+	rows, err := selectRows([]string{"counter-in-memory", "accept-equal"})
+	require.NoError(t, err)
+	ok := ShrinkOutcome{Row: rows[0], Exit: 1, Took: 2 * time.Minute, FaultsBefore: 40, KindsBefore: "restart ×10, pause ×9",
+		PhaseBefore: 30 * time.Second, FaultsLeft: 1, KindsLeft: "restart", PhaseLeft: 4 * time.Second, Failed: 3, Tries: 3,
+		Summary: "fails with just: restart of reference at 2.55 s for 0.27 s (3 of 3 tries)"}
+	assert.True(t, ok.MeetsBar())
+	for name, o := range map[string]ShrinkOutcome{
+		"too slow":   func() ShrinkOutcome { o := ok; o.Took = 6 * time.Minute; return o }(),
+		"wrong kind": func() ShrinkOutcome { o := ok; o.KindsLeft = "pause"; return o }(),
+		"extra kind": func() ShrinkOutcome { o := ok; o.FaultsLeft, o.KindsLeft = 2, "restart, pause"; return o }(),
+		"flaky":      func() ShrinkOutcome { o := ok; o.Failed = 1; return o }(),
+		"no repro":   func() ShrinkOutcome { o := ok; o.Exit = 2; return o }(),
+	} {
+		assert.False(t, o.MeetsBar(), name)
+	}
+	two := ok
+	two.FaultsLeft, two.KindsLeft = 2, "restart ×2"
+	assert.True(t, two.MeetsBar(), "two restarts are restarts")
+	none := ShrinkOutcome{Row: rows[1], Exit: 1, Took: time.Minute, FaultsLeft: 0, Failed: 3, Tries: 3}
+	assert.True(t, none.MeetsBar())
+	none.FaultsLeft, none.KindsLeft = 1, "pause"
+	assert.False(t, none.MeetsBar(), "a bug that needs no fault keeps none")
+
+	md := shrinkMarkdown(Config{FirstSeed: 1, Nemesis: "all", Time: 30 * time.Second, Budget: 10 * time.Minute}, []ShrinkOutcome{ok, none}, 3*time.Minute, time.Now(), false)
+	assert.True(t, strings.HasPrefix(md, shrinkHeading))
+	assert.Contains(t, md, "| `counter-in-memory` | 0 | 40 (restart ×10, pause ×9) over 30.0 s | 1 over 4.0 s | restart | restart | 2m0s |")
+	assert.Contains(t, md, "noisy")
 }

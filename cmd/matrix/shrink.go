@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The shrink bar (issue 17): for every bug, shrinking a failing run ends
+// within shrinkBarTime with at most shrinkBarFaults faults (none for a bug
+// that needs none), failing in at least 2 of 3 tries, and leaves the fault
+// kinds the bug needs.
+const (
+	shrinkBarTime   = 5 * time.Minute
+	shrinkBarFaults = 2
+)
+
+// ShrinkOutcome is one bug's shrink.
+type ShrinkOutcome struct {
+	Row Row
+	// Seed and Dir are the failing run that was shrunk.
+	Seed uint64
+	Dir  string
+	// Exit is fencecheck shrink's exit code; Took its wall time.
+	Exit int
+	Took time.Duration
+	// From summary.json.
+	Summary                  string
+	FaultsBefore, FaultsLeft int
+	KindsBefore, KindsLeft   string
+	PhaseBefore, PhaseLeft   time.Duration
+	Failed, Tries            int
+	Candidates, Runs         int
+	OutOfBudget              bool
+	Err                      string
+}
+
+// kindsLeft is the set of fault kinds left, sorted.
+func (o ShrinkOutcome) kindsLeft() []string {
+	var out []string
+	for _, k := range strings.Split(o.KindsLeft, ", ") {
+		if k == "" {
+			continue
+		}
+		k, _, _ = strings.Cut(k, " ×")
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AsNeeded says whether the kinds left are the ones the bug needs.
+func (o ShrinkOutcome) AsNeeded() bool {
+	need := slices.Clone(o.Row.Needs)
+	slices.Sort(need)
+	return slices.Equal(o.kindsLeft(), need)
+}
+
+// MeetsBar says whether the shrink meets issue 17's bar.
+func (o ShrinkOutcome) MeetsBar() bool {
+	maxFaults := shrinkBarFaults
+	if len(o.Row.Needs) == 0 {
+		maxFaults = 0
+	}
+	return o.Exit == 1 && o.Took <= shrinkBarTime && o.FaultsLeft <= maxFaults && o.Failed >= 2 && o.AsNeeded()
+}
+
+// runShrinks is --shrink: every bug row, one after the other (each shrink
+// runs its own tries in parallel). It returns the exit code.
+func runShrinks(ctx context.Context, cfg Config) int {
+	rows, err := selectRows(cfg.Rows)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "matrix:", err)
+		return 64
+	}
+	store := cfg.Store
+	if store == "" {
+		if store, err = os.MkdirTemp("", "fencecheck-shrink-"); err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			return 3
+		}
+		if !cfg.Keep {
+			defer os.RemoveAll(store)
+		}
+	}
+	began := time.Now()
+	var outs []ShrinkOutcome
+	for _, r := range rows {
+		if r.Bug == "" || ctx.Err() != nil {
+			continue
+		}
+		o := shrinkOne(ctx, cfg, store, r, os.Stderr)
+		fmt.Fprintf(os.Stderr, "matrix: %s: exit %d in %s: %s%s\n", r.Name, o.Exit, o.Took.Round(time.Second), o.Summary, errSuffix(Outcome{Err: o.Err}))
+		outs = append(outs, o)
+	}
+	section := shrinkMarkdown(cfg, outs, time.Since(began), began, ctx.Err() != nil)
+	if cfg.Out == "-" {
+		fmt.Print(section)
+	} else {
+		old, _ := os.ReadFile(cfg.Out)
+		if err := os.WriteFile(cfg.Out, []byte(splice(string(old), section)), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			return 3
+		}
+		fmt.Fprintf(os.Stderr, "matrix: wrote the shrinking section of %s\n", cfg.Out)
+	}
+	for _, o := range outs {
+		if !o.MeetsBar() {
+			return 1
+		}
+	}
+	return 0
+}
+
+// shrinkOne finds a failing run of r (seeds from FirstSeed, three at most)
+// and shrinks it.
+func shrinkOne(ctx context.Context, cfg Config, store string, r Row, log io.Writer) ShrinkOutcome {
+	o := ShrinkOutcome{Row: r, Exit: -1}
+	for seed := cfg.FirstSeed; seed < cfg.FirstSeed+3 && ctx.Err() == nil; seed++ {
+		run := runOne(ctx, cfg, store, r, seed)
+		fmt.Fprintf(log, "matrix: %s seed %d: exit %d %s %s\n", r.Name, seed, run.Exit, run.Verdict, ttd(run))
+		if run.Detected() {
+			o.Seed = seed
+			o.Dir, _ = runFolder(run.Dir)
+			break
+		}
+	}
+	if o.Dir == "" {
+		o.Err = "no failing run to shrink"
+		return o
+	}
+	args := []string{"shrink", "--budget=" + cfg.Budget.String(), o.Dir}
+	cmd := exec.CommandContext(ctx, cfg.Fencecheck, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	start := time.Now()
+	err := cmd.Run()
+	o.Took = time.Since(start)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		o.Exit = 0
+	case errors.As(err, &ee):
+		o.Exit = ee.ExitCode()
+	default:
+		o.Err = err.Error()
+		return o
+	}
+	var sum struct {
+		Summary string `json:"summary"`
+		Before  struct {
+			Faults    int           `json:"faults"`
+			Kinds     string        `json:"kinds"`
+			MainPhase time.Duration `json:"main_phase_ns"`
+		} `json:"before"`
+		After struct {
+			Faults    int           `json:"faults"`
+			Kinds     string        `json:"kinds"`
+			MainPhase time.Duration `json:"main_phase_ns"`
+		} `json:"after"`
+		Failed     int               `json:"failed"`
+		Tries      int               `json:"tries"`
+		Runs       int               `json:"runs"`
+		Candidates []json.RawMessage `json:"candidates"`
+		OutOfTime  bool              `json:"out_of_budget"`
+	}
+	b, err := os.ReadFile(filepath.Join(o.Dir, "shrink", "summary.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &sum)
+	}
+	if err != nil {
+		o.Err = "summary.json: " + err.Error()
+		return o
+	}
+	o.Summary, o.Failed, o.Tries, o.Runs, o.Candidates, o.OutOfBudget = sum.Summary, sum.Failed, sum.Tries, sum.Runs, len(sum.Candidates), sum.OutOfTime
+	o.FaultsBefore, o.KindsBefore, o.PhaseBefore = sum.Before.Faults, sum.Before.Kinds, sum.Before.MainPhase
+	o.FaultsLeft, o.KindsLeft, o.PhaseLeft = sum.After.Faults, sum.After.Kinds, sum.After.MainPhase
+	return o
+}
+
+// runFolder is the one run folder under a matrix run's store.
+func runFolder(store string) (string, error) {
+	var found []string
+	filepath.WalkDir(store, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "results.json" {
+			found = append(found, filepath.Dir(p))
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		return "", fmt.Errorf("found %d runs", len(found))
+	}
+	return found[0], nil
+}
+
+func shrinkMarkdown(cfg Config, outs []ShrinkOutcome, took time.Duration, began time.Time, interrupted bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", shrinkHeading)
+	fmt.Fprintf(&b, "<!-- Generated by cmd/matrix --shrink (make shrink-matrix); do not edit by hand. -->\n\n")
+	fmt.Fprintf(&b, "For every bug: the first of seeds %d.. whose run (`fencecheck test --target memory --nemesis %s --time %s --seed S --bug B`) is invalid, shrunk with `fencecheck shrink --budget %s RUN_DIR` (3 tries per candidate, 2 must fail, 2 tries at a time). "+
+		"Measured %s on a machine with %d CPUs shared with other test runs, so the times are noisy: they are wall-clock times, under whatever else ran. All shrinks took %s. "+
+		"The bar: each shrink ends within %s, keeps at most %d faults (none for a bug that needs none), the kept schedule fails in at least 2 of 3 tries, and the kinds left are the ones the bug needs.\n\n",
+		cfg.FirstSeed, cfg.Nemesis, cfg.Time, cfg.Budget, began.UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), took.Round(time.Second), shrinkBarTime, shrinkBarFaults)
+	if interrupted {
+		fmt.Fprintf(&b, "**Interrupted**: only the bugs below were shrunk.\n\n")
+	}
+	fmt.Fprintf(&b, "| bug | seed | faults before | faults after | kinds left | needed | time taken | candidates (runs) | kept schedule | bar |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, o := range outs {
+		need := strings.Join(o.Row.Needs, ", ")
+		if need == "" {
+			need = "none"
+		}
+		left := o.KindsLeft
+		if left == "" {
+			left = "none"
+		}
+		bar := "✓"
+		if !o.MeetsBar() {
+			bar = "✗"
+		}
+		took := o.Took.Round(time.Second).String()
+		if o.OutOfBudget {
+			took += " (budget)"
+		}
+		what := o.Summary
+		if o.Err != "" {
+			what = "error: " + o.Err
+		}
+		fmt.Fprintf(&b, "| `%s`%s | %s | %d (%s) over %s | %d over %s | %s | %s | %s | %d (%d) | %s | %s |\n",
+			o.Row.Bug, flagsNote(o.Row), strconv.FormatUint(o.Seed, 10), o.FaultsBefore, o.KindsBefore, secs(o.PhaseBefore),
+			o.FaultsLeft, secs(o.PhaseLeft), left, need, took, o.Candidates, o.Runs, what, bar)
+	}
+	fmt.Fprintf(&b, "\nRegenerate with `%s`. Each kept schedule replays with the command in its RUN_DIR/shrink/summary.txt.\n", shrinkCommand(cfg))
+	return b.String()
+}
+
+func shrinkCommand(cfg Config) string {
+	if cfg.Command != "" {
+		return cfg.Command
+	}
+	return "make shrink-matrix"
+}
