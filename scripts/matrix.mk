@@ -17,14 +17,16 @@ matrix:
 		$(if $(ROWS),--rows $(ROWS)) --out docs/detection.md \
 		--command "make matrix SEEDS=$(SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)$(if $(ROWS), ROWS=$(ROWS))"
 
-# The shrink bar (issue 17): for every bug, a failing TIME run of --nemesis
-# all shrunk with `fencecheck shrink`; writes the shrinking section of
-# docs/detection.md. About 20-30 minutes on 2 cores.
+# The shrink bar (issue 17): for every bug and SHRINK_SEEDS seeds, a failing
+# TIME run of --nemesis all shrunk with `fencecheck shrink`; writes the
+# shrinking section of docs/detection.md. About 10 minutes per seed on 2
+# cores.
 BUDGET ?= 10m
+SHRINK_SEEDS ?= 3
 
 .PHONY: shrink-matrix
 shrink-matrix:
 	go build -o bin/fencecheck ./cmd/fencecheck
-	go run ./cmd/matrix --shrink --fencecheck bin/fencecheck --time $(TIME) --budget $(BUDGET) \
+	go run ./cmd/matrix --shrink --fencecheck bin/fencecheck --seeds $(SHRINK_SEEDS) --time $(TIME) --budget $(BUDGET) \
 		$(if $(ROWS),--rows $(ROWS)) --out docs/detection.md \
-		--command "make shrink-matrix TIME=$(TIME) BUDGET=$(BUDGET)$(if $(ROWS), ROWS=$(ROWS))"
+		--command "make shrink-matrix SHRINK_SEEDS=$(SHRINK_SEEDS) TIME=$(TIME) BUDGET=$(BUDGET)$(if $(ROWS), ROWS=$(ROWS))"

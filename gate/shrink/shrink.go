@@ -259,7 +259,7 @@ type shrinker struct {
 func load(runDir string, opts Options) (*shrinker, error) {
 	real, err := filepath.EvalSymlinks(runDir) // store/latest moves on
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("no run folder %s: %v", runDir, err)
 	}
 	if rel, err := filepath.Rel(mustAbs("."), real); err == nil && !strings.HasPrefix(rel, "..") {
 		real = rel // commands read better relative, as the user gave it
