@@ -63,7 +63,7 @@ var Rows = []Row{
 	// PostgreSQL acknowledging commits before their WAL is written: a kill
 	// -9 loses the last ones, lock grants included. Its durable twin under
 	// the same faults is the control.
-	{Name: "postgres-async", Target: "postgres-async", Broken: true, Nemesis: "restart",
+	{Name: "postgres-async", Target: "postgres-async", Broken: true, Nemesis: "restart", Needs: []string{"restart"},
 		Mode: "counter and high-water not durable: synchronous_commit = off loses acknowledged commits at a crash"},
 	{Name: "postgres", Target: "postgres", Nemesis: "restart", Mode: "PostgreSQL, synchronous_commit = on"},
 }

@@ -129,6 +129,17 @@ func TestShrinkBar(t *testing.T) {
 	assert.True(t, two.MeetsBar(), "two restarts are restarts")
 	none := ShrinkOutcome{Row: rows[1], Exit: 1, Took: time.Minute, FaultsLeft: 0, Failed: 3, Tries: 3}
 	assert.True(t, none.MeetsBar())
+	rows, err = shrinkRows(nil)
+	require.NoError(t, err)
+	for _, r := range rows {
+		assert.NotEmpty(t, r.Bug, "by default only the reference's bugs: %s", r.Name)
+	}
+	_, err = shrinkRows([]string{"reference"})
+	assert.ErrorContains(t, err, "expected valid")
+	rows, err = shrinkRows([]string{"postgres-async"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"restart"}, rows[0].Needs)
+
 	extra := none
 	extra.FaultsLeft, extra.KindsLeft = 1, "pause"
 	assert.False(t, extra.MeetsBar(), "a bug that needs no fault keeps none")
