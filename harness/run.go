@@ -131,14 +131,16 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	for n, why := range sel.NotApplicable {
 		logf("nemesis %s does not apply to %s: %s", n, target.Name(), why)
 	}
-	sched := nemesis.NewScheduler(nenv, rec, cfg.Seed, sel.Active)
-	if replay != nil {
+	var sched *nemesis.Scheduler
+	if replay == nil {
+		sched = nemesis.NewScheduler(nenv, rec, cfg.Seed, sel.Active)
+	} else {
 		// A schedule that names what this target does not have is the
 		// caller's mistake (a usage error), found before the main phase.
 		if err := replay.CheckTarget(nenv, sel.Active, sel.NotApplicable); err != nil {
 			return run, fmt.Errorf("--schedule %s does not fit target %s:\n%w", cfg.Schedule, target.Name(), err)
 		}
-		sched = nemesis.NewReplay(nenv, rec, replay, sel.Active)
+		sched = nemesis.NewReplay(nenv, rec, cfg.Seed, replay, sel.Active)
 		for _, f := range replay.Faults {
 			if f.Start >= cfg.Time {
 				logf("--schedule: %s starts after the main phase ends (--time %s): not started", f.Describe(), cfg.Time)

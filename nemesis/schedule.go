@@ -70,8 +70,9 @@ func NewScheduler(env *Env, rec *history.Recorder, seed uint64, nemeses []Nemesi
 
 // NewReplay prepares a scheduler that carries out sched with nemeses (one
 // per nemesis the schedule names; Schedule.CheckTarget has said they apply).
-func NewReplay(env *Env, rec *history.Recorder, sched *Schedule, nemeses []Nemesis) *Scheduler {
-	s := NewScheduler(env, rec, sched.Seed, nemeses)
+// seed is the run's, recorded with what it carries out.
+func NewReplay(env *Env, rec *history.Recorder, seed uint64, sched *Schedule, nemeses []Nemesis) *Scheduler {
+	s := NewScheduler(env, rec, seed, nemeses)
 	s.Replay = sched
 	return s
 }
@@ -166,8 +167,8 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 
 // drawAndStart draws one fault of n and its length, and starts it: the
 // fault's id and length, busy when every node it could take is held, or -1
-// when it could not be drawn or started. began is when the nemesis first
-// tried, when it had to wait (zero otherwise).
+// when it could not be drawn or started. waitedSince is when the nemesis
+// first tried, when it had to wait (zero otherwise).
 func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand, t Timing, waitedSince time.Time) (int64, time.Duration) {
 	p, err := n.Draw(ctx, s.Env, rng)
 	if errors.Is(err, ErrBusy) {
@@ -180,11 +181,7 @@ func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand,
 	}
 	// The length is drawn only once the fault started (as it always was):
 	// a failed start leaves the rest of the schedule as the seed had it.
-	id := s.start(ctx, n, p, func() time.Duration { return between(rng, t.FaultMin, t.FaultMax) }, waitedSince)
-	if id < 0 {
-		return id, 0
-	}
-	return id, s.lengthOf(id)
+	return s.start(ctx, n, p, func() time.Duration { return between(rng, t.FaultMin, t.FaultMax) }, waitedSince)
 }
 
 // replay carries out n's faults of the schedule in start order, each at its
@@ -201,12 +198,12 @@ func (s *Scheduler) replay(ctx context.Context, n Nemesis) {
 		}
 		first := time.Now()
 		length := func() time.Duration { return f.Duration }
-		id := s.start(ctx, n, f.Plan(), length, time.Time{})
+		id, _ := s.start(ctx, n, f.Plan(), length, time.Time{})
 		for id == busy {
 			if !sleep(ctx, busyRetry/5) {
 				return
 			}
-			id = s.start(ctx, n, f.Plan(), length, first)
+			id, _ = s.start(ctx, n, f.Plan(), length, first)
 		}
 		if id < 0 {
 			continue
@@ -242,13 +239,13 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 // start claims p's nodes when it takes them over, starts the fault and
 // records it: in the history (start event) and in the planned schedule, with
 // the length that length gives once the fault started. It returns the
-// fault's id, busy when a node is held, or -1 when Start failed.
+// fault's id and length, busy when a node is held, or -1 when Start failed.
 // waitedSince is when the nemesis first tried, when it had to wait.
-func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() time.Duration, waitedSince time.Time) int64 {
+func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() time.Duration, waitedSince time.Time) (int64, time.Duration) {
 	claim := s.nextClaim.Add(1)
 	if p.TakesOver && !s.Env.claims.claimAll(p.Nodes, claim) {
 		s.count(n, func(c *Count) { c.Waited++ })
-		return busy
+		return busy, 0
 	}
 	// Times to the millisecond: finer would only record jitter.
 	at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
@@ -264,7 +261,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 			planned.Error = err.Error()
 			s.plan(planned)
 		}
-		return -1
+		return -1, 0
 	}
 	s.count(n, func(c *Count) { c.Started++ })
 	id := s.nextID.Add(1)
@@ -274,25 +271,13 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	s.mu.Unlock()
 	s.plan(planned)
 	s.record(n.Name(), "start", id, f.Nodes, f.Details)
-	return id
+	return id, planned.Duration
 }
 
 func (s *Scheduler) plan(f Scheduled) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.planned = append(s.planned, f)
-}
-
-// lengthOf is the planned length of fault id.
-func (s *Scheduler) lengthOf(id int64) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.planned) - 1; i >= 0; i-- {
-		if s.planned[i].ID == id {
-			return s.planned[i].Duration
-		}
-	}
-	return 0
 }
 
 func (s *Scheduler) stop(ctx context.Context, id int64) {

@@ -73,7 +73,7 @@ func TestAScheduleReplaysWhatWasDrawn(t *testing.T) {
 	}
 
 	env2 := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
-	replayed := NewReplay(env2, history.NewRecorder(&bytes.Buffer{}), file, []Nemesis{restart{}, pause{}, clock{}})
+	replayed := NewReplay(env2, history.NewRecorder(&bytes.Buffer{}), 7, file, []Nemesis{restart{}, pause{}, clock{}})
 	runFor(t, replayed, 1500*time.Millisecond+200*time.Millisecond)
 	again := replayed.Planned(1500*time.Millisecond, "")
 	require.Len(t, again.Faults, len(file.Faults), "every fault of the schedule was carried out")
