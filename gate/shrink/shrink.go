@@ -126,11 +126,13 @@ type Result struct {
 	Failed int   `json:"failed"`
 	Tries  int   `json:"tries"`
 	// Candidates are every schedule tried, in order.
-	Candidates []Candidate    `json:"candidates"`
-	Runs       int            `json:"runs"`
-	Took       time.Duration  `json:"took_ns"`
-	OutOfTime  bool           `json:"out_of_budget,omitempty"`
-	Options    map[string]any `json:"options"`
+	Candidates []Candidate   `json:"candidates"`
+	Runs       int           `json:"runs"`
+	Took       time.Duration `json:"took_ns"`
+	OutOfTime  bool          `json:"out_of_budget,omitempty"`
+	// Interrupted: the caller's context ended the shrink (a signal).
+	Interrupted bool           `json:"interrupted,omitempty"`
+	Options     map[string]any `json:"options"`
 	// Dir is RUN_DIR/shrink.
 	Dir string `json:"-"`
 }
@@ -222,7 +224,8 @@ func run(ctx context.Context, runDir string, opts Options, try runFunc) (*Result
 	s.ctx = bctx
 	err = s.shrink()
 	res.Took = time.Since(s.began).Round(time.Millisecond)
-	res.OutOfTime = bctx.Err() != nil
+	res.Interrupted = ctx.Err() != nil
+	res.OutOfTime = bctx.Err() != nil && !res.Interrupted
 	if err != nil {
 		res.ExitCode = analysis.ExitCannot
 		if IsUsage(err) {
@@ -701,8 +704,11 @@ func (s *shrinker) write() error {
 	} else if res.Summary == "" {
 		res.ExitCode = analysis.ExitUnknown
 		res.Summary = "no candidate failed again: the failure did not reproduce in a replay of its schedule"
-		if res.OutOfTime {
+		switch {
+		case res.OutOfTime:
 			res.Summary += " before the budget ran out"
+		case res.Interrupted:
+			res.Summary += " before it was interrupted"
 		}
 	}
 	var txt strings.Builder
@@ -716,8 +722,11 @@ func (s *shrinker) write() error {
 		fmt.Fprintf(&txt, "the stored run had %s over %s", faultCount(s.orig.Faults), seconds(s.base.Time))
 	}
 	fmt.Fprintf(&txt, " in %s: %d candidates, %d runs (tries %d, need %d", res.Took.Round(time.Second), len(res.Candidates), res.Runs, s.opts.Tries, s.opts.Need)
-	if res.OutOfTime {
+	switch {
+	case res.OutOfTime:
 		fmt.Fprintf(&txt, "; the budget of %s ran out", s.opts.Budget)
+	case res.Interrupted:
+		fmt.Fprintf(&txt, "; interrupted")
 	}
 	fmt.Fprintf(&txt, ").\nEvery run is a run folder under %s; each candidate's schedule is in %s.\n",
 		filepath.Join(s.dir, "store"), filepath.Join(s.dir, "candidates"))

@@ -248,6 +248,18 @@ func TestShrinkStopsAtItsBudget(t *testing.T) {
 	txt, err := os.ReadFile(filepath.Join(dir, "shrink", "summary.txt"))
 	require.NoError(t, err)
 	assert.Contains(t, string(txt), "the budget of 450ms ran out")
+
+	// An interrupt ends it the same way, and says so.
+	ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+	defer cancel()
+	res, err = run(ctx, dir, Options{Force: true}, f.run)
+	require.NoError(t, err)
+	assert.True(t, res.Interrupted)
+	assert.False(t, res.OutOfTime)
+	assert.Equal(t, analysis.ExitInvalid, res.ExitCode)
+	txt, err = os.ReadFile(filepath.Join(dir, "shrink", "summary.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(txt), "interrupted")
 }
 
 // A real shrink on the embedded reference with the counter kept in memory:
