@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -239,6 +240,29 @@ func LoadRun(dir string) (*Stored, error) {
 		}
 	}
 	return st, nil
+}
+
+// Rerender writes a stored run's results.json, report.html and junit.xml
+// again from its stored checker results, without checking again (`fencecheck
+// report --stored`): after a file the report links was added to the folder
+// (a shrink's summary).
+func Rerender(ctx context.Context, dir string) error {
+	st, err := LoadRun(dir)
+	if err != nil {
+		return err
+	}
+	if st.Checks == nil {
+		return fmt.Errorf("%s has no %s to re-render", dir, ResultsFile)
+	}
+	opts := st.Options
+	opts.Lenient = true
+	opts.Checkers = []analysis.Checker{analysis.Replay(st.Checks)}
+	res, err := analysis.CheckFile(ctx, filepath.Join(dir, HistoryFile), opts)
+	if err != nil {
+		return err
+	}
+	_, err = Write(dir, st.Info, res)
+	return err
 }
 
 // dropV1Causes takes the fault words version 1 appended to each violation

@@ -745,7 +745,7 @@ func (s *shrinker) write() error {
 		s.progressf("replay it: %s", harness.ShellLine(res.Command))
 	}
 	// The stored run's results.json and report link the summary.
-	if _, err := reports.Regenerate(s.runDir, nil); err != nil {
+	if err := reports.Rerender(context.WithoutCancel(s.ctx), s.runDir); err != nil {
 		s.progressf("the stored run's report could not be updated to link the shrink: %v", err)
 	}
 	return nil
