@@ -80,7 +80,7 @@ func Set(conn *nftables.Conn, peers []netip.Addr) error {
 			hook   *nftables.ChainHook
 			offset uint32 // of the address to match in the IPv4 header
 		}{
-			{"input", nftables.ChainHookInput, 12},  // source
+			{"input", nftables.ChainHookInput, 12},   // source
 			{"output", nftables.ChainHookOutput, 16}, // destination
 		} {
 			chain := conn.AddChain(&nftables.Chain{Name: hook.name, Table: table, Type: nftables.ChainTypeFilter,
