@@ -9,24 +9,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
 // Clock faults on containers. SetClockOffset moves a container's wall
 // clock without touching this machine's: every process in the container's
-// PID namespace, found by its host PID, gets package timewarp's vDSO patch
-// (so Go programs such as etcd are reached too), and a container started
-// with ContainerSpec.ClockPreload also has timewarp's preload library
-// mounted at skewDirInContainer with LD_PRELOAD set, so that a dynamically
-// linked program is shifted from its first instruction. The offset is held
-// per node and given to the node's new processes when its container starts
+// PID namespace gets package timewarp's vDSO patch (so Go programs such as
+// etcd are reached too), and a container started with
+// ContainerSpec.ClockPreload also has timewarp's preload library mounted at
+// skewDirInContainer with LD_PRELOAD set, so that a dynamically linked
+// program is shifted from its first instruction. The offset is held per
+// node and given to the node's new processes when its container starts
 // again, as partitions are re-applied.
 //
-// The host must see the engine's processes (a local engine, fencecheck run
-// as root or as a user allowed to ptrace them): ClockReachable says whether
-// it does. Behind Docker Desktop or a remote DOCKER_HOST the same injector
-// runs in a helper container instead (cmd/timewarp).
+// The patch is made from this machine by host PID where it can see the
+// engine's processes and may ptrace them (a local engine, fencecheck as
+// root), and otherwise by a timewarp helper in the container's PID
+// namespace (faultpath.go, helper.go): ClockReachable says whether either
+// way works.
 
 // skewDirInContainer holds the preload library and its offset file.
 const skewDirInContainer = "/fencecheck/skew"
@@ -34,6 +37,9 @@ const skewDirInContainer = "/fencecheck/skew"
 // nodeClock is one node's clock state, kept across restarts and
 // replacements of its container.
 type nodeClock struct {
+	// offset is what the node's clock is held at, on either path.
+	offset time.Duration
+	// group patches the processes from this machine (the host path).
 	group    *timewarp.Group
 	pid      int    // host pid of the container's first process, 0 if unknown
 	skewFile string // the preload's offset file on the host, "" without it
@@ -75,12 +81,25 @@ func (r *Runtime) nodeClock(node string) *nodeClock {
 
 // SetClockOffset moves node's wall clock to offset from real time (0 heals).
 // The first change patches the container's processes (every thread stops
-// for about a millisecond); later ones are a write into their memory.
+// for about a millisecond); later ones are a write into their memory. A
+// node that is not running gets the offset when it starts.
 func (r *Runtime) SetClockOffset(ctx context.Context, node string, offset time.Duration) error {
-	if _, err := r.Container(node); err != nil {
+	c, err := r.Container(node)
+	if err != nil {
 		return err
 	}
 	nc := r.nodeClock(node)
+	r.mu.Lock()
+	nc.offset = offset
+	r.mu.Unlock()
+	st, err := r.State(ctx, node)
+	if err != nil {
+		return err
+	}
+	if st.Running && r.faultPath(faultClock, c, st.Pid) == PathAPI ||
+		!st.Running && r.FaultPath(faultClock) == PathAPI {
+		return r.helperClock(ctx, node, c, st, nc, offset)
+	}
 	if err := r.refreshClockPID(ctx, node, nc); err != nil {
 		return err
 	}
@@ -90,14 +109,49 @@ func (r *Runtime) SetClockOffset(ctx context.Context, node string, offset time.D
 	return nil
 }
 
-// ClockOffset is the offset node's clock is held at.
-func (r *Runtime) ClockOffset(node string) time.Duration {
-	return r.nodeClock(node).group.Offset()
+// helperClock hands the offset to the timewarp helper in node's PID
+// namespace (a new one after a restart: the old one died with its
+// namespace), then moves the preload's file. A heal needs no helper where
+// none joined the namespace: its processes were never patched.
+func (r *Runtime) helperClock(ctx context.Context, node string, c *Container, st *container.State, nc *nodeClock, offset time.Duration) error {
+	if st.Running && (offset != 0 || r.joined(ImageTimewarp, node, c, st.StartedAt)) {
+		h, err := r.helperFor(ctx, ImageTimewarp, node, c, st.StartedAt)
+		if err != nil {
+			return fmt.Errorf("clock of %s: %w", node, err)
+		}
+		ans, err := h.ask(ctx, fmt.Sprintf("offset %d", int64(offset)))
+		if err != nil {
+			return fmt.Errorf("clock of %s: %w", node, err)
+		}
+		var procs, injected, preloadOnly int
+		if _, err := fmt.Sscanf(ans, "processes=%d injected=%d preload-only=%d", &procs, &injected, &preloadOnly); err != nil {
+			return fmt.Errorf("clock of %s: the helper answered %q", node, ans)
+		}
+		if procs == 0 {
+			return fmt.Errorf("clock of %s: the helper found no process to move in the container", node)
+		}
+	}
+	r.mu.Lock()
+	file := nc.skewFile
+	r.mu.Unlock()
+	if file != "" {
+		return fencing.WriteClockOffset(file, offset)
+	}
+	return nil
 }
 
-// ClockReachable says why this machine cannot move node's clock, or nil
-// when it can: the engine's processes must be visible here (not behind
-// Docker Desktop's VM or a remote DOCKER_HOST), and ptrace must be allowed.
+// ClockOffset is the offset node's clock is held at.
+func (r *Runtime) ClockOffset(node string) time.Duration {
+	nc := r.nodeClock(node)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return nc.offset
+}
+
+// ClockReachable says why node's clock cannot be moved, or nil when it
+// can: from this machine (the engine's processes visible here, not behind
+// Docker Desktop's VM or a remote DOCKER_HOST, and ptrace allowed), or else
+// through a helper container (an amd64 engine).
 func (r *Runtime) ClockReachable(ctx context.Context, node string) error {
 	c, err := r.Container(node)
 	if err != nil {
@@ -107,13 +161,18 @@ func (r *Runtime) ClockReachable(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	if err := visibleHere(pid, c.ID); err != nil {
-		return err
+	forced, _ := forcedPath()
+	var hostErr error
+	if forced != PathAPI {
+		if hostErr = hostReach(faultClock, pid, c.ID); hostErr == nil || forced == PathHost {
+			return hostErr
+		}
 	}
-	if err := timewarp.Reachable(pid); err != nil {
-		return fmt.Errorf("cannot move the clock of %s's processes: %w", node, err)
+	apiErr := r.apiClockReach(ctx)
+	if apiErr == nil || hostErr == nil {
+		return apiErr
 	}
-	return nil
+	return fmt.Errorf("%v; through the engine's API: %v", hostErr, apiErr)
 }
 
 // visibleHere checks that host pid pid is the container's process on this
@@ -123,7 +182,7 @@ func (r *Runtime) ClockReachable(ctx context.Context, node string) error {
 func visibleHere(pid int, containerID string) error {
 	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil || !strings.Contains(string(cg), containerID) {
-		return errors.New("the engine's processes are not visible on this machine (Docker Desktop or a remote DOCKER_HOST): container clocks need a helper container there")
+		return errors.New("the engine's processes are not visible on this machine (Docker Desktop, a rootless or remote engine)")
 	}
 	theirs, err1 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	ours, err2 := os.Readlink("/proc/self/ns/pid")
@@ -170,12 +229,28 @@ func (r *Runtime) refreshClockPID(ctx context.Context, node string, nc *nodeCloc
 func (r *Runtime) syncClock(ctx context.Context, node string) error {
 	r.mu.Lock()
 	nc := r.clocks[node]
+	var offset time.Duration
 	if nc != nil {
 		nc.pid = 0
+		offset = nc.offset
 	}
 	r.mu.Unlock()
-	if nc == nil || nc.group.Offset() == 0 {
+	if nc == nil || offset == 0 {
 		return nil // at real time: the next change patches them
+	}
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
+	st, err := r.State(ctx, node)
+	if err != nil {
+		return err
+	}
+	if st.Running && r.faultPath(faultClock, c, st.Pid) == PathAPI {
+		if err := r.helperClock(ctx, node, c, st, nc, offset); err != nil {
+			return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", node, err)
+		}
+		return nil
 	}
 	if err := r.refreshClockPID(ctx, node, nc); err != nil {
 		return err
@@ -212,7 +287,10 @@ func (r *Runtime) preloadBinds(ctx context.Context, node string, env, imageEnv [
 	}
 	nc := r.nodeClock(node)
 	file := filepath.Join(dir, "offset")
-	if err := fencing.WriteClockOffset(file, nc.group.Offset()); err != nil {
+	r.mu.Lock()
+	held := nc.offset
+	r.mu.Unlock()
+	if err := fencing.WriteClockOffset(file, held); err != nil {
 		return Bind{}, nil, err
 	}
 	r.mu.Lock()

@@ -165,8 +165,9 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 		&container.HostConfig{
 			Binds:        binds,
 			PortBindings: bindings,
-			// iptables inside the container's netns is set from the host with
-			// nsenter; the container itself needs no extra capability.
+			// Partitions and clock steps are made from the host or by
+			// helper containers (faultpath.go): the node's own container
+			// needs no extra capability.
 			NetworkMode: container.NetworkMode(nw.Name),
 		},
 		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
@@ -194,6 +195,7 @@ func (r *Runtime) Remove(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
+	r.retireHelpers(ctx, node)
 	if err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		return fmt.Errorf("removing %s: %w", c.Name, wrapUnavailable(err))
 	}
@@ -264,6 +266,7 @@ func (r *Runtime) Kill(ctx context.Context, node string) error {
 	if err := r.cli.ContainerKill(ctx, c.ID, "SIGKILL"); err != nil {
 		return fmt.Errorf("killing %s: %w", c.Name, wrapUnavailable(err))
 	}
+	r.retireHelpers(ctx, node)
 	select {
 	case <-waitC:
 		return nil

@@ -29,6 +29,10 @@ import (
 const (
 	ImageEtcd   = "etcd"   // the etcd server, from the nested module images/etcd
 	ImageFenced = "fenced" // the adapter, from cmd/fenced in the main module
+	// The fault helpers (helper.go), from the main module: cmd/netcut
+	// (partitions) and cmd/timewarp (clocks).
+	ImageNetcut   = "netcut"
+	ImageTimewarp = "timewarp"
 )
 
 // knownImages builds each image's binary and says where it goes.
@@ -36,8 +40,10 @@ var knownImages = map[string]struct {
 	binary string // path of the binary inside the image
 	build  func(ctx context.Context, src, cache string, progress io.Writer) (string, error)
 }{
-	ImageEtcd:   {binary: "/usr/local/bin/etcd", build: buildEtcdBinary},
-	ImageFenced: {binary: "/usr/local/bin/fenced", build: buildFencedBinary},
+	ImageEtcd:     {binary: "/usr/local/bin/etcd", build: buildEtcdBinary},
+	ImageFenced:   {binary: "/usr/local/bin/fenced", build: mainBinary("fenced", "./cmd/fenced")},
+	ImageNetcut:   {binary: "/netcut", build: mainBinary("netcut", "./cmd/netcut")},
+	ImageTimewarp: {binary: "/timewarp", build: mainBinary("timewarp", "./cmd/timewarp")},
 }
 
 // KnownImages lists the image names EnsureImages accepts.
@@ -212,12 +218,19 @@ func buildEtcdBinary(ctx context.Context, src, cache string, progress io.Writer)
 	return out, goBuildStatic(ctx, dir, ".", out)
 }
 
-// buildFencedBinary compiles cmd/fenced when the main module's sources
-// changed since the cached binary: go build relinks a main package every
-// time (seconds, more on a loaded machine), and most runs change nothing.
-// The key covers every non-test Go file of the module plus go.mod, go.sum
-// and the Go version, which is more than cmd/fenced needs but never less.
-func buildFencedBinary(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
+// mainBinary builds a command of the main module (cmd/fenced, the fault
+// helpers) when the module's sources changed since the cached binary: go
+// build relinks a main package every time (seconds, more on a loaded
+// machine), and most runs change nothing. The key covers every non-test Go
+// file of the module plus go.mod, go.sum and the Go version, which is more
+// than one command needs but never less.
+func mainBinary(name, pkg string) func(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
+	return func(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
+		return buildMainBinary(ctx, src, cache, name, pkg, progress)
+	}
+}
+
+func buildMainBinary(ctx context.Context, src, cache, name, pkg string, progress io.Writer) (string, error) {
 	h := sha256.New()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -251,19 +264,19 @@ func buildFencedBinary(ctx context.Context, src, cache string, progress io.Write
 		return "", err
 	}
 	h.Write(gover)
-	out := filepath.Join(cache, "fenced-"+hex.EncodeToString(h.Sum(nil))[:16])
+	out := filepath.Join(cache, name+"-"+hex.EncodeToString(h.Sum(nil))[:16])
 	now := time.Now()
 	if _, err := os.Stat(out); err == nil {
 		os.Chtimes(out, now, now) // in use: keep it
 		return out, nil
 	}
-	fmt.Fprintf(progress, "image fenced: compiling cmd/fenced\n")
-	if err := goBuildStatic(ctx, src, "./cmd/fenced", out); err != nil {
+	fmt.Fprintf(progress, "image %s: compiling %s\n", name, pkg)
+	if err := goBuildStatic(ctx, src, pkg, out); err != nil {
 		return "", err
 	}
 	// Builds nobody used for a day are of no more use (several checkouts
 	// may share the cache, so the others' current builds stay).
-	old, _ := filepath.Glob(filepath.Join(cache, "fenced-*"))
+	old, _ := filepath.Glob(filepath.Join(cache, name+"-*"))
 	for _, o := range old {
 		if st, err := os.Stat(o); err == nil && now.Sub(st.ModTime()) > 24*time.Hour {
 			os.Remove(o)

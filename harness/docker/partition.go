@@ -7,12 +7,14 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // PartitionChain is the iptables chain, inside a container's own network
-// namespace, that holds every rule the project adds. INPUT and OUTPUT jump to
-// it; healing flushes it and nothing else. The host's rules are never
-// touched: the rules live and die with the container's namespace.
+// namespace, that holds every rule the project adds from this machine (the
+// host path; a helper uses netcut's own nftables table instead). INPUT and
+// OUTPUT jump to it; healing flushes it and nothing else. The host's rules
+// are never touched: the rules live and die with the container's namespace.
 const PartitionChain = "FENCECHECK"
 
 // PartitionTools names the host programs partitions need, and why.
@@ -82,9 +84,14 @@ func (r *Runtime) reapplyPartition(ctx context.Context, node string) error {
 	return r.applyPartition(ctx, node, peers)
 }
 
-// applyPartition sets the chain in node's namespace to exactly peers. A node
-// that is not running has no namespace; its rules are applied when it starts.
+// applyPartition sets node's cut to exactly peers, from this machine or
+// through a helper (faultpath.go). A node that is not running has no
+// namespace; its rules are applied when it starts.
 func (r *Runtime) applyPartition(ctx context.Context, node string, peers []string) error {
+	c, err := r.Container(node)
+	if err != nil {
+		return err
+	}
 	st, err := r.State(ctx, node)
 	if err != nil {
 		return err
@@ -92,33 +99,65 @@ func (r *Runtime) applyPartition(ctx context.Context, node string, peers []strin
 	if !st.Running || st.Pid == 0 {
 		return nil
 	}
+	if r.faultPath(faultPartition, c, st.Pid) == PathAPI {
+		return r.helperPartition(ctx, node, c, st.StartedAt, peers)
+	}
 	if err := PartitionTools(); err != nil {
 		return err
 	}
-	pid := st.Pid
+	if err := hostPartition(ctx, st.Pid, peers); err != nil {
+		return fmt.Errorf("partition %s: %w", node, err)
+	}
+	return nil
+}
+
+// helperPartition hands the peers to node's netcut helper. A heal needs no
+// helper where none joined the namespace the node runs in now: nothing
+// was cut there.
+func (r *Runtime) helperPartition(ctx context.Context, node string, c *Container, started string, peers []string) error {
+	if len(peers) == 0 && !r.joined(ImageNetcut, node, c, started) {
+		return nil
+	}
+	h, err := r.helperFor(ctx, ImageNetcut, node, c, started)
+	if err != nil {
+		return fmt.Errorf("partition %s: %w", node, err)
+	}
+	ans, err := h.ask(ctx, strings.TrimSpace("drop "+strings.Join(peers, " ")))
+	if err != nil {
+		return fmt.Errorf("partition %s: %w", node, err)
+	}
+	if want := fmt.Sprintf("dropping=%d", len(peers)); ans != want {
+		return fmt.Errorf("partition %s: the helper answered %q, want %q", node, ans, want)
+	}
+	return nil
+}
+
+// hostPartition sets the chain in the network namespace of host pid to
+// exactly peers, with nsenter and iptables.
+func hostPartition(ctx context.Context, pid int, peers []string) error {
 	ipt := func(args ...string) error { return nsIptables(ctx, pid, args...) }
 	// Create the chain once; "already exists" is the idempotent case.
 	if nsIptables(ctx, pid, "-n", "-L", PartitionChain) != nil {
 		if err := ipt("-N", PartitionChain); err != nil {
-			return fmt.Errorf("partition %s: %w", node, err)
+			return err
 		}
 	}
 	for _, hook := range []string{"INPUT", "OUTPUT"} {
 		if nsIptables(ctx, pid, "-C", hook, "-j", PartitionChain) != nil {
 			if err := ipt("-I", hook, "1", "-j", PartitionChain); err != nil {
-				return fmt.Errorf("partition %s: %w", node, err)
+				return err
 			}
 		}
 	}
 	if err := ipt("-F", PartitionChain); err != nil {
-		return fmt.Errorf("partition %s: %w", node, err)
+		return err
 	}
 	for _, ip := range peers {
 		if err := ipt("-A", PartitionChain, "-s", ip, "-j", "DROP"); err != nil {
-			return fmt.Errorf("partition %s: %w", node, err)
+			return err
 		}
 		if err := ipt("-A", PartitionChain, "-d", ip, "-j", "DROP"); err != nil {
-			return fmt.Errorf("partition %s: %w", node, err)
+			return err
 		}
 	}
 	return nil

@@ -1,8 +1,10 @@
 // Package docker is the harness's container runtime: images built locally
 // FROM scratch (no registry is reachable), one user-defined network per run
 // with static IPs, labelled containers, faults (freezer pause, SIGKILL,
-// iptables partitions inside a container's own network namespace), node logs,
-// and the sweeps that guarantee a run leaves nothing behind.
+// partitions inside a container's own network namespace, clock steps of its
+// processes; from this machine, or through the engine's API with helper
+// containers: faultpath.go), node logs, and the sweeps that guarantee a run
+// leaves nothing behind.
 //
 // Every object it creates carries the labels fencecheck=1 and
 // fencecheck.run=<run id>; nothing unlabelled is ever touched.
@@ -76,6 +78,14 @@ type Runtime struct {
 	containers map[string]*Container // by node name
 	blocked    map[string][]string   // node -> peer IPs it drops (re-applied at Start)
 	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
+	// paths is the way each kind of fault reaches the containers
+	// (faultpath.go); helpers the fault helpers by kind and node
+	// (helper.go), with their images' tags.
+	paths      map[string]string
+	helpers    map[string]*helper
+	helperTags map[string]string
+	helperSeq  int
+	engineArch string
 	watchdog   io.Closer
 }
 
@@ -95,6 +105,9 @@ type Options struct {
 func New(ctx context.Context, runID string, opts Options) (*Runtime, error) {
 	if runID == "" {
 		return nil, errors.New("docker runtime: empty run id")
+	}
+	if _, err := forcedPath(); err != nil {
+		return nil, err
 	}
 	cli, err := Connect(ctx)
 	if err != nil {
@@ -148,6 +161,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 		nc.group.Close()
 	}
 	r.clocks = nil
+	r.helpers = nil
 	r.containers = map[string]*Container{}
 	r.blocked = nil
 	r.network = nil
