@@ -69,7 +69,7 @@ type helper struct {
 	// container and its State.StartedAt at the time.
 	target, started string
 
-	mu     sync.Mutex // one command at a time
+	mu     sync.Mutex  // one command at a time
 	broken atomic.Bool // a command failed: the next change starts a new helper
 	att    types.HijackedResponse
 	lines  chan string // answer lines; closed when the helper's output ends
