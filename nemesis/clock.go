@@ -203,7 +203,7 @@ func (clock) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	if cp.Mode == "step" {
 		off := ms(cp.OffsetMS)
 		if err := set(ctx, off); err != nil {
-			return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
+			return nil, applyFailed("step", p.Nodes, errors.Join(err, set(context.WithoutCancel(ctx), 0)))
 		}
 		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "step", "offset_ms": cp.OffsetMS},
 			Stop: func(ctx context.Context) error { return set(ctx, 0) }}, nil
@@ -213,7 +213,7 @@ func (clock) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}
 	a, b, period := ms(cp.OffsetsMS[0]), ms(cp.OffsetsMS[1]), ms(cp.PeriodMS)
 	if err := set(ctx, a); err != nil {
-		return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
+		return nil, applyFailed("strobe", p.Nodes, errors.Join(err, set(context.WithoutCancel(ctx), 0)))
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

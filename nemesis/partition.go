@@ -139,7 +139,8 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 			return nil, errors.New("the target cannot cut links between its nodes")
 		}
 		if err := cutter.Partition(ctx, pp.Groups); err != nil {
-			return nil, err
+			// Half a cut is not the fault recorded: take it all back.
+			return nil, applyFailed(pp.Mode, p.Nodes, errors.Join(err, cutter.HealPartition(context.WithoutCancel(ctx))))
 		}
 		details["groups"] = pp.Groups
 		return &Fault{Nodes: p.Nodes, Details: details,
@@ -153,8 +154,7 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return forEachLink(pp.Links, func(n string) error { return ls.SetBlackhole(n, v) })
 	}
 	if err := on(true); err != nil {
-		on(false)
-		return nil, err
+		return nil, applyFailed(pp.Mode, p.Nodes, errors.Join(err, on(false)))
 	}
 	details["groups"] = [][]string{{ClientGroup}, linkTargets(env, pp.Links)}
 	details["links"] = pp.Links

@@ -2,8 +2,10 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,4 +172,62 @@ func TestPartitionDoesNotSplitStatelessAdapters(t *testing.T) {
 	for _, p := range nodePlans(context.Background(), &Env{Target: c}, nil) {
 		assert.NotEqual(t, "issuers", p.mode)
 	}
+}
+
+// brokenCutter is a cluster whose node cuts fail half way (the in-container
+// rules could not be set), as behind an engine this machine cannot enter.
+type brokenCutter struct{ fakeCluster }
+
+func (c *brokenCutter) Partition(ctx context.Context, groups [][]string) error {
+	c.fakeCluster.Partition(ctx, groups)
+	return errors.New("nsenter: cannot open /proc/4242/ns/net")
+}
+
+// A fault that fails to apply is counted by mode, and its error event says
+// which mode and nodes: node cuts that always fail stand out even though
+// the client black-holes of the same nemesis applied. A half-made cut is
+// taken back.
+func TestPartitionFailuresAreCountedByMode(t *testing.T) {
+	f := newLinkFixture(t)
+	c := &brokenCutter{fakeCluster{nodes: []Node{{Name: "n1", Role: "etcd"}, {Name: "n2", Role: "etcd"}, {Name: "n3", Role: "etcd"}}}}
+	p := &partition{}
+	env := &Env{Target: c, Links: f.set}
+	s := NewScheduler(env, f.rec, 3, []Nemesis{p})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 6 {
+		if id := s.attempt(ctx, p, rng); id > 0 {
+			s.stop(ctx, id)
+		}
+	}
+	cnt := s.Counts["partition"]
+	assert.Equal(t, 3, cnt.Started, "the black-holes applied")
+	assert.Equal(t, 3, cnt.Failed, "the node cuts did not")
+	assert.Contains(t, cnt.Error, "cannot open")
+	failedModes, startedModes := 0, 0
+	for mode, mc := range cnt.Modes {
+		switch mode {
+		case "one", "leader", "minority":
+			assert.Zero(t, mc.Started, mode)
+			assert.Contains(t, mc.Error, "cannot open", mode)
+			failedModes += mc.Failed
+		default:
+			assert.True(t, strings.HasPrefix(mode, "clients-from-"), mode)
+			assert.Zero(t, mc.Failed, mode)
+			startedModes += mc.Started
+		}
+	}
+	assert.Equal(t, 3, failedModes)
+	assert.Equal(t, 3, startedModes)
+	assert.Equal(t, 3, c.healed, "each half-made cut is taken back")
+
+	errorsSeen := 0
+	for _, e := range f.hist.events(t) {
+		if e.F == "partition" && string(e.Extra["action"]) == `"error"` {
+			errorsSeen++
+			assert.NotEmpty(t, e.Node, "the error names the nodes")
+			assert.Regexp(t, `^"(one|leader|minority)"$`, string(e.Extra["mode"]), "the error names the mode")
+		}
+	}
+	assert.Equal(t, 3, errorsSeen)
 }

@@ -113,7 +113,7 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}
 	node := p.Nodes[0]
 	if err := pz.PauseNode(ctx, node); err != nil {
-		return nil, err
+		return nil, applyFailed("node", []string{node}, err)
 	}
 	return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "node"},
 		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil

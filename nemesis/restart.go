@@ -76,7 +76,7 @@ func (r restart) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}
 	node := p.Nodes[0]
 	if err := rs.KillNode(ctx, node); err != nil {
-		return nil, err
+		return nil, applyFailed("", []string{node}, err)
 	}
 	return &Fault{Nodes: p.Nodes, Details: map[string]any{"wipe": r.wipe},
 		Stop: func(ctx context.Context) error { return rs.StartNode(ctx, node, r.wipe) }}, nil

@@ -56,6 +56,46 @@ type Count struct {
 	Error   string `json:"last_error,omitempty"`
 	// Waited counts tries that found every node held by another fault.
 	Waited int `json:"waited_for_a_node,omitempty"`
+	// Modes counts starts and failures by fault mode (the start event's
+	// extra.mode, an ApplyError's Mode; "" for faults without one).
+	Modes map[string]*ModeCount `json:"modes,omitempty"`
+}
+
+// ModeCount is how often one mode of a nemesis applied and failed to.
+type ModeCount struct {
+	Started int    `json:"started"`
+	Failed  int    `json:"failed"`
+	Error   string `json:"last_error,omitempty"`
+}
+
+func (c *Count) mode(m string) *ModeCount {
+	if c.Modes == nil {
+		c.Modes = map[string]*ModeCount{}
+	}
+	mc := c.Modes[m]
+	if mc == nil {
+		mc = &ModeCount{}
+		c.Modes[m] = mc
+	}
+	return mc
+}
+
+// ApplyError is a fault that was chosen but did not apply (a rule that
+// could not be set, a clock that could not be moved): its mode and nodes
+// are recorded with the error event, so that a mode that never applied is
+// seen even when other modes of the same nemesis did (the analysis's gate).
+type ApplyError struct {
+	Mode  string
+	Nodes []string
+	Err   error
+}
+
+func (e *ApplyError) Error() string { return e.Err.Error() }
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// applyFailed wraps err as the failure of a fault of mode on nodes.
+func applyFailed(mode string, nodes []string, err error) error {
+	return &ApplyError{Mode: mode, Nodes: nodes, Err: err}
 }
 
 // NewScheduler prepares a scheduler that draws faults from seed.
@@ -230,9 +270,24 @@ func (s *Scheduler) count(n Nemesis, fn func(*Count)) {
 
 // failed counts and records a fault that could not be drawn or started.
 func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
-	s.count(n, func(c *Count) { c.Failed++; c.Error = err.Error() })
+	var ae *ApplyError
+	mode, nodes := "", []string(nil)
+	if errors.As(err, &ae) {
+		mode, nodes = ae.Mode, ae.Nodes
+	}
+	s.count(n, func(c *Count) {
+		c.Failed++
+		c.Error = err.Error()
+		mc := c.mode(mode)
+		mc.Failed++
+		mc.Error = err.Error()
+	})
 	if ctx.Err() == nil {
-		s.record(n.Name(), "error", -1, nil, map[string]any{"error": err.Error()})
+		details := map[string]any{"error": err.Error()}
+		if mode != "" {
+			details["mode"] = mode
+		}
+		s.record(n.Name(), "error", -1, nodes, details)
 	}
 }
 
@@ -263,7 +318,8 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 		}
 		return -1, 0
 	}
-	s.count(n, func(c *Count) { c.Started++ })
+	mode, _ := f.Details["mode"].(string)
+	s.count(n, func(c *Count) { c.Started++; c.mode(mode).Started++ })
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
