@@ -27,7 +27,7 @@ import (
 // probeImage is a scratch image with timewarp's clock probe twice: static
 // (/goprobe) and built with cgo (/goprobe-cgo, with the libraries and the
 // loader it needs), both answering GET /now with their own wall clock.
-func probeImage(t *testing.T) string {
+func probeImage(t testing.TB) string {
 	t.Helper()
 	dockertest.Require(t)
 	dir := t.TempDir()
@@ -152,7 +152,7 @@ func firstAnswer(t *testing.T, url string) time.Duration {
 
 // eventually waits until the probe at url answers want off this machine's
 // clock.
-func eventually(t *testing.T, url string, want time.Duration) {
+func eventually(t testing.TB, url string, want time.Duration) {
 	t.Helper()
 	var got time.Duration
 	var err error
