@@ -73,11 +73,21 @@ func TestImageNode(t *testing.T) {
 	assert.False(t, rd.Found, "restart-wipe empties the data path")
 }
 
-// Two image nodes can be cut from each other (iptables in each container's
+// Two image nodes can be cut from each other (rules in each container's
 // network namespace); the cut heals. Neither says anything about clocks, so
-// fencecheck moves the clock of each container's (static Go) process.
+// fencecheck moves the clock of each container's (static Go) process. Both
+// from this machine and through the engine's API alone (helper containers,
+// as behind Docker Desktop or a remote engine).
 func TestImageNodesPartition(t *testing.T) {
 	dockertest.Require(t)
+	t.Run("from this machine", func(t *testing.T) { imageNodesPartition(t, "host") })
+	t.Run("through the engine's API", func(t *testing.T) {
+		dockertest.UseRemote(t)
+		imageNodesPartition(t, "api")
+	})
+}
+
+func imageNodesPartition(t *testing.T, path string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
@@ -93,7 +103,7 @@ func TestImageNodesPartition(t *testing.T) {
 	dir := t.TempDir()
 	// Two independent stores are not one system: no preflight here.
 	tg := New(s, Options{NoPreflight: true})
-	_, err = tg.Start(ctx, harness.Env{RunID: "spec-image-part-" + filepath.Base(dir), Dir: dir})
+	_, err = tg.Start(ctx, harness.Env{RunID: "spec-image-part-" + path + "-" + filepath.Base(dir), Dir: dir})
 	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
 	require.NoError(t, err)
 	pt, ok := tg.(nemesis.Partitioner)
@@ -114,4 +124,8 @@ func TestImageNodesPartition(t *testing.T) {
 	assert.InDelta(t, 0, skewOf(t, b2, false).Seconds(), 1.1, "the other node is untouched")
 	require.NoError(t, cs.SetClockOffset(ctx, "a", 0))
 	assert.InDelta(t, 0, skewOf(t, a, false).Seconds(), 1.1)
+	if path == "api" {
+		assert.Equal(t, docker.PathAPI, p.rt.FaultPath("partition"))
+		assert.Equal(t, docker.PathAPI, p.rt.FaultPath("clock"))
+	}
 }

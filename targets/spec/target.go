@@ -236,8 +236,9 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 }
 
 // checkClocks finds, for every node whose process clock the harness moves,
-// whether this machine can (ptrace permission, a container engine whose
-// processes are visible here), without touching the processes yet.
+// whether it can (ptrace permission; for a container, an engine whose
+// processes are visible here or a helper container through its API),
+// without touching the processes yet.
 func (t *Target) checkClocks(ctx context.Context) {
 	for _, name := range t.order {
 		n := t.nodes[name]
@@ -827,8 +828,8 @@ func writeClockOffset(path string, offset time.Duration) error {
 }
 
 // partitionable is a target whose started nodes all run in containers, so
-// the harness can cut links between them (iptables in each container's own
-// network namespace).
+// the harness can cut links between them (rules in each container's own
+// network namespace, set from this machine or by a helper container).
 type partitionable struct{ *Target }
 
 // Partition implements nemesis.Partitioner.
