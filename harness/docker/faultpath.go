@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -102,6 +103,12 @@ func hostReach(kind string, pid int, containerID string) error {
 	}
 	switch kind {
 	case faultPartition:
+		// nsenter needs CAP_SYS_ADMIN over the namespace: root, for a
+		// rootful engine; a rootless engine's namespaces belong to its own
+		// user namespace, which this process is not in either way.
+		if os.Geteuid() != 0 {
+			return errors.New("entering the containers' network namespaces from this machine needs root")
+		}
 		if err := PartitionTools(); err != nil {
 			return err
 		}
