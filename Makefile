@@ -21,7 +21,7 @@ all: build
 help:
 	@echo "make test   [TARGET=memory|etcd|redis|postgres|mysql|...|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [STORE=store] [ARGS='--bug accept-equal']"
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
-	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb)"
+	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb, the fault helpers)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long)"
 	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
