@@ -288,8 +288,7 @@ func (a *analyzer) add(e history.Event) error {
 		switch extraString(e.Extra, "action") {
 		case "error":
 			c := a.nemeses[e.F]
-			c.Failed++
-			c.LastError = extraString(e.Extra, "error")
+			c.countFault(extraString(e.Extra, "mode"), extraString(e.Extra, "error"))
 			a.nemeses[e.F] = c
 		}
 	}
@@ -339,8 +338,15 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	for _, f := range r.Faults {
 		if !f.Instant() {
 			c := a.nemeses[f.Nemesis]
-			c.Started++
+			c.countFault(f.Mode(), "")
 			a.nemeses[f.Nemesis] = c
+		}
+	}
+	for n, c := range a.nemeses {
+		if c.Failed == 0 || c.Started == 0 {
+			// Modes tell apart only a nemesis that both applied and failed.
+			c.Modes = nil
+			a.nemeses[n] = c
 		}
 	}
 	r.Nemeses = a.nemeses

@@ -158,6 +158,11 @@ func (r *Result) gate(damage int) {
 			why = append(why, w)
 		}
 	}
+	var named []string
+	if r.Run != nil {
+		named = namedNemeses(r.Run.Requested)
+	}
+	why = append(why, failedModes(r.Nemeses, named)...)
 	if damage > 0 {
 		why = append(why, fmt.Sprintf("the history is damaged: %d lines or events were skipped, so no verdict can be trusted", damage))
 	}

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -32,6 +33,110 @@ type NemesisCount struct {
 	// the last one's error.
 	Failed    int    `json:"failed,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// Modes counts the same by fault mode (the events' extra.mode: "node",
+	// "step", "minority"...; "" for faults without one) for a nemesis that
+	// both applied and failed to: a mode that never applied was never
+	// exercised, whatever the others did.
+	Modes map[string]ModeCount `json:"modes,omitempty"`
+}
+
+// ModeCount is how often one mode of a nemesis applied and failed to.
+type ModeCount struct {
+	Started   int    `json:"started"`
+	Failed    int    `json:"failed,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// FaultLines says in a line how many faults of each nemesis applied and,
+// when any failed to apply, in another how many and the last error: for
+// the summary and the report.
+func FaultLines(nemeses map[string]NemesisCount) []string {
+	if len(nemeses) == 0 {
+		return nil
+	}
+	var applied, failed []string
+	for _, n := range sortedKeys(nemeses) {
+		c := nemeses[n]
+		applied = append(applied, fmt.Sprintf("%s %d", n, c.Started))
+		if c.Failed > 0 {
+			failed = append(failed, fmt.Sprintf("%s %d of %d (last error: %s)", n, c.Failed, c.Started+c.Failed, c.LastError))
+		}
+	}
+	out := []string{"faults applied: " + strings.Join(applied, ", ")}
+	if len(failed) > 0 {
+		out = append(out, "faults that failed to apply: "+strings.Join(failed, "; "))
+	}
+	return out
+}
+
+// failedModes is the gate's rule for faults that failed to apply: a mode of
+// a nemesis that was tried and never applied was never exercised, even when
+// other modes of it were (in-container cuts that all failed while the
+// client black-holes worked), and a nemesis that failed every try was not
+// exercised at all; either leaves a valid verdict unknown. A mode that
+// applied at least once beside failures is only counted (FaultLines).
+// Nemeses in named that never took effect are said by the gate already.
+func failedModes(nemeses map[string]NemesisCount, named []string) []string {
+	var why []string
+	for _, n := range sortedKeys(nemeses) {
+		c := nemeses[n]
+		if c.Failed == 0 {
+			continue
+		}
+		if c.Started == 0 {
+			if !slices.Contains(named, n) {
+				why = append(why, fmt.Sprintf("nemesis %s failed to apply every time it was tried (%s): %s", n, times(c.Failed), c.LastError))
+			}
+			continue
+		}
+		for _, m := range sortedKeys(c.Modes) {
+			mc := c.Modes[m]
+			if mc.Failed == 0 || mc.Started > 0 {
+				continue
+			}
+			what := fmt.Sprintf("its %q faults", m)
+			if m == "" {
+				what = "its faults without a mode"
+			}
+			why = append(why, fmt.Sprintf("nemesis %s: %s failed to apply every time they were tried (%s), so they were never exercised: %s", n, what, times(mc.Failed), mc.LastError))
+		}
+	}
+	return why
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+// countFault adds one applied fault (start) or one failure (err != "") of
+// mode to c.
+func (c *NemesisCount) countFault(mode, err string) {
+	if c.Modes == nil {
+		c.Modes = map[string]ModeCount{}
+	}
+	mc := c.Modes[mode]
+	if err != "" {
+		c.Failed++
+		c.LastError = err
+		mc.Failed++
+		mc.LastError = err
+	} else {
+		c.Started++
+		mc.Started++
+	}
+	c.Modes[mode] = mc
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (a *analyzer) count(ops []*history.Op) Counts {

@@ -121,3 +121,67 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 		assert.Equal(t, models.Valid, rep.Verdict, "a negative minimum is none")
 	})
 }
+
+// The run the engine-API issue saw: every in-container cut failed (error
+// events of the node-cut modes) while the client black-holes of the same
+// nemesis applied. The mode that never applied leaves the run unknown; a
+// mode that applied beside a failure is only counted; the counts are in
+// the result and the fault lines.
+func TestGateFaultModeThatNeverApplied(t *testing.T) {
+	events := busyHistory().
+		Run(history.RunStart, 0, map[string]any{"requested": "all", "nemeses": []string{"clock", "partition"}}).
+		Run(history.RunEnd, 1000, map[string]any{"complete": true}).Events()
+	at := int64(600)
+	add := func(f, action, mode, errText string, id int) {
+		x := map[string]json.RawMessage{}
+		put := func(k string, v any) { x[k], _ = json.Marshal(v) }
+		put("action", action)
+		put("mode", mode)
+		if id > 0 {
+			put("id", id)
+		}
+		if errText != "" {
+			put("error", errText)
+		}
+		at++
+		events = append(events, history.Event{Index: int64(len(events)), Time: at, Process: history.NemesisProcess,
+			Type: history.Info, F: f, Node: "etcd-1", Extra: x})
+	}
+	for i := 1; i <= 2; i++ {
+		add("partition", "start", "clients-from-node", "", i)
+		add("partition", "stop", "clients-from-node", "", i)
+	}
+	for range 3 {
+		add("partition", "error", "one", "partition etcd-1: nsenter: cannot open /proc/4242/ns/net", 0)
+	}
+	add("clock", "start", "step", "", 3)
+	add("clock", "stop", "step", "", 3)
+	add("clock", "error", "step", "clock of etcd-2: the helper found no process to move", 0)
+	add("clock", "start", "strobe", "", 4)
+	add("clock", "stop", "strobe", "", 4)
+
+	rep, err := Check(context.Background(), events, Options{Checker: CheckerPorcupine})
+	require.NoError(t, err)
+	assert.Equal(t, models.Unknown, rep.Verdict)
+	assert.Equal(t, []string{`nemesis partition: its "one" faults failed to apply every time they were tried (3 times), so they were never exercised: partition etcd-1: nsenter: cannot open /proc/4242/ns/net`},
+		rep.GateReasons)
+	assert.Equal(t, ExitUnknown, rep.ExitCode)
+	assert.Equal(t, NemesisCount{Started: 2, Failed: 3, LastError: "partition etcd-1: nsenter: cannot open /proc/4242/ns/net",
+		Modes: map[string]ModeCount{"clients-from-node": {Started: 2}, "one": {Failed: 3, LastError: "partition etcd-1: nsenter: cannot open /proc/4242/ns/net"}}},
+		rep.Nemeses["partition"])
+	assert.Equal(t, []string{
+		"faults applied: clock 2, partition 2",
+		"faults that failed to apply: clock 1 of 3 (last error: clock of etcd-2: the helper found no process to move); partition 3 of 5 (last error: partition etcd-1: nsenter: cannot open /proc/4242/ns/net)",
+	}, FaultLines(rep.Nemeses))
+
+	// Under "all", a nemesis that failed every try was not exercised either;
+	// named, the older rule says it once.
+	onlyErrors := busyHistory().
+		Run(history.RunStart, 0, map[string]any{"requested": "all", "nemeses": []string{"restart"}}).
+		Run(history.RunEnd, 1000, map[string]any{"complete": true}).Events()
+	events = onlyErrors
+	add("restart", "error", "", "killing etcd-1: no such container", 0)
+	rep, err = Check(context.Background(), events, Options{Checker: CheckerPorcupine})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"nemesis restart failed to apply every time it was tried (once): killing etcd-1: no such container"}, rep.GateReasons)
+}

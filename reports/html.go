@@ -83,6 +83,7 @@ type pageData struct {
 	FindingsHidden int
 	Metrics        []keyValue
 	Faults         []faultRow
+	FaultLines     []string // applied and failed to apply, per nemesis
 	FaultLegend    []keyValue
 	Throughput     *plot
 	Latency        []*plot
@@ -155,18 +156,19 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 	v := newOpsView(an)
 	colors, order := faultColors(res.Faults)
 	d := pageData{
-		Title:     fmt.Sprintf("fencecheck · %s · %s", clip(info.Target, 80), res.Verdict),
-		Verdict:   string(res.Verdict),
-		Info:      res.Run,
-		Res:       res,
-		Start:     "unknown",
-		Duration:  formatDuration(res.Duration),
-		Notes:     res.Notes,
-		Gate:      res.GateReasons,
-		Generated: res.GeneratedAt.Format(time.RFC3339),
-		CSS:       template.CSS(reportCSS),
-		JS:        template.JS(reportJS),
-		Lanes:     len(v.lanes),
+		Title:      fmt.Sprintf("fencecheck · %s · %s", clip(info.Target, 80), res.Verdict),
+		Verdict:    string(res.Verdict),
+		Info:       res.Run,
+		Res:        res,
+		Start:      "unknown",
+		Duration:   formatDuration(res.Duration),
+		Notes:      res.Notes,
+		Gate:       res.GateReasons,
+		FaultLines: analysis.FaultLines(res.Nemeses),
+		Generated:  res.GeneratedAt.Format(time.RFC3339),
+		CSS:        template.CSS(reportCSS),
+		JS:         template.JS(reportJS),
+		Lanes:      len(v.lanes),
 	}
 	if !info.Start.IsZero() {
 		d.Start = info.Start.UTC().Format("2006-01-02 15:04:05 UTC")

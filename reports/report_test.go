@@ -483,6 +483,43 @@ func TestGateAndCompletionAreRendered(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(readFile(t, dir, ResultsFile)), &onDisk))
 	assert.Contains(t, onDisk, "gate_reasons")
 	assert.Contains(t, onDisk, "completion")
+	assertHas(t, page, "faults applied: pause 1")
+}
+
+// A fault that failed to apply is counted on the page and in results.json
+// (per mode, beside the ones that applied).
+func TestFailedFaultsAreRendered(t *testing.T) {
+	b := historytest.New().
+		Run(history.RunStart, 0, map[string]any{"requested": "all", "nemeses": []string{"pause"}}).
+		Fault("pause", "n1", 10, 20).
+		Write("r1", "1", "a", 30, 40)
+	b.Run(history.RunEnd, 60, map[string]any{"complete": true})
+	events := b.Events()
+	events = append(events, history.Event{Index: int64(len(events)), Time: 50, Process: history.NemesisProcess, Type: history.Info,
+		F: "pause", Node: "n2", Extra: map[string]json.RawMessage{"action": json.RawMessage(`"error"`),
+			"mode": json.RawMessage(`"node"`), "error": json.RawMessage(`"pausing n2: no such container"`)}})
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	for _, e := range events {
+		line, err := json.Marshal(e)
+		require.NoError(t, err)
+		buf.Write(append(line, '\n'))
+	}
+	path := filepath.Join(dir, HistoryFile)
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	res, err := analysis.CheckFile(context.Background(), path, analysis.Options{MinOps: -1})
+	require.NoError(t, err)
+	r, err := Write(dir, RunInfo{Target: "memory"}, res)
+	require.NoError(t, err)
+	assert.Equal(t, 1, r.Nemeses["pause"].Failed)
+	page := readFile(t, dir, ReportFile)
+	assertHas(t, page, "faults that failed to apply: pause 1 of 2 (last error: pausing n2: no such container)")
+	assertHas(t, page, "its &#34;node&#34; faults failed to apply every time")
+	var onDisk struct {
+		Nemeses map[string]analysis.NemesisCount `json:"nemeses"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, dir, ResultsFile)), &onDisk))
+	assert.Equal(t, analysis.ModeCount{Failed: 1, LastError: "pausing n2: no such container"}, onDisk.Nemeses["pause"].Modes["node"])
 }
 
 // A version 1 results.json (before the cause rule) re-renders with the

@@ -11,7 +11,8 @@ import (
 )
 
 // printSummary prints the verdict, each checker's answer, the gate's
-// reasons and the anomalies in words, each with its cause.
+// reasons, the faults applied and failed to apply, and the anomalies in
+// words, each with its cause.
 func printSummary(w io.Writer, res *analysis.Result, dir string) {
 	fmt.Fprintf(w, "\nverdict: %s", res.Verdict)
 	if res.Reason != "" {
@@ -31,6 +32,9 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 	}
 	for _, g := range res.GateReasons {
 		fmt.Fprintf(w, "gate: %s\n", g)
+	}
+	for _, l := range analysis.FaultLines(res.Nemeses) {
+		fmt.Fprintln(w, l)
 	}
 	anoms := res.Anomalies()
 	shown := 0
