@@ -127,7 +127,8 @@ func TestClusterThroughEngineAPI(t *testing.T) {
 			require.NoError(t, err)
 			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Report.Anomalies(), v.GateReasons)
+			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
+			assert.Zero(t, v.Nemeses[n].Failed, "no %s fault failed to apply, as the history says", n)
 			c := run.Nemeses[n]
 			require.NotNil(t, c)
 			assert.Positive(t, c.Started, "nemesis %s took effect", n)
