@@ -29,9 +29,10 @@ import (
 // A helper lives as long as the namespace it joined: a restart gives the
 // node new namespaces (the PID-namespace helper is killed with the old
 // one), so the next change starts a new helper and gives it the state the
-// runtime holds (the peers cut, the clock offset). At the end of its input
-// a helper heals what it did and exits; the run's sweep removes it like
-// every container labelled with the run.
+// runtime holds (the peers cut, the clock offset). A helper that broke (an
+// error, no answer) is replaced the same way. At the end of its input (the
+// harness died) a helper heals what it did and exits; the run's sweep
+// removes it like every container labelled with the run.
 
 // helperKind is one kind of fault helper.
 type helperKind struct {
@@ -81,6 +82,20 @@ type helper struct {
 // (and retiring a stale one) when needed.
 func (r *Runtime) helperFor(ctx context.Context, kind, node string, c *Container, started string) (*helper, error) {
 	key := kind + "\x00" + node
+	// One start at a time per node and kind: two helpers in one namespace
+	// would undo each other.
+	r.mu.Lock()
+	if r.helperStarts == nil {
+		r.helperStarts = map[string]*sync.Mutex{}
+	}
+	start := r.helperStarts[key]
+	if start == nil {
+		start = &sync.Mutex{}
+		r.helperStarts[key] = start
+	}
+	r.mu.Unlock()
+	start.Lock()
+	defer start.Unlock()
 	r.mu.Lock()
 	h := r.helpers[key]
 	if h != nil && (h.target != c.ID || h.started != started || h.isBroken()) {
@@ -251,21 +266,14 @@ func (h *helper) failed(err error) error {
 
 func (h *helper) isBroken() bool { return h.broken.Load() }
 
-// close ends the helper's input (it heals and exits) and removes its
-// container if it has not gone by itself within a few seconds.
+// close kills and removes the helper. It is not told to heal (the end of
+// its input would): a helper is retired because its namespace is gone, or
+// because it broke and a new one already holds the namespace's state, which
+// a late heal of the old one would undo. Its heal at the end of its input
+// is for a harness that dies.
 func (h *helper) close(ctx context.Context, r *Runtime) {
-	h.mu.Lock()
-	h.att.CloseWrite()
-	h.mu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	waitC, errC := r.cli.ContainerWait(wctx, h.id, container.WaitConditionRemoved)
-	select {
-	case <-waitC:
-	case <-errC:
-	}
-	h.att.Close()
 	r.cli.ContainerRemove(ctx, h.id, container.RemoveOptions{Force: true})
+	h.att.Close()
 }
 
 // lockedBuffer collects a helper's stderr.

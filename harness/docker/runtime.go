@@ -81,12 +81,13 @@ type Runtime struct {
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node
 	// (helper.go), with their images' tags.
-	paths      map[string]string
-	helpers    map[string]*helper
-	helperTags map[string]string
-	helperSeq  int
-	engineArch string
-	watchdog   io.Closer
+	paths        map[string]string
+	helpers      map[string]*helper
+	helperStarts map[string]*sync.Mutex // one start at a time per helper
+	helperTags   map[string]string
+	helperSeq    int
+	engineArch   string
+	watchdog     io.Closer
 }
 
 // Options tunes New.
