@@ -1,0 +1,359 @@
+// Package lazyfs is a FUSE filesystem over a backing directory that behaves
+// like a disk behind a page cache, as Jepsen's lazyfs does: what a program
+// writes is kept in memory and reaches the backing directory only when the
+// program makes it durable. A file's data (its content and size) becomes
+// durable on fsync (or fdatasync) of that file; a directory's entries
+// (create, unlink, rename, mkdir, rmdir) become durable on fsync of that
+// directory. PowerLoss drops everything not durable: the mount is taken
+// down and made again from the backing directory, which holds exactly what a
+// disk would still hold after the power went out.
+//
+// A kill -9 of the program that writes keeps the layer's memory, as it keeps
+// the kernel's page cache: only PowerLoss loses what was never synced, so a
+// system that writes its state without fsync (or renames a file without
+// syncing the directory) survives a restart and fails a power loss.
+//
+// A new file whose entry is not yet durable but whose data was fsynced keeps
+// its data in a hidden folder of the backing directory (orphanDir) until its
+// entry is made durable; a durable entry whose data never was is an empty
+// file after a power loss, as on a journalling filesystem in ordered mode.
+// Hard links and symbolic links are not supported (ENOTSUP): the stores this
+// layer is for do not make them.
+package lazyfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// orphanDir holds, in the backing directory, the durable data of files and
+// folders that have no durable name yet. It is emptied at every mount and
+// never shown through the layer.
+const orphanDir = ".lazyfs-orphans"
+
+// Loss counts what one power loss dropped.
+type Loss struct {
+	// Files whose data differed from their durable data (written, truncated
+	// or created since their last fsync).
+	Files int `json:"files"`
+	// Entries are directory entries that differed from their durable
+	// entries (created, removed or renamed since their folder's last fsync).
+	Entries int `json:"entries"`
+}
+
+// Total is every file and entry dropped.
+func (l Loss) Total() int { return l.Files + l.Entries }
+
+// Mount is a lazyfs mounted at a folder over a backing folder.
+type Mount struct {
+	backing, dir string
+
+	mu     sync.Mutex // serialises PowerLoss and Unmount
+	lfs    *lfs
+	server *fuse.Server
+}
+
+// Supported says whether this machine can mount the layer (the /dev/fuse
+// device opens for reading and writing), and why not.
+func Supported() error {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("no FUSE: %v", err)
+	}
+	f.Close()
+	return nil
+}
+
+// New mounts a lazyfs at dir over backing, creating both folders when
+// missing. What backing holds is what the mount starts with; dir must be
+// empty and not be inside backing.
+func New(backing, dir string) (*Mount, error) {
+	backing, err := filepath.Abs(backing)
+	if err != nil {
+		return nil, err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	if dir == backing || strings.HasPrefix(dir, backing+string(filepath.Separator)) {
+		return nil, fmt.Errorf("lazyfs: the mount point %s is inside the backing folder %s", dir, backing)
+	}
+	for _, d := range []string{backing, dir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	m := &Mount{backing: backing, dir: dir}
+	if err := m.mount(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Dir is the mount point: the folder programs use.
+func (m *Mount) Dir() string { return m.dir }
+
+// Backing is the folder that holds what is durable.
+func (m *Mount) Backing() string { return m.backing }
+
+func (m *Mount) mount() error {
+	orphans := filepath.Join(m.backing, orphanDir)
+	if err := os.RemoveAll(orphans); err != nil {
+		return err
+	}
+	if err := os.Mkdir(orphans, 0o700); err != nil {
+		return err
+	}
+	l := &lfs{backing: m.backing, orphans: orphans}
+	root := &dirNode{lfs: l, bpath: m.backing, durable: map[string]fs.InodeEmbedder{}, attrs: attrsOf(m.backing, 0o755)}
+	l.root = root
+	sec := time.Second
+	opts := &fs.Options{
+		EntryTimeout: &sec, AttrTimeout: &sec,
+		MountOptions: fuse.MountOptions{
+			FsName: "lazyfs", Name: "fencecheck",
+			// Containers run their programs as other users; the mount is
+			// bind-mounted into them.
+			AllowOther:  os.Geteuid() == 0,
+			DirectMount: os.Geteuid() == 0,
+			MaxWrite:    1 << 20,
+		},
+	}
+	srv, err := fs.Mount(m.dir, root, opts)
+	if err != nil {
+		return fmt.Errorf("lazyfs: mount %s: %w", m.dir, err)
+	}
+	if l.loadErr != nil {
+		srv.Unmount()
+		return fmt.Errorf("lazyfs: reading %s: %w", m.backing, l.loadErr)
+	}
+	m.lfs, m.server = l, srv
+	return nil
+}
+
+// Pending counts what a power loss would drop now.
+func (m *Mount) Pending() Loss {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lfs.pending()
+}
+
+// PowerLoss drops everything not durable: the mount is taken down (the
+// programs using it must be dead, or hold no file open in it) and made
+// again from the backing folder. It returns what was dropped.
+func (m *Mount) PowerLoss() (Loss, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.server == nil {
+		return Loss{}, errors.New("lazyfs: not mounted")
+	}
+	l := m.lfs
+	l.mu.Lock()
+	l.down = true // nothing more reaches the backing folder from this mount
+	loss := l.pendingLocked()
+	l.mu.Unlock()
+	if err := m.unmountLocked(); err != nil {
+		return loss, err
+	}
+	return loss, m.mount()
+}
+
+// Unmount takes the mount down; what is not durable is lost, as at a power
+// loss. Safe to call twice.
+func (m *Mount) Unmount() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.server == nil {
+		return nil
+	}
+	m.lfs.mu.Lock()
+	m.lfs.down = true
+	m.lfs.mu.Unlock()
+	return m.unmountLocked()
+}
+
+// unmountLocked unmounts, lazily (detached) when a process still holds the
+// mount busy after the library's retries: a power loss cannot wait for the
+// system under test's good will.
+func (m *Mount) unmountLocked() error {
+	err := m.server.Unmount()
+	if err != nil {
+		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 != nil {
+			if out, err3 := run("fusermount3", "-u", "-z", m.dir); err3 != nil {
+				return fmt.Errorf("lazyfs: unmount %s: %v; detach: %v; fusermount3: %v %s", m.dir, err, err2, err3, out)
+			}
+		}
+	}
+	m.server = nil
+	return nil
+}
+
+// lfs is one mount's state: the tree of nodes is the current view (what
+// programs see); each node remembers what of it is durable.
+type lfs struct {
+	backing, orphans string
+	root             *dirNode
+	loadErr          error
+
+	mu      sync.Mutex // the whole tree: simple and obviously right
+	down    bool
+	orphanN int
+}
+
+func (l *lfs) orphanPath() string {
+	l.orphanN++
+	return filepath.Join(l.orphans, fmt.Sprintf("o%d", l.orphanN))
+}
+
+func (l *lfs) isOrphan(p string) bool {
+	return strings.HasPrefix(p, l.orphans+string(filepath.Separator))
+}
+
+// attrs are the metadata the layer keeps per node (durable or not: a power
+// loss keeps the backing folder's, which is close enough for the stores it
+// serves).
+type attrs struct {
+	mode  uint32
+	mtime time.Time
+}
+
+func attrsOf(path string, def uint32) attrs {
+	st, err := os.Stat(path)
+	if err != nil {
+		return attrs{mode: def, mtime: time.Now()}
+	}
+	return attrs{mode: uint32(st.Mode().Perm()), mtime: st.ModTime()}
+}
+
+func (a *attrs) fill(out *fuse.Attr, kind uint32) {
+	out.Mode = kind | a.mode
+	out.SetTimes(&a.mtime, &a.mtime, &a.mtime)
+	out.Owner = fuse.Owner{Uid: 0, Gid: 0}
+	if os.Geteuid() != 0 {
+		out.Owner = fuse.Owner{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	}
+	out.Blksize = 4096
+}
+
+func (a *attrs) set(in *fuse.SetAttrIn) {
+	if m, ok := in.GetMode(); ok {
+		a.mode = m & 0o7777
+	}
+	if t, ok := in.GetMTime(); ok {
+		a.mtime = t
+	} else {
+		a.mtime = time.Now()
+	}
+}
+
+// pendingLocked counts files and entries that differ from what is durable.
+func (l *lfs) pendingLocked() Loss {
+	var loss Loss
+	var walk func(d *dirNode)
+	walk = func(d *dirNode) {
+		cur := d.Children()
+		for name, c := range cur {
+			if d.durable[name] != c.Operations() {
+				loss.Entries++
+			}
+			switch c := c.Operations().(type) {
+			case *fileNode:
+				if c.dirty {
+					loss.Files++
+				}
+			case *dirNode:
+				walk(c)
+			}
+		}
+		for name, old := range d.durable {
+			if c := cur[name]; c == nil || c.Operations() != old {
+				if c != nil {
+					continue // counted above: a replaced entry is one change
+				}
+				loss.Entries++
+			}
+		}
+	}
+	walk(l.root)
+	return loss
+}
+
+func (l *lfs) pending() Loss {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pendingLocked()
+}
+
+// load builds the tree under d from its backing folder; every node is
+// persistent (the tree is the whole current view, not the kernel's cache).
+func (l *lfs) load(ctx context.Context, d *dirNode) error {
+	entries, err := os.ReadDir(d.bpath)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if d == l.root && e.Name() == orphanDir {
+			continue
+		}
+		p := filepath.Join(d.bpath, e.Name())
+		switch {
+		case e.IsDir():
+			c := &dirNode{lfs: l, bpath: p, durable: map[string]fs.InodeEmbedder{}, attrs: attrsOf(p, 0o755), durParent: d, durName: e.Name()}
+			d.AddChild(e.Name(), d.NewPersistentInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR}), false)
+			d.durable[e.Name()] = c
+			if err := l.load(ctx, c); err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			c := &fileNode{lfs: l, locs: []string{p}, attrs: attrsOf(p, 0o644)}
+			d.AddChild(e.Name(), d.NewPersistentInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+			d.durable[e.Name()] = c
+		default:
+			return fmt.Errorf("%s: only regular files and folders are supported", p)
+		}
+	}
+	return nil
+}
+
+// alive says whether n is still in the current view.
+func alive(n *fs.Inode) bool {
+	_, p := n.Parent()
+	return p != nil
+}
+
+// syncBacking fsyncs a backing folder.
+func syncBacking(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func run(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}
+
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}
