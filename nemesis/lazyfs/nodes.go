@@ -42,25 +42,25 @@ type fileNode struct {
 }
 
 var (
-	_ fs.NodeOnAdder    = (*dirNode)(nil)
-	_ fs.NodeGetattrer  = (*dirNode)(nil)
-	_ fs.NodeSetattrer  = (*dirNode)(nil)
-	_ fs.NodeCreater    = (*dirNode)(nil)
-	_ fs.NodeMkdirer    = (*dirNode)(nil)
-	_ fs.NodeUnlinker   = (*dirNode)(nil)
-	_ fs.NodeRmdirer    = (*dirNode)(nil)
-	_ fs.NodeRenamer    = (*dirNode)(nil)
-	_ fs.NodeFsyncer    = (*dirNode)(nil)
-	_ fs.NodeStatfser   = (*dirNode)(nil)
-	_ fs.NodeOpener     = (*fileNode)(nil)
-	_ fs.NodeReader     = (*fileNode)(nil)
-	_ fs.NodeWriter     = (*fileNode)(nil)
-	_ fs.NodeGetattrer  = (*fileNode)(nil)
-	_ fs.NodeSetattrer  = (*fileNode)(nil)
-	_ fs.NodeFsyncer    = (*fileNode)(nil)
-	_ fs.NodeFlusher    = (*fileNode)(nil)
-	_ fs.NodeAllocater  = (*fileNode)(nil)
-	_ fs.NodeStatfser   = (*fileNode)(nil)
+	_ fs.NodeOnAdder   = (*dirNode)(nil)
+	_ fs.NodeGetattrer = (*dirNode)(nil)
+	_ fs.NodeSetattrer = (*dirNode)(nil)
+	_ fs.NodeCreater   = (*dirNode)(nil)
+	_ fs.NodeMkdirer   = (*dirNode)(nil)
+	_ fs.NodeUnlinker  = (*dirNode)(nil)
+	_ fs.NodeRmdirer   = (*dirNode)(nil)
+	_ fs.NodeRenamer   = (*dirNode)(nil)
+	_ fs.NodeFsyncer   = (*dirNode)(nil)
+	_ fs.NodeStatfser  = (*dirNode)(nil)
+	_ fs.NodeOpener    = (*fileNode)(nil)
+	_ fs.NodeReader    = (*fileNode)(nil)
+	_ fs.NodeWriter    = (*fileNode)(nil)
+	_ fs.NodeGetattrer = (*fileNode)(nil)
+	_ fs.NodeSetattrer = (*fileNode)(nil)
+	_ fs.NodeFsyncer   = (*fileNode)(nil)
+	_ fs.NodeFlusher   = (*fileNode)(nil)
+	_ fs.NodeAllocater = (*fileNode)(nil)
+	_ fs.NodeStatfser  = (*fileNode)(nil)
 )
 
 // OnAdd reads the backing folder into the tree when the root is mounted.
@@ -534,7 +534,6 @@ func (f *fileNode) syncLocked() error {
 	f.dirty = false
 	return nil
 }
-
 
 // renameNoReplace is renameat2's RENAME_NOREPLACE.
 const renameNoReplace = 0x1
