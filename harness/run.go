@@ -85,7 +85,11 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	}
 	logf("setup: starting target %s (run folder %s)", target.Name(), dir)
 	runID := reports.TargetDirName(target.Name()) + "-" + filepath.Base(dir)
-	env := Env{RunID: runID, Dir: dir, Log: orDiscard(cfg.Log)}
+	nemNames, err := nemesis.Parse(cfg.Nemesis)
+	if err != nil {
+		return run, err
+	}
+	env := Env{RunID: runID, Dir: dir, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
 	eps, err := target.Start(ctx, env)
 	// Stop always runs: a target that half-started must still clean up.
 	defer func() {
@@ -105,10 +109,6 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	}
 	defer rec.Close()
 
-	nemNames, err := nemesis.Parse(cfg.Nemesis)
-	if err != nil {
-		return run, err
-	}
 	links, linkedEps, err := interpose(rec, cfg, eps, nemNames)
 	if err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)

@@ -32,6 +32,11 @@ type Env struct {
 	Dir string
 	// Log receives human-readable progress lines.
 	Log io.Writer
+	// DiskLayer asks the target to keep its nodes' data on the lazyfs layer
+	// (package nemesis/lazyfs), for the power-loss nemesis: set only when a
+	// nemesis that needs it was named. A target that cannot says why through
+	// nemesis.PowerExplainer, and the nemesis is then not applicable.
+	DiskLayer bool
 }
 
 // Endpoint is one node's Fencing API base URL, e.g. http://127.0.0.1:7001.

@@ -7,6 +7,8 @@ package nemesis
 import (
 	"context"
 	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // Node is one process of a target that faults can hit.
@@ -81,3 +83,24 @@ type ClockExplainer interface {
 type HolderPauser interface {
 	PauseNextHolder(d time.Duration)
 }
+
+// PowerCutter is a target whose nodes keep their data on a layer that can
+// lose power (package lazyfs): CutPower kills a node hard and drops
+// everything it wrote that was not made durable (data not fsynced, folder
+// entries whose folder was not fsynced), and reports what was dropped;
+// Restarter.StartNode brings the node back on what survived.
+type PowerCutter interface {
+	PowerNodes() []string
+	CutPower(ctx context.Context, node string) (lazyfs.Loss, error)
+}
+
+// PowerExplainer says, for the report, why nodes are left out of
+// PowerNodes (no /dev/fuse, an engine on another machine), by node.
+type PowerExplainer interface {
+	PowerUnreachable() map[string]string
+}
+
+// DiskLayered is a nemesis that needs the targets' data on the lazyfs layer:
+// the harness asks a target to mount it only when such a nemesis was named,
+// since the layer changes the I/O path of the system under test.
+type DiskLayered interface{ NeedsDiskLayer() bool }

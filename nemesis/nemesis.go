@@ -95,6 +95,7 @@ var table = []func() Nemesis{
 	func() Nemesis { return pause{} },
 	func() Nemesis { return restart{} },
 	func() Nemesis { return restart{wipe: true} },
+	func() Nemesis { return powerLoss{} },
 	func() Nemesis { return clock{} },
 	func() Nemesis { return &partition{} },
 	func() Nemesis { return strip{} },
@@ -139,6 +140,18 @@ func expand(names []string) []string {
 func NeedLinks(names []string) bool {
 	for _, n := range expand(names) {
 		if la, ok := registry[n]().(LinkActor); ok && la.ActsOnLinks() {
+			return true
+		}
+	}
+	return false
+}
+
+// NeedDiskLayer reports whether any of the named nemeses (as Parse returns
+// them) needs the targets' data on the lazyfs layer. "all" never does: the
+// nemeses that do are opt-in.
+func NeedDiskLayer(names []string) bool {
+	for _, n := range expand(names) {
+		if dl, ok := registry[n]().(DiskLayered); ok && dl.NeedsDiskLayer() {
 			return true
 		}
 	}

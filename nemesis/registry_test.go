@@ -10,11 +10,23 @@ import (
 // The table is the registry: one line per nemesis, each name once.
 func TestTableNamesEachNemesisOnce(t *testing.T) {
 	assert.Len(t, registry, len(table), "two lines of the table give the same name")
-	assert.Equal(t, []string{"clock", "delay", "partition", "pause", "restart", "restart-wipe", "strip"}, Names())
+	assert.Equal(t, []string{"clock", "delay", "partition", "pause", "power-loss", "restart", "restart-wipe", "strip"}, Names())
 	all, err := Parse("all")
 	require.NoError(t, err)
 	assert.NotContains(t, expand(all), "restart-wipe", "opt-in nemeses are left out of all")
-	assert.Len(t, expand(all), len(table)-1)
+	assert.NotContains(t, expand(all), "power-loss", "opt-in nemeses are left out of all")
+	assert.Len(t, expand(all), len(table)-2)
+}
+
+// The lazyfs layer is mounted exactly when a nemesis that needs it is named.
+func TestNeedDiskLayerFollowsWhatNemesesDeclare(t *testing.T) {
+	for spec, want := range map[string]bool{
+		"none": false, "all": false, "restart,pause": false, "power-loss": true, "restart,power-loss": true,
+	} {
+		names, err := Parse(spec)
+		require.NoError(t, err)
+		assert.Equal(t, want, NeedDiskLayer(names), spec)
+	}
 }
 
 // Proxies are needed exactly when a nemesis that says it acts on links may

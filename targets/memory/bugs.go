@@ -36,6 +36,15 @@ const (
 	// AcceptForged: tokens are sealed but the resource does not verify the
 	// seal (server layer).
 	AcceptForged Bug = "accept-forged"
+	// CounterNoFsync: the issuer writes its counters to a file of their own
+	// in place, without fsync (the rest of the state stays durable). A kill
+	// -9 keeps them (the page cache survives it); a power loss leaves the
+	// file empty, and the issuer hands out small tokens again. Only the
+	// power-loss nemesis shows it.
+	CounterNoFsync Bug = "counter-no-fsync"
+	// HighwaterNoFsync: the resource writes its high-water marks and values
+	// to a file of their own without fsync; a power loss forgets them.
+	HighwaterNoFsync Bug = "highwater-no-fsync"
 	// NoFencing: the resource accepts any write that carries a token,
 	// whatever its high-water mark (lease-only safety). It still records the
 	// token of each value.
@@ -44,7 +53,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.

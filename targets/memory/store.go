@@ -139,6 +139,16 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		}
 		s.version, s.durable = snap.Version, snap.Version
 	}
+	if opts.Bugs.Has(CounterNoFsync) {
+		if err := readSide(dir, countersName, &s.counters); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Bugs.Has(HighwaterNoFsync) {
+		if err := readSide(dir, keysName, &s.keys); err != nil {
+			return nil, err
+		}
+	}
 	// A temp file left by a crash mid-commit was never renamed, so it was
 	// never acknowledged.
 	for _, tmp := range fencing.TempFiles(filepath.Join(dir, snapshotName)) {
@@ -152,21 +162,64 @@ func (s *Store) Dir() string { return s.dir }
 
 func (s *Store) now() int64 { return s.opts.Clock.Now().UnixNano() }
 
+// The files of the no-fsync bugs: what they name is written there, in
+// place and never fsynced, instead of into the snapshot.
+const (
+	countersName = "counters.json"
+	keysName     = "keys.json"
+)
+
+// commit is one group commit's files: the snapshot, and the no-fsync bugs'
+// side files (nil when off).
+type commit struct {
+	snapshot, counters, keys []byte
+	version                  uint64
+}
+
 // snapshotLocked serialises what is durable; the bug switches leave out
-// what they name.
-func (s *Store) snapshotLocked() ([]byte, uint64) {
+// what they name (and the no-fsync ones write it beside the snapshot).
+func (s *Store) snapshotLocked() commit {
 	snap := snapshot{Format: formatV1, Version: s.version, Locks: s.locks}
-	if !s.opts.Bugs.Has(CounterInMemory) {
+	c := commit{version: s.version}
+	switch {
+	case s.opts.Bugs.Has(CounterNoFsync):
+		c.counters = mustJSON(s.counters)
+	case !s.opts.Bugs.Has(CounterInMemory):
 		snap.Counters = s.counters
 	}
-	if !s.opts.Bugs.Has(ForgetHighwater) {
+	switch {
+	case s.opts.Bugs.Has(HighwaterNoFsync):
+		c.keys = mustJSON(s.keys)
+	case !s.opts.Bugs.Has(ForgetHighwater):
 		snap.Keys = s.keys
 	}
-	b, err := json.Marshal(snap)
+	c.snapshot = mustJSON(snap)
+	return c
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err) // maps of strings and numbers always marshal
 	}
-	return b, s.version
+	return b
+}
+
+// readSide reads a no-fsync bug's side file into v. A missing or empty file
+// is no state: after a power loss the file's name may be durable (the
+// snapshot's folder fsync made it so) while its data never was.
+func readSide(dir, name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if os.IsNotExist(err) || (err == nil && len(b) == 0) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("memory: %s is corrupt: %w", filepath.Join(dir, name), err)
+	}
+	return nil
 }
 
 // settleLocked waits until version need is on disk, committing it itself
@@ -181,13 +234,13 @@ func (s *Store) settleLocked(need uint64) error {
 			continue
 		}
 		s.committing = true
-		data, v := s.snapshotLocked()
+		c := s.snapshotLocked()
 		s.mu.Unlock()
-		err := s.writeSnapshot(data)
+		err := s.writeSnapshot(c)
 		s.mu.Lock()
 		s.committing = false
-		if err == nil && v > s.durable {
-			s.durable = v
+		if err == nil && c.version > s.durable {
+			s.durable = c.version
 		}
 		s.cond.Broadcast()
 		if err != nil {
@@ -197,15 +250,25 @@ func (s *Store) settleLocked(need uint64) error {
 	return nil
 }
 
-func (s *Store) writeSnapshot(data []byte) error {
+func (s *Store) writeSnapshot(c commit) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	if s.dead.Load() {
 		return ErrKilled
 	}
+	// The no-fsync bugs: rewritten in place, never synced. What a kill
+	// leaves is what was written; what a power loss leaves is what the
+	// disk got, which is nothing.
+	for name, b := range map[string][]byte{countersName: c.counters, keysName: c.keys} {
+		if b != nil {
+			if err := os.WriteFile(filepath.Join(s.dir, name), b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	// Temp file, fsync, rename, fsync of the folder: acknowledged state
 	// survives a crash or a power loss.
-	return fencing.WriteFile(filepath.Join(s.dir, snapshotName), data, 0o644)
+	return fencing.WriteFile(filepath.Join(s.dir, snapshotName), c.snapshot, 0o644)
 }
 
 // do runs fn under the lock, then waits until the state fn saw is durable.

@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // TargetOptions configure the embedded reference target.
@@ -36,6 +37,10 @@ type Target struct {
 	order []string
 	pair  *IssuerPair
 	logs  []*os.File
+	// disks are the nodes' lazyfs layers (Env.DiskLayer), by node;
+	// noDisk says why there are none when one was asked for.
+	disks  map[string]*lazyfs.Mount
+	noDisk string
 }
 
 // NewTarget checks the options and returns the target, not started.
@@ -44,7 +49,7 @@ func NewTarget(opts TargetOptions) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Target{opts: opts, bugs: bugs, nodes: map[string]*Node{}}, nil
+	return &Target{opts: opts, bugs: bugs, nodes: map[string]*Node{}, disks: map[string]*lazyfs.Mount{}}, nil
 }
 
 // Name is "memory".
@@ -68,10 +73,25 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	if err := os.MkdirAll(filepath.Join(env.Dir, "logs"), 0o755); err != nil {
 		return eps, err
 	}
+	if env.DiskLayer {
+		if err := lazyfs.Supported(); err != nil {
+			t.noDisk = err.Error()
+		}
+	}
 	cfg := func(name string) (Config, error) {
 		dir := filepath.Join(env.Dir, "data", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return Config{}, err
+		}
+		if env.DiskLayer && t.noDisk == "" {
+			// The data folder is the disk; the node works in the layer
+			// over it.
+			m, err := lazyfs.New(dir, filepath.Join(env.Dir, "mnt", name))
+			if err != nil {
+				return Config{}, err
+			}
+			t.disks[name] = m
+			dir = m.Dir()
 		}
 		lf, err := os.Create(filepath.Join(env.Dir, "logs", name+".log"))
 		if err != nil {
@@ -138,7 +158,10 @@ func (t *Target) Stop(context.Context) error {
 	for _, f := range t.logs {
 		errs = append(errs, f.Close())
 	}
-	t.nodes, t.order, t.logs, t.pair = map[string]*Node{}, nil, nil, nil
+	for _, m := range t.disks {
+		errs = append(errs, m.Unmount())
+	}
+	t.nodes, t.order, t.logs, t.pair, t.disks = map[string]*Node{}, nil, nil, nil, map[string]*lazyfs.Mount{}
 	return errors.Join(errs...)
 }
 
@@ -203,6 +226,55 @@ func (t *Target) StartNode(_ context.Context, name string, wipe bool) error {
 		return err
 	}
 	return n.Restart(wipe)
+}
+
+// PowerNodes lists the nodes whose data is on the lazyfs layer: all of
+// them when the run asked for it and this machine has FUSE.
+func (t *Target) PowerNodes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, name := range t.order {
+		if t.disks[name] != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// PowerUnreachable says why no node is on the layer.
+func (t *Target) PowerUnreachable() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]string{}
+	for _, name := range t.order {
+		switch {
+		case t.disks[name] != nil:
+		case t.noDisk != "":
+			out[name] = t.noDisk
+		default:
+			out[name] = "its data is not on the lazyfs layer (the run did not name power-loss)"
+		}
+	}
+	return out
+}
+
+// CutPower kills a node and drops what it wrote but never made durable.
+func (t *Target) CutPower(_ context.Context, name string) (lazyfs.Loss, error) {
+	n, err := t.node(name)
+	if err != nil {
+		return lazyfs.Loss{}, err
+	}
+	t.mu.Lock()
+	m := t.disks[name]
+	t.mu.Unlock()
+	if m == nil {
+		return lazyfs.Loss{}, fmt.Errorf("memory: node %s's data is not on the lazyfs layer", name)
+	}
+	if err := n.Kill(); err != nil {
+		return lazyfs.Loss{}, err
+	}
+	return m.PowerLoss()
 }
 
 // ClockNodes lists the nodes whose clock the clock nemesis can shift: all

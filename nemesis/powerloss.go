@@ -1,0 +1,111 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// powerLoss cuts a node's power: the node is killed hard and everything it
+// wrote that was not yet durable is dropped (data not fsynced, folder
+// entries whose folder was not fsynced), as a disk behind a page cache
+// loses it when the power goes; the node starts again on what survived
+// when the fault ends. A kill -9 (restart) keeps the page cache, so only
+// this fault finds a counter or a high-water mark written without fsync.
+//
+// It needs the target's data on the lazyfs layer (package lazyfs), which
+// the harness mounts only when power-loss is named: "all" leaves it out,
+// since the layer changes the I/O path of the system under test.
+type powerLoss struct{}
+
+func (powerLoss) Name() string { return "power-loss" }
+
+func (powerLoss) OptInOnly() bool { return true }
+
+func (powerLoss) NeedsDiskLayer() bool { return true }
+
+// Params: none; the plan's one node is what loses power.
+func (powerLoss) Params() any { return nil }
+
+// Timing: as restart's (a node is down briefly and often): what is tested
+// is what the node finds on disk when it comes back.
+func (powerLoss) Timing(env *Env) Timing { return restart{}.Timing(env) }
+
+// powerNodes lists the target's nodes that can lose power, as Nodes.
+func powerNodes(env *Env) []Node {
+	pc, ok := env.Target.(PowerCutter)
+	if !ok {
+		return nil
+	}
+	names := pc.PowerNodes()
+	var out []Node
+	for _, n := range nodesOf(env) {
+		if slices.Contains(names, n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (powerLoss) Applicable(env *Env) (bool, string) {
+	if _, ok := env.Target.(PowerCutter); !ok {
+		return false, "the target keeps no node's data on a layer that can lose power"
+	}
+	if _, ok := env.Target.(Restarter); !ok {
+		return false, "the target's nodes cannot be started again after a power loss"
+	}
+	if len(powerNodes(env)) == 0 {
+		why := "no node's data is on the lazyfs layer"
+		if pe, ok := env.Target.(PowerExplainer); ok {
+			var parts []string
+			for node, reason := range pe.PowerUnreachable() {
+				parts = append(parts, node+": "+reason)
+			}
+			sort.Strings(parts)
+			if len(parts) > 0 {
+				why += " (" + strings.Join(parts, "; ") + ")"
+			}
+		}
+		return false, why
+	}
+	return true, ""
+}
+
+func (powerLoss) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
+	node, err := pickFree(ctx, env, rng, powerNodes(env))
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Nodes: []string{node}, TakesOver: true}, nil
+}
+
+func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	pc, ok := env.Target.(PowerCutter)
+	rs, ok2 := env.Target.(Restarter)
+	if !ok || !ok2 || len(p.Nodes) != 1 {
+		return nil, errors.New("a power loss acts on one node of a target whose data is on the lazyfs layer")
+	}
+	node := p.Nodes[0]
+	loss, err := pc.CutPower(ctx, node)
+	if err != nil {
+		return nil, applyFailed("", []string{node}, err)
+	}
+	return &Fault{Nodes: p.Nodes, Details: map[string]any{"lost_files": loss.Files, "lost_entries": loss.Entries},
+		Stop: func(ctx context.Context) error { return rs.StartNode(ctx, node, false) }}, nil
+}
+
+func (powerLoss) CheckPlan(env *Env, p Plan) error {
+	if len(p.Nodes) != 1 {
+		return errors.New("a power loss acts on exactly one node")
+	}
+	for _, n := range powerNodes(env) {
+		if n.Name == p.Nodes[0] {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s's data is not on the lazyfs layer", p.Nodes[0])
+}
