@@ -13,11 +13,11 @@ import (
 // mountT mounts a layer for t, failing when this machine cannot (the
 // layer is what the power-loss nemesis stands on; a machine without FUSE
 // must say so, not pass).
-func mountT(t *testing.T) *Mount {
+func mountT(t *testing.T, strict bool) *Mount {
 	t.Helper()
 	require.NoError(t, Supported(), "the lazyfs tests need /dev/fuse (install fuse3)")
 	root := t.TempDir()
-	m, err := New(filepath.Join(root, "backing"), filepath.Join(root, "mnt"))
+	m, err := New(filepath.Join(root, "backing"), filepath.Join(root, "mnt"), Options{Strict: strict})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Unmount() })
 	return m
@@ -55,9 +55,10 @@ func content(t *testing.T, path string) (string, bool) {
 
 // TestPowerLossDropsWhatIsNotDurable: the fault proven by its effect, seen
 // from the other side of the layer (the backing folder, which is the disk)
-// and through the mount made again after the loss.
+// and through the mount made again after the loss; folder entries in the
+// strict model (durable by their own folder's fsync only).
 func TestPowerLossDropsWhatIsNotDurable(t *testing.T) {
-	m := mountT(t)
+	m := mountT(t, true)
 	d := m.Dir()
 
 	// Durable: data fsynced, entries fsynced.
@@ -133,7 +134,7 @@ func TestPowerLossDropsWhatIsNotDurable(t *testing.T) {
 // without fsync leaves its writes visible (the layer is the page cache, and
 // a kill is not a power loss), until the power goes.
 func TestKillKeepsWhatIsNotDurable(t *testing.T) {
-	m := mountT(t)
+	m := mountT(t, false)
 	path := filepath.Join(m.Dir(), "counter")
 	cmd := exec.Command("sh", "-c", `printf 41 > "$1"; mv "$1" "$1.x"; printf 42 > "$1"; kill -9 $$`, "sh", path)
 	err := cmd.Run()
@@ -155,7 +156,7 @@ func TestKillKeepsWhatIsNotDurable(t *testing.T) {
 // TestFolders: mkdir, rmdir and a folder's rename follow the folder fsync
 // of their parent, and what was synced inside a new folder arrives with it.
 func TestFolders(t *testing.T) {
-	m := mountT(t)
+	m := mountT(t, true)
 	d := m.Dir()
 	require.NoError(t, os.Mkdir(filepath.Join(d, "a"), 0o755))
 	writeFile(t, filepath.Join(d, "a", "f"), "in a", true)
@@ -187,4 +188,33 @@ func TestFolders(t *testing.T) {
 	assert.True(t, st.IsDir())
 
 	assert.Error(t, os.Remove(filepath.Join(d, "b")), "a folder with a file in it is not removed")
+}
+
+// TestJournalCommit: in the default model any fsync commits every pending
+// folder entry (as ext4's journal does), never another file's data; a
+// rename followed by no fsync at all is still reverted.
+func TestJournalCommit(t *testing.T) {
+	m := mountT(t, false)
+	d := m.Dir()
+	writeFile(t, filepath.Join(d, "state"), "v1", true)
+	require.NoError(t, os.Mkdir(filepath.Join(d, "aof"), 0o755))
+	writeFile(t, filepath.Join(d, "aof", "log"), "synced", true) // commits aof/ and aof/log
+	writeFile(t, filepath.Join(d, "unsynced"), "data never synced", false)
+	writeFile(t, filepath.Join(d, "other"), "x", true) // commits unsynced's entry, not its data
+	writeFile(t, filepath.Join(d, "state.tmp"), "v2", true)
+	require.NoError(t, os.Rename(filepath.Join(d, "state.tmp"), filepath.Join(d, "state")))
+	// No fsync after the rename.
+	_, err := m.PowerLoss()
+	require.NoError(t, err)
+	for _, side := range []string{d, m.Backing()} {
+		got, _ := content(t, filepath.Join(side, "aof", "log"))
+		assert.Equal(t, "synced", got, "%s: a folder made durable by another file's fsync", side)
+		got, ok := content(t, filepath.Join(side, "unsynced"))
+		assert.True(t, ok, "%s: the entry was committed", side)
+		assert.Equal(t, "", got, "%s: the data was not", side)
+		got, _ = content(t, filepath.Join(side, "state"))
+		assert.Equal(t, "v1", got, "%s: the rename that no fsync followed is reverted", side)
+		_, ok = content(t, filepath.Join(side, "state.tmp"))
+		assert.True(t, ok, "%s: the temp file's name was committed by its own fsync", side)
+	}
 }

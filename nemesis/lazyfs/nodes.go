@@ -114,7 +114,7 @@ func (d *dirNode) Create(ctx context.Context, name string, _ uint32, mode uint32
 	if d.GetChild(name) != nil {
 		return nil, nil, 0, syscall.EEXIST
 	}
-	f := &fileNode{lfs: d.lfs, loaded: true, dirty: true, attrs: attrs{mode: mode & 0o7777, mtime: time.Now()}}
+	f := &fileNode{lfs: d.lfs, loaded: true, dirty: true, attrs: newAttrs(ctx, mode)}
 	ch := d.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG})
 	f.attrs.fill(&out.Attr, syscall.S_IFREG)
 	return ch, nil, 0, 0
@@ -129,7 +129,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if d.GetChild(name) != nil {
 		return nil, syscall.EEXIST
 	}
-	c := &dirNode{lfs: d.lfs, durable: map[string]fs.InodeEmbedder{}, attrs: attrs{mode: mode & 0o7777, mtime: time.Now()}}
+	c := &dirNode{lfs: d.lfs, durable: map[string]fs.InodeEmbedder{}, attrs: newAttrs(ctx, mode)}
 	ch := d.NewPersistentInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR})
 	c.attrs.fill(&out.Attr, syscall.S_IFDIR)
 	return ch, 0
@@ -223,6 +223,9 @@ func (d *dirNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Er
 	defer d.lfs.mu.Unlock()
 	if d.lfs.down {
 		return syscall.EIO
+	}
+	if !d.lfs.strict {
+		return errno(d.lfs.commitLocked())
 	}
 	return errno(d.syncLocked())
 }
@@ -506,7 +509,13 @@ func (f *fileNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.E
 	if f.lfs.down {
 		return syscall.EIO
 	}
-	return errno(f.syncLocked())
+	if err := f.syncLocked(); err != nil {
+		return errno(err)
+	}
+	if !f.lfs.strict {
+		return errno(f.lfs.commitLocked())
+	}
+	return 0
 }
 
 func (f *fileNode) syncLocked() error {

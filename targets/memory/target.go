@@ -86,7 +86,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 		if env.DiskLayer && t.noDisk == "" {
 			// The data folder is the disk; the node works in the layer
 			// over it.
-			m, err := lazyfs.New(dir, filepath.Join(env.Dir, "mnt", name))
+			m, err := lazyfs.New(dir, filepath.Join(env.Dir, "mnt", name), lazyfs.Options{})
 			if err != nil {
 				return Config{}, err
 			}

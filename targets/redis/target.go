@@ -19,6 +19,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // Node names and ports of a Redis target.
@@ -39,6 +40,11 @@ type TargetOptions struct {
 	// Volatile runs Redis with no persistence at all (save "", appendonly
 	// no): after a restart the lock counters start again from 1.
 	Volatile bool
+	// Everysec runs Redis with its default AOF policy, appendfsync
+	// everysec: a write is acknowledged before it is fsynced, and the AOF is
+	// fsynced about once a second. A kill -9 keeps what was written (the
+	// page cache survives); a power loss drops up to a second of it.
+	Everysec bool
 	// Adapters is the number of fenced adapter containers (default 2).
 	Adapters int
 	// SkewAdapters lists the adapters among ClockNodes too. Off by default:
@@ -67,6 +73,10 @@ type Target struct {
 	dirs     map[string]string // node -> host folder (clock/, data/) in the run directory
 	adapters []string
 	stopped  bool
+	// disk is Redis's data folder's lazyfs layer (Env.DiskLayer), or nil
+	// with noDisk saying why.
+	disk   *lazyfs.Mount
+	noDisk string
 }
 
 var (
@@ -76,6 +86,7 @@ var (
 	_ nemesis.Restarter   = (*Target)(nil)
 	_ nemesis.Partitioner = (*Target)(nil)
 	_ nemesis.ClockSkewer = (*Target)(nil)
+	_ nemesis.PowerCutter = (*Target)(nil)
 )
 
 // NewTarget returns a Redis target; nothing runs until Start.
@@ -96,10 +107,17 @@ func Durable() *Target { return NewTarget(TargetOptions{}) }
 // VolatileTarget is the "redis-volatile" target: no persistence.
 func VolatileTarget() *Target { return NewTarget(TargetOptions{Volatile: true}) }
 
+// EverysecTarget is the "redis-everysec" target: Redis's default AOF
+// policy, which a power loss breaks.
+func EverysecTarget() *Target { return NewTarget(TargetOptions{Everysec: true}) }
+
 // Name implements harness.Target.
 func (t *Target) Name() string {
-	if t.opts.Volatile {
+	switch {
+	case t.opts.Volatile:
 		return "redis-volatile"
+	case t.opts.Everysec:
+		return "redis-everysec"
 	}
 	return "redis"
 }
@@ -114,7 +132,11 @@ func (t *Target) persistenceArgs() []string {
 	}
 	// RDB snapshots stay off: the AOF alone is the durable record, and a
 	// background fork would only add noise to latencies.
-	return []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}
+	policy := "always"
+	if t.opts.Everysec {
+		policy = "everysec"
+	}
+	return []string{"--save", "", "--appendonly", "yes", "--appendfsync", policy}
 }
 
 // Start implements harness.Target: it builds (or finds) the images, then
@@ -190,6 +212,12 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 	if err := os.MkdirAll(t.dataDir(), 0o755); err != nil {
 		return err
 	}
+	dataHost := t.dataDir()
+	if env.DiskLayer {
+		if dataHost, err = t.mountDisk(rt); err != nil {
+			return err
+		}
+	}
 	cmd := append([]string{RedisBinary,
 		"--bind", "0.0.0.0", "--port", strconv.Itoa(RedisPort), "--protected-mode", "no",
 		"--dir", dataDirInContainer, "--daemonize", "no", "--loglevel", "notice"}, t.persistenceArgs()...)
@@ -204,7 +232,7 @@ func (t *Target) startRedis(ctx context.Context, env harness.Env, image string) 
 		IP:    t.ips[RedisNode],
 		Ports: []int{RedisPort},
 		Binds: []docker.Bind{
-			{Host: t.dataDir(), Container: dataDirInContainer},
+			{Host: dataHost, Container: dataDirInContainer},
 			{Host: t.clockDir(RedisNode), Container: clockDirInContainer, ReadOnly: true},
 		},
 	})
@@ -303,9 +331,83 @@ func (t *Target) Stop(ctx context.Context) error {
 		return nil
 	}
 	t.stopped = true
+	disk := t.disk
+	t.disk = nil
 	t.mu.Unlock()
 	logErr := rt.SaveLogs(ctx, filepath.Join(env.Dir, "logs"))
-	return errors.Join(rt.Close(ctx), logErr)
+	var diskErr error
+	if disk != nil {
+		// Redis dies first: its container's copy of the mount holds the
+		// layer up, and the run directory under it goes with the runtime.
+		rt.Kill(ctx, RedisNode)
+		diskErr = disk.Unmount()
+	}
+	return errors.Join(rt.Close(ctx), logErr, diskErr)
+}
+
+// mountDisk puts Redis's data folder on the lazyfs layer and returns the
+// folder to bind-mount, or the plain data folder (with noDisk saying why)
+// where the layer cannot reach the container.
+func (t *Target) mountDisk(rt *docker.Runtime) (string, error) {
+	why := ""
+	if err := lazyfs.Supported(); err != nil {
+		why = err.Error()
+	} else if err := rt.HostBinds(); err != nil {
+		why = err.Error()
+	}
+	if why != "" {
+		t.mu.Lock()
+		t.noDisk = why
+		t.mu.Unlock()
+		return t.dataDir(), nil
+	}
+	m, err := lazyfs.New(t.dataDir(), filepath.Join(t.dirs[RedisNode], "mnt"), lazyfs.Options{})
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	t.disk = m
+	t.mu.Unlock()
+	return m.Dir(), nil
+}
+
+// PowerNodes implements nemesis.PowerCutter: Redis, when its data is on
+// the layer.
+func (t *Target) PowerNodes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.disk == nil {
+		return nil
+	}
+	return []string{RedisNode}
+}
+
+// PowerUnreachable implements nemesis.PowerExplainer.
+func (t *Target) PowerUnreachable() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.disk != nil:
+		return nil
+	case t.noDisk != "":
+		return map[string]string{RedisNode: t.noDisk}
+	}
+	return map[string]string{RedisNode: "its data is not on the lazyfs layer (the run did not name power-loss)"}
+}
+
+// CutPower implements nemesis.PowerCutter: Redis is killed, then what it
+// never fsynced is dropped.
+func (t *Target) CutPower(ctx context.Context, node string) (lazyfs.Loss, error) {
+	t.mu.Lock()
+	disk := t.disk
+	t.mu.Unlock()
+	if node != RedisNode || disk == nil {
+		return lazyfs.Loss{}, fmt.Errorf("%s: node %s's data is not on the lazyfs layer", t.Name(), node)
+	}
+	if err := t.rt.Kill(ctx, node); err != nil {
+		return lazyfs.Loss{}, err
+	}
+	return disk.PowerLoss()
 }
 
 // Nodes implements nemesis.Cluster.
@@ -363,14 +465,23 @@ func (t *Target) StartNode(ctx context.Context, node string, wipe bool) error {
 		return err
 	}
 	if wipe && node == RedisNode {
-		entries, err := os.ReadDir(t.dataDir())
+		dir := t.dataDir()
+		t.mu.Lock()
+		if t.disk != nil {
+			dir = t.disk.Dir()
+		}
+		t.mu.Unlock()
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(t.dataDir(), e.Name())); err != nil {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return fmt.Errorf("wiping %s: %w", node, err)
 			}
+		}
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("wiping %s: %w", node, err)
 		}
 	}
 	if err := t.rt.Start(ctx, node); err != nil {
@@ -454,4 +565,14 @@ func (t *Target) SetClockOffset(ctx context.Context, node string, offset time.Du
 		return err
 	}
 	return WriteClockOffset(t.clockFile(node), offset)
+}
+
+// syncDir makes a folder's entries durable (a wipe is meant to be).
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
