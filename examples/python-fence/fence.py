@@ -20,6 +20,9 @@ Bug switches (--bug, repeatable) break it on purpose, for fencecheck's tests:
   accept-equal       a write whose token equals the high-water mark is accepted
   missing-as-zero    a write without a token is stored as token 0, unchecked
   counter-in-memory  lock counters are not persisted: tokens restart after a crash
+  no-fsync           the state is written and renamed into place but never
+                     fsync'd (nor the folder): a crash keeps it (the page
+                     cache survives), a power loss does not
 
 Usage: fence.py --port PORT --data DIR [--host 127.0.0.1] [--bug NAME]...
 """
@@ -39,7 +42,7 @@ MAX_TTL_MS = 24 * 3600 * 1000
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 TOKEN_RE = re.compile(r"^(0|[1-9][0-9]{0,19})(?:\.([A-Za-z0-9_-]{1,256}))?$")
 MAX_U64 = (1 << 64) - 1
-BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory")
+BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory", "no-fsync")
 
 
 class BadRequest(Exception):
@@ -106,6 +109,10 @@ class State:
         with open(tmp, "w") as f:
             json.dump(saved, f, separators=(",", ":"))
             f.flush()
+            if "no-fsync" in self.bugs:
+                f.close()
+                os.rename(tmp, self.path)
+                return
             os.fsync(f.fileno())
         os.rename(tmp, self.path)
         fd = os.open(self.dir, os.O_RDONLY)

@@ -20,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 	"github.com/fencecheck/fencecheck/targets/conform"
 )
@@ -78,9 +79,22 @@ type node struct {
 	clock    *timewarp.Group
 	clockWhy string
 	preload  string // the library a command node is started with, or ""
+	// disk is the lazyfs layer over data/ (Env.DiskLayer), mounted at mnt/;
+	// diskWhy says why there is none when one was asked for.
+	disk    *lazyfs.Mount
+	diskWhy string
 }
 
 func (n *node) dataDir() string   { return filepath.Join(n.dir, "data") }
+
+// workDir is the folder the node's program works in: the layer over its
+// data folder when there is one, else the data folder itself.
+func (n *node) workDir() string {
+	if n.disk != nil {
+		return n.disk.Dir()
+	}
+	return n.dataDir()
+}
 func (n *node) clockDir() string  { return filepath.Join(n.dir, "clock") }
 func (n *node) clockFile() string { return filepath.Join(n.clockDir(), "offset") }
 
@@ -100,6 +114,8 @@ var (
 	_ nemesis.Restarter      = (*Target)(nil)
 	_ nemesis.ClockSkewer    = (*Target)(nil)
 	_ nemesis.ClockExplainer = (*Target)(nil)
+	_ nemesis.PowerCutter    = (*Target)(nil)
+	_ nemesis.PowerExplainer = (*Target)(nil)
 	_ nemesis.Partitioner    = partitionable{}
 )
 
@@ -374,6 +390,11 @@ func (t *Target) prepare(ctx context.Context) error {
 			vars["addr:"+sn.Name] = n.ip + ":" + strconv.Itoa(sn.Port)
 		}
 	}
+	if t.env.DiskLayer {
+		if err := t.mountDisks(); err != nil {
+			return err
+		}
+	}
 	for _, name := range t.order {
 		n := t.nodes[name]
 		v := map[string]string{"name": name}
@@ -382,7 +403,7 @@ func (t *Target) prepare(ctx context.Context) error {
 		}
 		if n.spec.Kind() == KindCommand {
 			v["port"] = portString(n.port)
-			v["data"] = n.dataDir()
+			v["data"] = n.workDir()
 			if n.spec.ClockOptIn() {
 				v["clock_file"] = n.clockFile()
 			}
@@ -394,6 +415,30 @@ func (t *Target) prepare(ctx context.Context) error {
 			}
 		}
 		n.vars = v
+	}
+	return nil
+}
+
+// mountDisks puts each node's data folder on the lazyfs layer where it can
+// be, for the power-loss nemesis, and notes why not elsewhere.
+func (t *Target) mountDisks() error {
+	fuseErr := lazyfs.Supported()
+	for _, name := range t.order {
+		n := t.nodes[name]
+		switch {
+		case n.spec.Kind() == KindImage && n.spec.Data == "":
+			n.diskWhy = "the node declares no data path"
+		case fuseErr != nil:
+			n.diskWhy = fuseErr.Error()
+		case n.spec.Kind() == KindImage && t.rt.HostBinds() != nil:
+			n.diskWhy = t.rt.HostBinds().Error()
+		default:
+			m, err := lazyfs.New(n.dataDir(), filepath.Join(n.dir, "mnt"), lazyfs.Options{})
+			if err != nil {
+				return fmt.Errorf("node %s: %w", name, err)
+			}
+			n.disk = m
+		}
 	}
 	return nil
 }
@@ -527,7 +572,7 @@ func (t *Target) watch(n *node, p *process) {
 func (t *Target) startContainer(ctx context.Context, n *node) error {
 	var binds []docker.Bind
 	if n.spec.Data != "" {
-		binds = append(binds, docker.Bind{Host: n.dataDir(), Container: n.spec.Data})
+		binds = append(binds, docker.Bind{Host: n.workDir(), Container: n.spec.Data})
 	}
 	if n.spec.ClockOptIn() {
 		// The folder, not the file: the offset file is replaced by rename.
@@ -635,6 +680,18 @@ func (t *Target) Stop(ctx context.Context) error {
 	}
 	if rt != nil {
 		errs = append(errs, rt.SaveLogs(ctx, filepath.Join(t.env.Dir, "logs")))
+	}
+	for _, n := range nodes {
+		if n.disk == nil {
+			continue
+		}
+		if n.spec.Kind() == KindImage && rt != nil {
+			// The container's copy of the mount holds the layer up.
+			rt.Kill(ctx, n.spec.Name)
+		}
+		errs = append(errs, n.disk.Unmount())
+	}
+	if rt != nil {
 		errs = append(errs, rt.Close(ctx))
 	}
 	return errors.Join(errs...)
@@ -718,8 +775,14 @@ func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 		return err
 	}
 	if wipe {
-		if err := emptyDir(n.dataDir()); err != nil {
+		if err := emptyDir(n.workDir()); err != nil {
 			return fmt.Errorf("wiping %s: %w", name, err)
+		}
+		if n.disk != nil {
+			// A wipe is meant to last: made durable on the layer.
+			if err := syncDir(n.workDir()); err != nil {
+				return fmt.Errorf("wiping %s: %w", name, err)
+			}
 		}
 	}
 	if n.spec.Kind() == KindImage {
@@ -756,6 +819,64 @@ func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 		return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", name, err)
 	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// PowerNodes implements nemesis.PowerCutter: the nodes whose data folder
+// is on the lazyfs layer.
+func (t *Target) PowerNodes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, name := range t.order {
+		if t.nodes[name].disk != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// PowerUnreachable implements nemesis.PowerExplainer.
+func (t *Target) PowerUnreachable() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]string{}
+	for _, name := range t.order {
+		n := t.nodes[name]
+		switch {
+		case n.disk != nil:
+		case n.diskWhy != "":
+			out[name] = n.diskWhy
+		default:
+			out[name] = "its data is not on the lazyfs layer (the run did not name power-loss)"
+		}
+	}
+	return out
+}
+
+// CutPower implements nemesis.PowerCutter: the node is killed (SIGKILL to
+// its program, or its container), then what it never made durable is
+// dropped.
+func (t *Target) CutPower(ctx context.Context, name string) (lazyfs.Loss, error) {
+	n, err := t.node(name)
+	if err != nil {
+		return lazyfs.Loss{}, err
+	}
+	if n.disk == nil {
+		return lazyfs.Loss{}, fmt.Errorf("node %s's data is not on the lazyfs layer", name)
+	}
+	if err := t.KillNode(ctx, name); err != nil {
+		return lazyfs.Loss{}, err
+	}
+	return n.disk.PowerLoss()
 }
 
 func emptyDir(dir string) error {
