@@ -85,7 +85,7 @@ type node struct {
 	diskWhy string
 }
 
-func (n *node) dataDir() string   { return filepath.Join(n.dir, "data") }
+func (n *node) dataDir() string { return filepath.Join(n.dir, "data") }
 
 // workDir is the folder the node's program works in: the layer over its
 // data folder when there is one, else the data folder itself.
