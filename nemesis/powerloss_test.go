@@ -1,0 +1,79 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+)
+
+// disks is a target with two nodes of which some are on the layer.
+type disks struct {
+	onLayer []string
+	why     map[string]string
+	cut     []string
+	started []string
+	fail    error
+}
+
+func (d *disks) Nodes() []Node {
+	return []Node{{Name: "n1", Role: "reference"}, {Name: "n2", Role: "reference"}}
+}
+func (d *disks) PowerNodes() []string                { return d.onLayer }
+func (d *disks) PowerUnreachable() map[string]string { return d.why }
+func (d *disks) CutPower(_ context.Context, node string) (lazyfs.Loss, error) {
+	if d.fail != nil {
+		return lazyfs.Loss{}, d.fail
+	}
+	d.cut = append(d.cut, node)
+	return lazyfs.Loss{Files: 2, Entries: 1}, nil
+}
+func (d *disks) KillNode(context.Context, string) error { return errors.New("power-loss must not use a plain kill") }
+func (d *disks) StartNode(_ context.Context, node string, wipe bool) error {
+	if wipe {
+		return errors.New("a power loss keeps what survived")
+	}
+	d.started = append(d.started, node)
+	return nil
+}
+
+func TestPowerLossActsOnNodesOnTheLayer(t *testing.T) {
+	d := &disks{onLayer: []string{"n2"}}
+	env := &Env{Target: d}
+	ok, why := powerLoss{}.Applicable(env)
+	require.True(t, ok, why)
+	f, err := drawStart(context.Background(), powerLoss{}, env, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n2"}, f.Nodes, "only a node on the layer loses power")
+	assert.Equal(t, map[string]any{"lost_files": 2, "lost_entries": 1}, f.Details)
+	require.NoError(t, f.Stop(context.Background()))
+	assert.Equal(t, []string{"n2"}, d.cut)
+	assert.Equal(t, []string{"n2"}, d.started)
+	assert.Error(t, powerLoss{}.CheckPlan(env, Plan{Nodes: []string{"n1"}}), "n1's data is not on the layer")
+
+	d.fail = errors.New("unmount: busy")
+	_, err = drawStart(context.Background(), powerLoss{}, env, rand.New(rand.NewPCG(1, 2)))
+	var ae *ApplyError
+	require.ErrorAs(t, err, &ae, "a power loss that failed is counted as failed to apply")
+	assert.Equal(t, []string{"n2"}, ae.Nodes)
+}
+
+// Where no node is on the layer the nemesis is not applicable, and says
+// why per node; named explicitly, that makes the run unknown (the gate).
+func TestPowerLossNotApplicableSaysWhy(t *testing.T) {
+	d := &disks{why: map[string]string{"n1": "no FUSE: open /dev/fuse: no such file or directory", "n2": "the engine is reached at tcp://x:2375"}}
+	ok, why := powerLoss{}.Applicable(&Env{Target: d})
+	assert.False(t, ok)
+	assert.Equal(t, "no node's data is on the lazyfs layer (n1: no FUSE: open /dev/fuse: no such file or directory; n2: the engine is reached at tcp://x:2375)", why)
+	ok, why = powerLoss{}.Applicable(&Env{Target: &fakeClocks{}})
+	assert.False(t, ok)
+	assert.Contains(t, why, "no node's data on a layer that can lose power")
+	sel := Select([]string{"power-loss"}, &Env{Target: d})
+	assert.Empty(t, sel.Active)
+	assert.Contains(t, sel.NotApplicable, "power-loss")
+}
