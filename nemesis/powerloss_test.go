@@ -33,7 +33,9 @@ func (d *disks) CutPower(_ context.Context, node string) (lazyfs.Loss, error) {
 	d.cut = append(d.cut, node)
 	return lazyfs.Loss{Files: 2, Entries: 1}, nil
 }
-func (d *disks) KillNode(context.Context, string) error { return errors.New("power-loss must not use a plain kill") }
+func (d *disks) KillNode(context.Context, string) error {
+	return errors.New("power-loss must not use a plain kill")
+}
 func (d *disks) StartNode(_ context.Context, node string, wipe bool) error {
 	if wipe {
 		return errors.New("a power loss keeps what survived")
