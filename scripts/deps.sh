@@ -9,6 +9,8 @@
 #   zookeeper     the ZooKeeper image is assembled from Debian's zookeeper
 #                 and the Java runtime it depends on (default-jre-headless)
 #   chromium      the browser test loads report.html in headless Chromium
+#   fuse3         the power-loss nemesis's lazyfs layer is a FUSE mount
+#                 (fusermount3 for unprivileged mounts and detaching)
 # It never changes host firewall rules or anything else.
 set -euo pipefail
 need=()
@@ -18,6 +20,7 @@ command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 { [ -f /usr/share/java/zookeeper.jar ] && [ -x /usr/bin/java ]; } || need+=(zookeeper default-jre-headless)
 # `deps.sh docker` (make test) needs no browser; `deps.sh` (make check) does.
 if [ "${1:-all}" = all ]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi

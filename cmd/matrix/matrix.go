@@ -58,7 +58,14 @@ var Rows = []Row{
 	{Name: "split-issuers", Bug: "split-issuers", Mode: "split brain: partitioned issuer replicas each issue", Needs: []string{"partition"}},
 	{Name: "accept-forged", Bug: "accept-forged", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "forgery: seals are not verified"},
 	{Name: "no-fencing", Bug: "no-fencing", Mode: "lease-only safety: tokens are not checked"},
+	// Written without fsync: a kill keeps it (the page cache), only a
+	// power loss (the lazyfs layer dropping what was never synced) shows it.
+	{Name: "counter-no-fsync", Bug: "counter-no-fsync", Nemesis: "power-loss", Needs: []string{"power-loss"},
+		Mode: "counter not durable: written without fsync, lost at a power loss"},
+	{Name: "highwater-no-fsync", Bug: "highwater-no-fsync", Nemesis: "power-loss", Needs: []string{"power-loss"},
+		Mode: "high-water marks not durable: written without fsync, lost at a power loss"},
 	{Name: "reference", Mode: "correct"},
+	{Name: "reference-power-loss", Nemesis: "power-loss", Mode: "correct, under power loss"},
 	{Name: "reference-sealed", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "correct, sealed tokens, forger writing"},
 	// PostgreSQL acknowledging commits before their WAL is written: a kill
 	// -9 loses the last ones, lock grants included. Its durable twin under
@@ -66,6 +73,12 @@ var Rows = []Row{
 	{Name: "postgres-async", Target: "postgres-async", Broken: true, Nemesis: "restart", Needs: []string{"restart"},
 		Mode: "counter and high-water not durable: synchronous_commit = off loses acknowledged commits at a crash"},
 	{Name: "postgres", Target: "postgres", Nemesis: "restart", Mode: "PostgreSQL, synchronous_commit = on"},
+	// Redis's default AOF policy: acknowledged before fsynced, so a power
+	// loss drops up to a second of acquires and writes. appendfsync always
+	// under the same fault is the control.
+	{Name: "redis-everysec", Target: "redis-everysec", Broken: true, Nemesis: "power-loss", Needs: []string{"power-loss"},
+		Mode: "counter and high-water not durable: appendfsync everysec loses the last second at a power loss"},
+	{Name: "redis-power-loss", Target: "redis", Nemesis: "power-loss", Mode: "Redis, appendfsync always, under power loss"},
 }
 
 // Config is one matrix invocation.
