@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ import (
 // history, and the run leaves nothing behind.
 func TestRunRedisValidUnderEachNemesis(t *testing.T) {
 	requireDocker(t)
-	for i, n := range []string{"pause", "restart", "partition", "clock", "strip", "delay"} {
+	for i, n := range []string{"pause", "restart", "partition", "clock", "strip", "delay", "power-loss"} {
 		t.Run(n, func(t *testing.T) {
 			target := Durable()
 			cfg := harness.Config{Target: "redis", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
@@ -67,6 +68,32 @@ func TestRunRedisVolatileInvalidUnderRestart(t *testing.T) {
 		kinds[a.Kind]++
 	}
 	assert.Positive(t, kinds["token-regression"]+kinds["duplicate-token"], "the issuer's counter went back: %v", kinds)
+}
+
+// redis-everysec under power-loss: Redis acknowledges what it fsyncs only
+// about once a second, the power loss drops the rest (Redis's own data
+// folder, on the lazyfs layer bind-mounted into its container), and the
+// issuer hands out old tokens again. (Under restart it is valid: make
+// matrix's rows and docs/power-loss.md.)
+func TestRunRedisEverysecInvalidUnderPowerLoss(t *testing.T) {
+	requireDocker(t)
+	cfg := harness.Config{Target: "redis-everysec", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
+		Nemesis: "power-loss", Seed: 3, Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
+	v := runTarget(t, cfg, EverysecTarget())
+	require.Equal(t, models.Invalid, v.Verdict, "gate: %v", v.GateReasons)
+	assert.Positive(t, v.Run.Nemeses["power-loss"].Started)
+	events, err := history.ReadFile(v.Run.HistoryPath)
+	require.NoError(t, err)
+	lost := 0
+	for _, e := range events {
+		if e.Process == history.NemesisProcess && e.F == "power-loss" {
+			var n int
+			if json.Unmarshal(e.Extra["lost_files"], &n) == nil {
+				lost += n
+			}
+		}
+	}
+	assert.Positive(t, lost, "the power losses dropped AOF data Redis had not fsynced")
 }
 
 func runTarget(t *testing.T, cfg harness.Config, target *Target) *harness.Verdict {
