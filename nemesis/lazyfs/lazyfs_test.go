@@ -218,3 +218,39 @@ func TestJournalCommit(t *testing.T) {
 		assert.True(t, ok, "%s: the temp file's name was committed by its own fsync", side)
 	}
 }
+
+// TestRangesAndSizes: an fsync writes only what changed to the disk, and
+// the durable content is what the program saw at its fsync: appends, writes
+// in the middle, holes, truncation; what changed after it is dropped.
+func TestRangesAndSizes(t *testing.T) {
+	m := mountT(t, false)
+	p := filepath.Join(m.Dir(), "log")
+	writeFile(t, p, "0123456789", true)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("ab"), 3)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("Z"), 12) // a hole at 10 and 11
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	_, err = f.WriteAt([]byte("lost"), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = m.PowerLoss()
+	require.NoError(t, err)
+	got, _ := content(t, p)
+	assert.Equal(t, "012ab56789\x00\x00Z", got)
+
+	require.NoError(t, os.Truncate(p, 4))
+	f, err = os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Truncate(2))
+	require.NoError(t, f.Close())
+	got, _ = content(t, p)
+	assert.Equal(t, "01", got)
+	_, err = m.PowerLoss()
+	require.NoError(t, err)
+	got, _ = content(t, p)
+	assert.Equal(t, "012a", got, "the truncation synced is kept, the later one is not")
+}

@@ -39,6 +39,20 @@ type fileNode struct {
 	data   []byte
 	loaded bool
 	dirty  bool
+	// [lo, hi) holds every byte written since the last fsync, and whole
+	// says the backing file holds none of the content (a new file): what
+	// an fsync writes. Size changes are applied by truncating.
+	lo, hi int64
+	whole  bool
+}
+
+// touch notes that [lo, hi) changed.
+func (f *fileNode) touch(lo, hi int64) {
+	if !f.dirty {
+		f.dirty, f.lo, f.hi = true, lo, hi
+		return
+	}
+	f.lo, f.hi = min(f.lo, lo), max(f.hi, hi)
 }
 
 var (
@@ -114,7 +128,7 @@ func (d *dirNode) Create(ctx context.Context, name string, _ uint32, mode uint32
 	if d.GetChild(name) != nil {
 		return nil, nil, 0, syscall.EEXIST
 	}
-	f := &fileNode{lfs: d.lfs, loaded: true, dirty: true, attrs: newAttrs(ctx, mode)}
+	f := &fileNode{lfs: d.lfs, loaded: true, dirty: true, whole: true, attrs: newAttrs(ctx, mode)}
 	ch := d.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG})
 	f.attrs.fill(&out.Attr, syscall.S_IFREG)
 	return ch, nil, 0, 0
@@ -306,6 +320,7 @@ func (d *dirNode) place(name string, c fs.InodeEmbedder) error {
 			}
 			f.Close()
 			c.locs = []string{p}
+			c.whole = true // the backing file holds none of it
 		case l.isOrphan(c.locs[0]):
 			if err := os.Rename(c.locs[0], p); err != nil {
 				return err
@@ -411,9 +426,13 @@ func (f *fileNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off in
 	if err := f.load(); err != nil {
 		return 0, errno(err)
 	}
+	old := int64(len(f.data))
 	f.grow(off + int64(len(data)))
+	if off > old {
+		clear(f.data[old:off]) // a hole reads as zeros
+	}
 	copy(f.data[off:], data)
-	f.dirty = true
+	f.touch(off, off+int64(len(data)))
 	f.attrs.mtime = time.Now()
 	return uint32(len(data)), 0
 }
@@ -466,7 +485,7 @@ func (f *fileNode) Setattr(_ context.Context, _ fs.FileHandle, in *fuse.SetAttrI
 			f.grow(int64(sz))
 			clear(f.data[old:])
 		}
-		f.dirty = true
+		f.touch(int64(sz), int64(sz))
 	}
 	f.attrs.set(in)
 	f.attrs.fill(&out.Attr, syscall.S_IFREG)
@@ -490,7 +509,7 @@ func (f *fileNode) Allocate(_ context.Context, _ fs.FileHandle, off uint64, size
 		old := len(f.data)
 		f.grow(end)
 		clear(f.data[old:])
-		f.dirty = true
+		f.touch(end, end)
 	}
 	return 0
 }
@@ -524,14 +543,27 @@ func (f *fileNode) syncLocked() error {
 	}
 	if len(f.locs) == 0 {
 		f.locs = []string{f.lfs.orphanPath()}
+		f.whole = true
 	}
-	w, err := os.OpenFile(f.locs[0], os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	w, err := os.OpenFile(f.locs[0], os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := w.Write(f.data); err != nil {
+	// Only what changed is written (an fsync'd log appends a little each
+	// time), then the size is set, which zero-fills or cuts.
+	lo, hi := f.lo, min(f.hi, int64(len(f.data)))
+	if f.whole {
+		lo, hi = 0, int64(len(f.data))
+	}
+	if err := w.Truncate(int64(len(f.data))); err != nil {
 		w.Close()
 		return err
+	}
+	if hi > lo {
+		if _, err := w.WriteAt(f.data[lo:hi], lo); err != nil {
+			w.Close()
+			return err
+		}
 	}
 	if err := w.Sync(); err != nil {
 		w.Close()
@@ -540,7 +572,7 @@ func (f *fileNode) syncLocked() error {
 	if err := w.Close(); err != nil {
 		return err
 	}
-	f.dirty = false
+	f.dirty, f.whole = false, false
 	return nil
 }
 
