@@ -20,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // Ports inside the containers.
@@ -72,6 +73,18 @@ type node struct {
 	// dataDir (members) is bind-mounted at /data, under the runtime's
 	// RunDir.
 	dataDir string
+	// disk is the lazyfs layer over dataDir (Env.DiskLayer), bind-mounted
+	// instead of it; diskWhy says why there is none when one was asked for.
+	disk    *lazyfs.Mount
+	diskWhy string
+}
+
+// workDir is the host folder bind-mounted at /data.
+func (n node) workDir() string {
+	if n.disk != nil {
+		return n.disk.Dir()
+	}
+	return n.dataDir
 }
 
 const (
@@ -171,6 +184,11 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 			}
 		}
 	}
+	if env.DiskLayer {
+		if err := t.mountDisks(rt); err != nil {
+			return fail(err)
+		}
+	}
 
 	// Everything starts at once: the adapters connect to etcd lazily and
 	// report healthy only once a quorum answers them.
@@ -267,7 +285,7 @@ func (t *Target) memberSpec(n node, state, cluster string, hostPorts map[int]int
 		User:      docker.HostUser(),
 		Ports:     []int{clientPort},
 		HostPorts: hostPorts,
-		Binds:     []docker.Bind{{Host: n.dataDir, Container: "/data"}},
+		Binds:     []docker.Bind{{Host: n.workDir(), Container: "/data"}},
 	}
 }
 
@@ -340,10 +358,87 @@ func (t *Target) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("saving node logs: %w", err))
 		}
 	}
+	for _, n := range t.members() {
+		if n.disk != nil {
+			// The container's copy of the mount holds the layer up.
+			rt.Kill(ctx, n.name)
+			errs = append(errs, n.disk.Unmount())
+		}
+	}
 	if err := rt.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// mountDisks puts every member's data folder on the lazyfs layer, for the
+// power-loss nemesis, where the layer reaches the containers.
+func (t *Target) mountDisks(rt *docker.Runtime) error {
+	why := ""
+	if err := lazyfs.Supported(); err != nil {
+		why = err.Error()
+	} else if err := rt.HostBinds(); err != nil {
+		why = err.Error()
+	}
+	for i := range t.nodes {
+		n := &t.nodes[i]
+		if n.role != roleMember {
+			continue
+		}
+		if why != "" {
+			n.diskWhy = why
+			continue
+		}
+		m, err := lazyfs.New(n.dataDir, n.dataDir+".mnt", lazyfs.Options{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.name, err)
+		}
+		n.disk = m
+	}
+	return nil
+}
+
+// PowerNodes implements nemesis.PowerCutter: the members on the layer.
+func (t *Target) PowerNodes() []string {
+	var out []string
+	for _, n := range t.members() {
+		if n.disk != nil {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// PowerUnreachable implements nemesis.PowerExplainer (adapters hold no
+// data, so they are not listed).
+func (t *Target) PowerUnreachable() map[string]string {
+	out := map[string]string{}
+	for _, n := range t.members() {
+		switch {
+		case n.disk != nil:
+		case n.diskWhy != "":
+			out[n.name] = n.diskWhy
+		default:
+			out[n.name] = "its data is not on the lazyfs layer (the run did not name power-loss)"
+		}
+	}
+	return out
+}
+
+// CutPower implements nemesis.PowerCutter: the member is killed, then what
+// it never fsynced is dropped.
+func (t *Target) CutPower(ctx context.Context, name string) (lazyfs.Loss, error) {
+	n, err := t.node(name)
+	if err != nil {
+		return lazyfs.Loss{}, err
+	}
+	if n.disk == nil {
+		return lazyfs.Loss{}, fmt.Errorf("%s's data is not on the lazyfs layer", name)
+	}
+	if err := t.KillNode(ctx, name); err != nil {
+		return lazyfs.Loss{}, err
+	}
+	return n.disk.PowerLoss()
 }
 
 // Nodes lists the members and the adapters.
@@ -535,11 +630,17 @@ func (t *Target) replaceMember(ctx context.Context, rt *docker.Runtime, n node) 
 	if err != nil {
 		return fmt.Errorf("replacing %s: member add: %w", n.name, err)
 	}
-	if err := os.RemoveAll(n.dataDir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
-		return err
+	if n.disk != nil {
+		if err := wipeLayer(n.disk.Dir()); err != nil {
+			return err
+		}
+	} else {
+		if err := os.RemoveAll(n.dataDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+			return err
+		}
 	}
 	old, err := rt.Container(n.name)
 	if err != nil {
@@ -651,4 +752,24 @@ func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Du
 		return err
 	}
 	return rt.SetClockOffset(ctx, name, offset)
+}
+
+// wipeLayer empties a folder on the lazyfs layer, durably (a wipe is meant
+// to last).
+func wipeLayer(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
