@@ -222,7 +222,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
 	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed")
-	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except restart-wipe) or 'none'")
+	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except "+strings.Join(nemesis.OptInNames(), " and ")+") or 'none'")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
 	fs.StringVar(&c.Schedule, "schedule", d.Schedule, "replay this fault schedule (a run's schedule.json) instead of drawing faults from --seed; its nemeses replace --nemesis, and without --time its main phase is the schedule's")
 	fs.DurationVar(&c.Recovery, "recovery", d.Recovery, "how long the final phase waits for every node to answer after the heal")

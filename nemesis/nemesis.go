@@ -121,6 +121,17 @@ func Names() []string {
 	return out
 }
 
+// OptInNames lists the nemeses that "all" leaves out, sorted.
+func OptInNames() []string {
+	var out []string
+	for _, n := range Names() {
+		if o, ok := registry[n]().(OptIn); ok && o.OptInOnly() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // expand turns "all" into every nemesis that is not opt-in.
 func expand(names []string) []string {
 	if len(names) != 1 || names[0] != "all" {
