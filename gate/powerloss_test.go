@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
+
 	"github.com/fencecheck/fencecheck/models"
 )
 
@@ -20,6 +22,7 @@ func TestPowerLossBugs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("five fault-injected runs of 6 s; make check runs them")
 	}
+	lazyfstest.Require(t) // without it the nemesis is not applicable: unknown
 	const d = 6 * time.Second
 	cases := []struct {
 		bug, nemesis string

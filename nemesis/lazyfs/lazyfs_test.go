@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
 // mountT mounts a layer for t, failing when this machine cannot (the
@@ -15,7 +17,7 @@ import (
 // must say so, not pass).
 func mountT(t *testing.T, strict bool) *Mount {
 	t.Helper()
-	require.NoError(t, Supported(), "the lazyfs tests need /dev/fuse (install fuse3)")
+	lazyfstest.Require(t)
 	root := t.TempDir()
 	m, err := New(filepath.Join(root, "backing"), filepath.Join(root, "mnt"), Options{Strict: strict})
 	require.NoError(t, err)

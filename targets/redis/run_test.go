@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
+
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/history"
@@ -28,6 +30,9 @@ func TestRunRedisValidUnderEachNemesis(t *testing.T) {
 	requireDocker(t)
 	for i, n := range []string{"pause", "restart", "partition", "clock", "strip", "delay", "power-loss"} {
 		t.Run(n, func(t *testing.T) {
+			if n == "power-loss" {
+				lazyfstest.Require(t)
+			}
 			target := Durable()
 			cfg := harness.Config{Target: "redis", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 				Nemesis: n, Seed: uint64(7 + i), Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
@@ -77,6 +82,7 @@ func TestRunRedisVolatileInvalidUnderRestart(t *testing.T) {
 // matrix's rows and docs/power-loss.md.)
 func TestRunRedisEverysecInvalidUnderPowerLoss(t *testing.T) {
 	requireDocker(t)
+	lazyfstest.Require(t)
 	cfg := harness.Config{Target: "redis-everysec", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 		Nemesis: "power-loss", Seed: 3, Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
 	v := runTarget(t, cfg, EverysecTarget())

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
+
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/models"
 )
@@ -21,6 +23,7 @@ func TestPowerLossOnCommandNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three fault-injected runs of 5 s; make check runs them")
 	}
+	lazyfstest.Require(t)
 	run := func(nem string, bugs ...string) *harness.Verdict {
 		s := pythonSpec(t, false, bugArgs(bugs)...)
 		target := New(s, Options{})
