@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
 // An image node: the project's own adapter image with its file-backed
@@ -128,4 +129,48 @@ func imageNodesPartition(t *testing.T, path string) {
 		assert.Equal(t, docker.PathAPI, p.rt.FaultPath("partition"))
 		assert.Equal(t, docker.PathAPI, p.rt.FaultPath("clock"))
 	}
+}
+
+// An image node's data path on the lazyfs layer (power-loss): the layer is
+// bind-mounted into the container, so what the node writes goes through it
+// (the mount shows a file that was not there when it was made), and a power
+// loss keeps what the node made durable.
+func TestImageNodeOnLayer(t *testing.T) {
+	dockertest.Require(t)
+	lazyfstest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
+	require.NoError(t, err)
+	b, err := json.Marshal(map[string]any{"name": "image-fence", "nodes": []any{map[string]any{
+		"name": "c1", "roles": []string{"issuer", "resource"}, "image": tags[docker.ImageFenced], "port": 7000,
+		"data": "/data", "clock": "none",
+		"command": []string{"/usr/local/bin/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"},
+	}}})
+	require.NoError(t, err)
+	s, err := Parse(b)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tg := New(s, Options{NoPreflight: true})
+	eps, err := tg.Start(ctx, harness.Env{RunID: "spec-layer-test-" + filepath.Base(dir), Dir: dir, DiskLayer: true})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	pc := tg.(nemesis.PowerCutter)
+	require.Equal(t, []string{"c1"}, pc.PowerNodes(), "%v", tg.(nemesis.PowerExplainer).PowerUnreachable())
+
+	c := fencing.NewClient(eps.Resources[0].URL, nil)
+	acq := c.Acquire(opCtx(t, 5*time.Second), "k", "a", time.Second)
+	require.Equal(t, fencing.Ok, acq.Outcome, "%+v", acq)
+	require.Equal(t, fencing.Ok, c.Write(opCtx(t, 5*time.Second), "k", acq.Token, []byte("v")).Outcome)
+	mnt := filepath.Join(dir, "nodes", "c1", "mnt")
+	entries, err := os.ReadDir(mnt)
+	require.NoError(t, err)
+	assert.NotEmpty(t, entries, "the container wrote through the layer")
+
+	_, err = pc.CutPower(ctx, "c1")
+	require.NoError(t, err)
+	require.NoError(t, tg.(nemesis.Restarter).StartNode(ctx, "c1", false))
+	rd := c.Read(opCtx(t, 5*time.Second), "k")
+	require.Equal(t, fencing.Ok, rd.Outcome, "%+v", rd)
+	assert.Equal(t, "v", string(rd.Value), "what the node fsynced survives the power loss")
 }
