@@ -207,7 +207,18 @@ func (m *Mount) Unmount() error {
 // mount busy after the library's retries: a power loss cannot wait for the
 // system under test's good will.
 func (m *Mount) unmountLocked() error {
-	err := m.server.Unmount()
+	// The library waits, after the unmount, until the kernel closes the
+	// connection, which is when the last copy of the mount goes (a dying
+	// container's mount namespace holds one): past a while the mount point
+	// is free all the same, and the old connection ends with its last user.
+	done := make(chan error, 1)
+	srv := m.server
+	go func() { done <- srv.Unmount() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(unmountWait):
+	}
 	if err != nil {
 		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 != nil {
 			if out, err3 := run("fusermount3", "-u", "-z", m.dir); err3 != nil {
@@ -218,6 +229,10 @@ func (m *Mount) unmountLocked() error {
 	m.server = nil
 	return nil
 }
+
+// unmountWait bounds the wait for the kernel to close a connection after
+// an unmount.
+const unmountWait = 10 * time.Second
 
 // lfs is one mount's state: the tree of nodes is the current view (what
 // programs see); each node remembers what of it is durable.
