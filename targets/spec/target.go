@@ -859,6 +859,11 @@ func (t *Target) PowerUnreachable() map[string]string {
 			out[name] = "its data is not on the lazyfs layer (the run did not name power-loss)"
 		}
 	}
+	for _, sn := range t.spec.Nodes {
+		if sn.Kind() == KindURL {
+			out[sn.Name] = "a url node is not started by fencecheck"
+		}
+	}
 	return out
 }
 
