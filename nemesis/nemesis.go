@@ -158,8 +158,9 @@ func NeedLinks(names []string) bool {
 }
 
 // NeedDiskLayer reports whether any of the named nemeses (as Parse returns
-// them) needs the targets' data on the lazyfs layer. "all" never does: the
-// nemeses that do are opt-in.
+// them) needs the targets' data on the lazyfs layer ("all" does: power-loss
+// is in it; a target that cannot mount the layer says power-loss does not
+// apply, and "all" goes on without it).
 func NeedDiskLayer(names []string) bool {
 	for _, n := range expand(names) {
 		if dl, ok := registry[n]().(DiskLayered); ok && dl.NeedsDiskLayer() {

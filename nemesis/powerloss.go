@@ -18,13 +18,12 @@ import (
 // this fault finds a counter or a high-water mark written without fsync.
 //
 // It needs the target's data on the lazyfs layer (package lazyfs), which
-// the harness mounts only when power-loss is named: "all" leaves it out,
-// since the layer changes the I/O path of the system under test.
+// the harness mounts only when power-loss may run (named, or "all" on a
+// target and machine where it applies); where it cannot apply, "all"
+// leaves it out as it does every nemesis that does not apply.
 type powerLoss struct{}
 
 func (powerLoss) Name() string { return "power-loss" }
-
-func (powerLoss) OptInOnly() bool { return true }
 
 func (powerLoss) NeedsDiskLayer() bool { return true }
 
