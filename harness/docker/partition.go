@@ -136,9 +136,11 @@ func (r *Runtime) helperPartition(ctx context.Context, node string, c *Container
 // exactly peers, with nsenter and iptables.
 func hostPartition(ctx context.Context, pid int, peers []string) error {
 	ipt := func(args ...string) error { return nsIptables(ctx, pid, args...) }
-	// Create the chain once; "already exists" is the idempotent case.
+	// Create the chain once; "already exists" is the idempotent case, also
+	// when another change of the same namespace created it between our
+	// look and our create (seen in runs: "Chain already exists").
 	if nsIptables(ctx, pid, "-n", "-L", PartitionChain) != nil {
-		if err := ipt("-N", PartitionChain); err != nil {
+		if err := ipt("-N", PartitionChain); err != nil && nsIptables(ctx, pid, "-n", "-L", PartitionChain) != nil {
 			return err
 		}
 	}
