@@ -173,6 +173,7 @@ func CheckFile(ctx context.Context, path string, opts Options) (*Result, error) 
 			a.damaged(err.Error())
 			continue
 		}
+		a.pairer.Line = rd.Line()
 		if err := a.add(e); err != nil {
 			if !opts.Lenient {
 				return nil, &history.ParseError{Line: rd.Line(), Err: err}
@@ -199,6 +200,13 @@ func CheckFile(ctx context.Context, path string, opts Options) (*Result, error) 
 	if opts.Progress != nil && size > 64<<20 {
 		fmt.Fprintf(opts.Progress, "check: read %d lines, %d operations; checking\n", rd.Line(), len(a.ops))
 	}
+	if err := a.pairRest(); err != nil {
+		var pe *history.PairError
+		if errors.As(err, &pe) && pe.Line > 0 {
+			return nil, &history.ParseError{Line: pe.Line, Err: err}
+		}
+		return nil, err
+	}
 	return a.finish(ctx), nil
 }
 
@@ -216,6 +224,9 @@ func Check(ctx context.Context, events []history.Event, opts Options) (*Result, 
 			}
 			a.damaged(err.Error())
 		}
+	}
+	if err := a.pairRest(); err != nil {
+		return nil, err
 	}
 	return a.finish(ctx), nil
 }
@@ -305,6 +316,23 @@ func (a *analyzer) add(e history.Event) error {
 	return nil
 }
 
+// pairRest takes the operations the pairer still holds (info writes, and
+// those never completed). A strip event that matched no write is an error,
+// or damage under Lenient.
+func (a *analyzer) pairRest() error {
+	rest, err := a.pairer.Finish()
+	if err != nil {
+		if !a.opts.Lenient {
+			return err
+		}
+		a.damaged(err.Error())
+		a.pairer.DropPending()
+		rest, _ = a.pairer.Finish()
+	}
+	a.ops = append(a.ops, rest...)
+	return nil
+}
+
 // damaged notes a skipped line or event (Lenient).
 func (a *analyzer) damaged(why string) {
 	a.damage++
@@ -324,7 +352,7 @@ func clipNote(s string) string {
 // else, each fact once.
 func (a *analyzer) finish(ctx context.Context) *Result {
 	start := time.Now()
-	ops := append(a.ops, a.pairer.Finish()...)
+	ops := a.ops
 	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
 	r := &Result{Semantics: a.sem, Ops: ops, End: a.end, checkers: a.checkers,
 		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL}}

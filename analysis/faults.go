@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"sort"
@@ -62,7 +63,7 @@ func (f Fault) Label() string {
 			}
 			b.WriteString(k)
 			b.WriteString("=")
-			v := string(f.Details[k])
+			v := plainJSON(f.Details[k])
 			if s := rawString(f.Details[k]); s != "" {
 				v = s
 			}
@@ -175,6 +176,25 @@ func rawString(b json.RawMessage) string {
 		return ""
 	}
 	return s
+}
+
+// plainJSON is b without HTML escapes (\u003e for '>' and the like, as
+// json.Marshal writes them): the words a user reads, e.g. in a fault's
+// details on the report page.
+func plainJSON(b json.RawMessage) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return string(b)
+	}
+	var out strings.Builder
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return string(b)
+	}
+	return strings.TrimSuffix(out.String(), "\n")
 }
 
 func extraString(extra map[string]json.RawMessage, k string) string { return rawString(extra[k]) }

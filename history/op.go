@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -64,43 +65,83 @@ type Op struct {
 }
 
 // Pairer turns a stream of events into operations, in order of completion.
-// It holds only the open operations, so a long history streams through it.
+// It holds only the open operations (and the info writes, see Finish), so a
+// long history streams through it.
+//
+// Besides pairing it refuses what a history must not contain, each as an
+// error naming the event: a duplicate index, a completion before its
+// invoke, a completion with no open operation or of another operation, an
+// invoke while the process has one open or after it saw info, a write whose
+// token or value on its completion differs from its invoke's, and a strip
+// event that matches no write in flight (or two).
+//
+// A write's (renew's, release's) token and value may be given on the invoke,
+// on the completion (as Jepsen-style tools do), or on both (then equal).
 type Pairer struct {
 	open    map[int]*Op    // by process
-	byValue map[string]*Op // open writes by value, for strip events
-	retired map[int]bool   // processes that saw info
+	byValue map[string]*Op // open and info writes by key and value, for strip events
+	ambig   map[string]bool
+	// pending: strip events whose write is open but has no value yet (it
+	// comes on the completion).
+	pending map[string]pendingStrip
+	held    []*Op        // info writes: a strip event may still follow
+	retired map[int]bool // processes that saw info
+	seen    indexSet
 	count   int
+	// Line is the caller's line number of the event being added (for
+	// errors found later, in Finish); 0 when unknown.
+	Line int
+}
+
+type pendingStrip struct {
+	e    Event
+	line int
+}
+
+// PairError is an event a Pairer refuses. Line is the Pairer's Line when
+// the event was added (0 when the caller did not set it).
+type PairError struct {
+	Line int
+	Msg  string
+}
+
+func (e *PairError) Error() string { return e.Msg }
+
+func (p *Pairer) errorf(line int, format string, args ...any) error {
+	return &PairError{Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
 // NewPairer returns an empty Pairer.
 func NewPairer() *Pairer {
-	return &Pairer{open: map[int]*Op{}, byValue: map[string]*Op{}, retired: map[int]bool{}}
+	return &Pairer{open: map[int]*Op{}, byValue: map[string]*Op{}, ambig: map[string]bool{},
+		pending: map[string]pendingStrip{}, retired: map[int]bool{}}
 }
 
+func writeKey(key, value string) string { return key + "\x00" + value }
+
 // Add consumes one event. It returns the operation the event completed, if
-// any. Non-client events return nil, except strip events, which are applied
-// to the open write they tampered with.
+// any (an info write only comes back from Finish). Non-client events return
+// nil, except strip events, which are applied to the write they tampered
+// with (matched by key and value).
 func (p *Pairer) Add(e Event) (*Op, error) {
+	if first, dup := p.seen.add(e.Index, p.Line); dup {
+		if first > 0 {
+			return nil, p.errorf(p.Line, "duplicate index %d (also on line %d)", e.Index, first)
+		}
+		return nil, p.errorf(p.Line, "duplicate index %d", e.Index)
+	}
 	if !e.IsClient() {
 		if e.IsTamper() {
-			if op, ok := p.byValue[e.Value]; ok {
-				op.SentByClient = op.Token.Raw
-				op.Token = ParseToken(e.Token)
-				if m, ok := e.Extra["mode"]; ok {
-					op.Tampered = strings.Trim(string(m), `"`)
-				} else {
-					op.Tampered = "tampered"
-				}
-			}
+			return nil, p.tamper(e, p.Line)
 		}
 		return nil, nil
 	}
 	if e.Type == Invoke {
 		if prev, ok := p.open[e.Process]; ok {
-			return nil, fmt.Errorf("event %d: process %d invokes %s while its %s (event %d) is still open", e.Index, e.Process, e.F, prev.F, prev.ID)
+			return nil, p.errorf(p.Line, "event %d: process %d invokes %s while its %s (event %d) is still open", e.Index, e.Process, e.F, prev.F, prev.ID)
 		}
 		if p.retired[e.Process] {
-			return nil, fmt.Errorf("event %d: process %d invokes %s after an info outcome; a process that saw info must not be reused", e.Index, e.Process, e.F)
+			return nil, p.errorf(p.Line, "event %d: process %d invokes %s after an info outcome; a process that saw info must not be reused", e.Index, e.Process, e.F)
 		}
 		op := &Op{ID: e.Index, Process: e.Process, F: e.F, Key: e.Key, Call: e.Time,
 			Return: Never, Completed: Never, CompleteID: -1, Node: e.Node}
@@ -109,8 +150,8 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		}
 		if e.F == Write {
 			op.Value = e.Value
-			if e.Value != "" {
-				p.byValue[e.Value] = op
+			if e.Value != "" || e.Token != "" {
+				p.index(op)
 			}
 		}
 		p.open[e.Process] = op
@@ -118,15 +159,38 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 	}
 	op, ok := p.open[e.Process]
 	if !ok {
-		return nil, fmt.Errorf("event %d: process %d completes %s (%s) with no open operation", e.Index, e.Process, e.F, e.Type)
+		return nil, p.errorf(p.Line, "event %d: process %d completes %s (%s) with no open operation", e.Index, e.Process, e.F, e.Type)
 	}
 	if op.F != e.F || op.Key != e.Key {
-		return nil, fmt.Errorf("event %d: process %d completes %s %q but its open operation (event %d) is %s %q", e.Index, e.Process, e.F, e.Key, op.ID, op.F, op.Key)
+		return nil, p.errorf(p.Line, "event %d: process %d completes %s %q but its open operation (event %d) is %s %q", e.Index, e.Process, e.F, e.Key, op.ID, op.F, op.Key)
+	}
+	if e.Time < op.Call {
+		return nil, p.errorf(p.Line, "event %d: completion at time %d is before its invoke (event %d) at time %d", e.Index, e.Time, op.ID, op.Call)
+	}
+	if op.F == Write || op.F == Renew || op.F == Release {
+		// The token and value may be given on the completion only.
+		if e.Token != "" && op.Tampered == "" {
+			if op.Token.Raw != "" && op.Token.Raw != e.Token {
+				return nil, p.errorf(p.Line, "event %d: the completion's token %q differs from its invoke's %q (event %d)", e.Index, e.Token, op.Token.Raw, op.ID)
+			}
+			op.Token = ParseToken(e.Token)
+		}
+		if op.F == Write && e.Value != "" && e.Value != op.Value {
+			if op.Value != "" {
+				return nil, p.errorf(p.Line, "event %d: the completion's value differs from its invoke's (event %d)", e.Index, op.ID)
+			}
+			p.unindex(op)
+			op.Value = e.Value
+			if err := p.index(op); err != nil {
+				return nil, err
+			}
+			if ps, ok := p.pending[writeKey(op.Key, op.Value)]; ok {
+				delete(p.pending, writeKey(op.Key, op.Value))
+				p.apply(op, ps.e)
+			}
+		}
 	}
 	delete(p.open, e.Process)
-	if op.F == Write {
-		delete(p.byValue, op.Value)
-	}
 	op.Completed = e.Time
 	op.CompleteID = e.Index
 	op.Error = e.Error
@@ -149,23 +213,128 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		op.Outcome = OutcomeInfo
 		p.retired[e.Process] = true
 	default:
-		return nil, fmt.Errorf("event %d: completion of type %q", e.Index, e.Type)
+		return nil, p.errorf(p.Line, "event %d: completion of type %q", e.Index, e.Type)
 	}
 	p.count++
+	if op.F == Write {
+		if op.Outcome == OutcomeInfo {
+			// A write held by a proxy may be forwarded, and tampered
+			// with, after its client gave up.
+			p.held = append(p.held, op)
+			return nil, nil
+		}
+		p.unindex(op)
+	}
 	return op, nil
 }
 
-// Finish returns the operations still open when the history ended (a run
-// that was killed): they are treated as info.
-func (p *Pairer) Finish() []*Op {
-	var out []*Op
+// index makes op findable by strip events.
+func (p *Pairer) index(op *Op) error {
+	k := writeKey(op.Key, op.Value)
+	if prev, ok := p.byValue[k]; ok && prev != op {
+		p.ambig[k] = true
+	}
+	p.byValue[k] = op
+	return nil
+}
+
+func (p *Pairer) unindex(op *Op) {
+	k := writeKey(op.Key, op.Value)
+	if p.byValue[k] == op {
+		delete(p.byValue, k)
+		delete(p.ambig, k)
+	}
+}
+
+// tamper applies a strip event to the write in flight on its key with its
+// value: the resource received the event's token, not the client's.
+func (p *Pairer) tamper(e Event, line int) error {
+	if e.Key == "" {
+		return p.errorf(line, "event %d: strip event without a key (it must name the key and value of the write it changed)", e.Index)
+	}
+	k := writeKey(e.Key, e.Value)
+	if p.ambig[k] {
+		return p.errorf(line, "event %d: strip event matches two writes in flight on key %q with that value", e.Index, e.Key)
+	}
+	op, ok := p.byValue[k]
+	if !ok {
+		// Its write may give its value on the completion only.
+		p.pending[k] = pendingStrip{e: e, line: line}
+		return nil
+	}
+	if op.Tampered != "" {
+		return p.errorf(line, "event %d: a second strip event for the write of event %d", e.Index, op.ID)
+	}
+	p.apply(op, e)
+	return nil
+}
+
+func (p *Pairer) apply(op *Op, e Event) {
+	op.SentByClient = op.Token.Raw
+	op.Token = ParseToken(e.Token)
+	if m, ok := e.Extra["mode"]; ok {
+		op.Tampered = strings.Trim(string(m), `"`)
+	} else {
+		op.Tampered = "tampered"
+	}
+}
+
+// Finish returns the info writes and the operations still open when the
+// history ended (a run that was killed: they are treated as info), or an
+// error for a strip event that matched no write.
+func (p *Pairer) Finish() ([]*Op, error) {
+	for _, ps := range p.pending {
+		return nil, p.errorf(ps.line, "event %d: strip event matches no write in flight on key %q with value %q", ps.e.Index, ps.e.Key, ps.e.Value)
+	}
+	out := p.held
+	var open []*Op
 	for _, op := range p.open {
 		op.Outcome = OutcomeInfo
-		out = append(out, op)
+		open = append(open, op)
 	}
+	sort.Slice(open, func(i, j int) bool { return open[i].ID < open[j].ID })
 	p.open = map[int]*Op{}
 	p.byValue = map[string]*Op{}
-	return out
+	p.held = nil
+	return append(out, open...), nil
+}
+
+// DropPending forgets the strip events that matched no write (a lenient
+// reader goes on without them).
+func (p *Pairer) DropPending() { p.pending = map[string]pendingStrip{} }
+
+// indexSet remembers the indexes seen (and their lines): a bitset for the
+// dense indexes a recorder writes, a map for the rest.
+type indexSet struct {
+	bits  []uint64
+	lines map[int64]int
+	n     int64
+}
+
+// add records index i (first seen on line) and reports whether it was seen
+// before, with that line when known.
+func (s *indexSet) add(i int64, line int) (int, bool) {
+	s.n++
+	if first, ok := s.lines[i]; ok {
+		return first, true
+	}
+	if i >= 0 && i < 4*s.n+1<<20 {
+		w := int(i >> 6)
+		for w >= len(s.bits) {
+			s.bits = append(s.bits, make([]uint64, len(s.bits)+1024)...)
+		}
+		bit := uint64(1) << (i & 63)
+		if s.bits[w]&bit != 0 {
+			return 0, true
+		}
+		s.bits[w] |= bit
+		return 0, false
+	}
+	if s.lines == nil {
+		s.lines = map[int64]int{}
+	}
+	s.lines[i] = line
+	return 0, false
 }
 
 // Pair pairs a whole in-memory  Operations come back in order of
@@ -182,5 +351,6 @@ func Pair(events []Event) ([]*Op, error) {
 			out = append(out, op)
 		}
 	}
-	return append(out, p.Finish()...), nil
+	rest, err := p.Finish()
+	return append(out, rest...), err
 }

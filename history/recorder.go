@@ -39,7 +39,12 @@ func Create(path string) (*Recorder, error) {
 // NewRecorder records into w. Use Create for files.
 func NewRecorder(w io.Writer) *Recorder {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	return &Recorder{start: time.Now(), w: bw, enc: json.NewEncoder(bw)}
+	enc := json.NewEncoder(bw)
+	// No HTML escaping: a value of '<' would grow 6x (\u003c) and the
+	// history is no web page. Control bytes still grow 6x (\u0001); MaxLine
+	// allows for that.
+	enc.SetEscapeHTML(false)
+	return &Recorder{start: time.Now(), w: bw, enc: enc}
 }
 
 // Start is the instant time 0 of this history.

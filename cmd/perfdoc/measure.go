@@ -115,7 +115,11 @@ func FastFile(path string, sem models.Semantics, stats *FastFileStats) ([]models
 			n++
 		}
 	}
-	for _, op := range p.Finish() {
+	rest, err := p.Finish()
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range rest {
 		c.Add(op)
 		n++
 	}

@@ -335,7 +335,11 @@ func CheckEvents(events []history.Event, sem models.Semantics) ([]models.Result,
 			c.Add(op)
 		}
 	}
-	for _, op := range p.Finish() {
+	rest, err := p.Finish()
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range rest {
 		c.Add(op)
 	}
 	return c.Results(), nil
@@ -374,7 +378,11 @@ func CheckReader(r io.Reader, sem models.Semantics, progress func(bytesRead int6
 			c.Add(op)
 		}
 	}
-	for _, op := range p.Finish() {
+	rest, err := p.Finish()
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range rest {
 		c.Add(op)
 	}
 	return c.Results(), nil
