@@ -20,7 +20,10 @@ const (
 	// DefaultTimeout bounds Porcupine's search over a whole history.
 	DefaultTimeout = porcupine.DefaultTimeout
 	// DefaultMinOps is the fewest definite (ok or fail) client operations a
-	// history needs for a "valid" verdict to mean anything.
+	// run's history needs for a "valid" verdict to mean anything: the
+	// minimum of `fencecheck test` and the gate (harness.Default). `check`
+	// on a file judges what is there (no minimum) and notes when a history
+	// has fewer.
 	DefaultMinOps = 10
 	// DefaultTTL is the lease the lease-overlap analysis assumes for
 	// acquires and renews whose events carry no extra.ttl_ms.
@@ -41,7 +44,7 @@ type Options struct {
 	// DefaultTimeout). Keys not decided in time are Unknown, never Valid.
 	Timeout time.Duration
 	// MinOps: with fewer definite client operations a valid history gives
-	// unknown (0: DefaultMinOps; negative: no minimum).
+	// unknown. 0 (or negative) means no minimum.
 	MinOps int
 	// TTL is the lease length for the lease-overlap analysis when events
 	// carry none (0: DefaultTTL).
@@ -264,8 +267,8 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
-	if opts.MinOps == 0 {
-		opts.MinOps = DefaultMinOps
+	if opts.MinOps < 0 {
+		opts.MinOps = 0
 	}
 	cs := opts.Checkers
 	if cs == nil {

@@ -125,6 +125,8 @@ func (r *Result) gate(damage int) {
 	var why []string
 	if min := r.Settings.MinOps; min > 0 && r.Counts.Definite < min {
 		why = append(why, fmt.Sprintf("too few operations to judge: only %d ended ok or fail; the gate needs at least %d (--min-ops)", r.Counts.Definite, min))
+	} else if min == 0 && r.Counts.Definite < DefaultMinOps {
+		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail (fencecheck test and the gate ask for at least %d; --min-ops sets a minimum here)", r.Counts.Definite, DefaultMinOps))
 	}
 	if run := r.Run; run != nil {
 		for _, n := range namedNemeses(run.Requested) {

@@ -128,10 +128,15 @@ func TestSemanticsAreValidated(t *testing.T) {
 
 func TestPairingErrorsAreReturned(t *testing.T) {
 	events := validHistory().Events()
-	events = append(events, events[0]) // process 0 invokes again after completing... then completes nothing
-	events = append(events, events[0])
+	again := events[0]
+	again.Index = 1 << 40 // process 0 invokes again after completing... then completes nothing
+	events = append(events, again)
+	again.Index++
+	events = append(events, again)
 	_, err := Check(context.Background(), events, Options{})
 	assert.ErrorContains(t, err, "still open")
+	_, err = Check(context.Background(), append(events[:len(events)-1:len(events)-1], events[0]), Options{})
+	assert.ErrorContains(t, err, "duplicate index")
 }
 
 // The histories in testdata are small stories of the failure modes, read

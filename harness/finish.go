@@ -37,7 +37,11 @@ func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, erro
 
 // CheckOptions are the analysis options of a run's configuration.
 func CheckOptions(cfg Config, sem models.Semantics) analysis.Options {
-	return analysis.Options{Semantics: sem, Checker: cfg.Checker, Timeout: cfg.CheckTimeout, MinOps: cfg.MinOps,
+	minOps := cfg.MinOps
+	if minOps < 0 {
+		minOps = 0 // none: a Config stores it as negative, since its zero takes the default
+	}
+	return analysis.Options{Semantics: sem, Checker: cfg.Checker, Timeout: cfg.CheckTimeout, MinOps: minOps,
 		TTL: cfg.TTL, Progress: cfg.Log}
 }
 

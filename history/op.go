@@ -65,8 +65,8 @@ type Op struct {
 }
 
 // Pairer turns a stream of events into operations, in order of completion.
-// It holds only the open operations (and the info writes, see Finish), so a
-// long history streams through it.
+// It holds only the open operations (and an index of the info writes, for
+// late strip events), so a long history streams through it.
 //
 // Besides pairing it refuses what a history must not contain, each as an
 // error naming the event: a duplicate index, a completion before its
@@ -84,7 +84,6 @@ type Pairer struct {
 	// pending: strip events whose write is open but has no value yet (it
 	// comes on the completion).
 	pending map[string]pendingStrip
-	held    []*Op        // info writes: a strip event may still follow
 	retired map[int]bool // processes that saw info
 	seen    indexSet
 	count   int
@@ -120,7 +119,7 @@ func NewPairer() *Pairer {
 func writeKey(key, value string) string { return key + "\x00" + value }
 
 // Add consumes one event. It returns the operation the event completed, if
-// any (an info write only comes back from Finish). Non-client events return
+// any. Non-client events return
 // nil, except strip events, which are applied to the write they tampered
 // with (matched by key and value).
 func (p *Pairer) Add(e Event) (*Op, error) {
@@ -216,13 +215,11 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		return nil, p.errorf(p.Line, "event %d: completion of type %q", e.Index, e.Type)
 	}
 	p.count++
-	if op.F == Write {
-		if op.Outcome == OutcomeInfo {
-			// A write held by a proxy may be forwarded, and tampered
-			// with, after its client gave up.
-			p.held = append(p.held, op)
-			return nil, nil
-		}
+	if op.F == Write && op.Outcome != OutcomeInfo {
+		// An info write stays findable: a write held by a proxy may be
+		// forwarded, and tampered with, after its client gave up. (A
+		// consumer that copies operations as they come sees such a late
+		// strip event only on the operation itself.)
 		p.unindex(op)
 	}
 	return op, nil
@@ -279,14 +276,12 @@ func (p *Pairer) apply(op *Op, e Event) {
 	}
 }
 
-// Finish returns the info writes and the operations still open when the
-// history ended (a run that was killed: they are treated as info), or an
+// Finish returns the operations still open when the history ended (a run that was killed: they are treated as info), or an
 // error for a strip event that matched no write.
 func (p *Pairer) Finish() ([]*Op, error) {
 	for _, ps := range p.pending {
 		return nil, p.errorf(ps.line, "event %d: strip event matches no write in flight on key %q with value %q", ps.e.Index, ps.e.Key, ps.e.Value)
 	}
-	out := p.held
 	var open []*Op
 	for _, op := range p.open {
 		op.Outcome = OutcomeInfo
@@ -295,8 +290,7 @@ func (p *Pairer) Finish() ([]*Op, error) {
 	sort.Slice(open, func(i, j int) bool { return open[i].ID < open[j].ID })
 	p.open = map[int]*Op{}
 	p.byValue = map[string]*Op{}
-	p.held = nil
-	return append(out, open...), nil
+	return open, nil
 }
 
 // DropPending forgets the strip events that matched no write (a lenient

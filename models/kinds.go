@@ -45,6 +45,15 @@ const (
 	// A read returned a value with a token other than the one its write
 	// carried.
 	KindReadTokenMismatch = "read-token-mismatch"
+	// A read answered 200 without a valid token: a value without a token
+	// (a 200 carries the token of the write that stored the value; 404 has
+	// neither), or a token outside the grammar.
+	KindReadWithoutToken = "read-without-token"
+	// A stale rejection reported a high_water that the resource cannot have
+	// had during the request: not a token number, below the rejected token
+	// (not above it, under equal=accept), or no write that could have been
+	// accepted carried it (fencing/PROTOCOL.md).
+	KindWrongHighWater = "wrong-high-water"
 	// The issuer returned a token smaller than one returned by an acquire
 	// that completed before this acquire began.
 	KindTokenRegression = "token-regression"

@@ -37,11 +37,14 @@ func (c *checkerFlags) register(fl *pflag.FlagSet) {
 	c.fl = fl
 	fl.StringVar(&c.checker, "checker", analysis.CheckerBoth, "checker: fast, porcupine or both")
 	fl.DurationVar(&c.timeout, "timeout", analysis.DefaultTimeout, "time Porcupine may search, over the whole history")
-	fl.IntVar(&c.minOps, "min-ops", analysis.DefaultMinOps, "fewest ok/fail operations for a verdict other than unknown (negative: no minimum)")
+	fl.IntVar(&c.minOps, "min-ops", 0, fmt.Sprintf("fewest ok/fail operations for a verdict other than unknown (0: no minimum; fencecheck test and the gate use %d)", analysis.DefaultMinOps))
 	fl.DurationVar(&c.ttl, "ttl", analysis.DefaultTTL, "lease length for lease-overlap analysis when events carry none")
 }
 
 func (c *checkerFlags) validate() error {
+	if c.minOps < 0 {
+		return fmt.Errorf("--min-ops must be 0 (no minimum) or more, got %d", c.minOps)
+	}
 	switch c.checker {
 	case analysis.CheckerFast, analysis.CheckerPorcupine, analysis.CheckerBoth:
 		return nil

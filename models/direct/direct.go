@@ -123,6 +123,11 @@ func (*Checker) Check(ctx context.Context, ops []*history.Op, sem models.Semanti
 	return check(ctx, models.Group(ops, sem), sem)
 }
 
+// notFound says whether an ok read answered 404 (no value, no token): the
+// key was never written. A read that answered 200 with an empty body and a
+// token saw an empty value stored with that token.
+func notFound(r *history.Op) bool { return r.Value == "" && r.Token.State == history.TokenNone }
+
 func check(ctx context.Context, h *models.ByKey, sem models.Semantics) []models.Result {
 	start := time.Now()
 	iss := collectIssued(h.Acquires)
@@ -133,7 +138,7 @@ func check(ctx context.Context, h *models.ByKey, sem models.Semantics) []models.
 		}
 		kh := h.Register[k]
 		reg.Ops += len(kh.Writes) + len(kh.Reads)
-		reg.Anomalies = append(reg.Anomalies, registerAnomalies(k, kh.Writes, kh.Reads, sem, iss)...)
+		reg.Anomalies = append(reg.Anomalies, registerAnomalies(k, kh.Writes, kh.Reads, sem, iss, h.Issued)...)
 	}
 	reg.Duration = time.Since(start)
 
@@ -171,12 +176,13 @@ func check(ctx context.Context, h *models.ByKey, sem models.Semantics) []models.
 
 // registerAnomalies checks one key of the fenced register. writes are all
 // writes on the key (any outcome), reads the ok reads.
-func registerAnomalies(key string, writes, reads []*history.Op, sem models.Semantics, iss issuedTokens) []models.Anomaly {
+func registerAnomalies(key string, writes, reads []*history.Op, sem models.Semantics, iss issuedTokens, auth *models.Issued) []models.Anomaly {
 	sink := &anomalySink{model: models.ModelRegister, key: key}
 	facts := make([]*writeFact, 0, len(writes))
 	// Values identify writes only when unique (the workloads make them so).
-	// A value written twice (a retry reusing it) or an empty one tells
-	// nothing for sure: reads of it are left out of the value-based checks.
+	// A value written twice (a retry reusing it) tells nothing for sure:
+	// reads of it are left out of the value-based checks. (An empty value
+	// is a value like any other: a read of it answered 200 with a token.)
 	byValue := make(map[string]*writeFact, len(writes))
 	ambiguous := map[string]bool{}
 	for _, w := range writes {
@@ -185,7 +191,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 			f.appliedBy = w.Return
 		}
 		facts = append(facts, f)
-		if _, dup := byValue[w.Value]; dup || w.Value == "" {
+		if _, dup := byValue[w.Value]; dup {
 			ambiguous[w.Value] = true
 		}
 		byValue[w.Value] = f
@@ -193,7 +199,16 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 
 	// What each read's value says about its write.
 	for _, r := range reads {
-		if r.Value == "" || ambiguous[r.Value] {
+		if r.Token.State != history.TokenValid && !notFound(r) {
+			what := fmt.Sprintf("the value %q without a token", r.Value)
+			if r.Token.State == history.TokenMalformed {
+				what = fmt.Sprintf("%s", r.Token)
+			}
+			sink.add(models.KindReadWithoutToken, r.Completed,
+				fmt.Sprintf("%s answered 200 at %s with %s: a 200 carries the token of the write that stored the value (a key never written answers 404)", nameRead(r), models.Secs(r.Return), what), r.ID)
+			// Its value still says which write took effect.
+		}
+		if notFound(r) || ambiguous[r.Value] {
 			continue
 		}
 		f := byValue[r.Value]
@@ -241,7 +256,9 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 			sink.add(models.KindMalformedTokenAccepted, f.appliedBy, lead+": a malformed token must be rejected", f.factOps()...)
 		case sem.Authenticated && w.Token.Seal == "":
 			sink.add(models.KindForgedTokenAccepted, f.appliedBy, lead+": the token carries no seal, and the target declares authenticated tokens", f.factOps()...)
-		case iss.any && w.Token.N > iss.max && !iss.raw[w.Token.Raw]:
+		case sem.Authenticated && !auth.Authentic(w, sem):
+			sink.add(models.KindForgedTokenAccepted, f.appliedBy, fmt.Sprintf("%s: no acquire returned the sealed token %s (nor had one whose answer was lost been invoked before), and the target declares authenticated tokens", lead, w.Token.Raw), f.factOps()...)
+		case !sem.Authenticated && iss.any && w.Token.N > iss.max && !iss.raw[w.Token.Raw]:
 			text := fmt.Sprintf("%s: no acquire ever returned token %d (the highest issued was %d)", lead, w.Token.N, iss.max)
 			if sem.Authenticated {
 				sink.add(models.KindForgedTokenAccepted, f.appliedBy, text+", and the target declares authenticated tokens", f.factOps()...)
@@ -254,7 +271,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 	// Applied writes with valid tokens, in the order they became known.
 	var applied []*writeFact
 	for _, f := range facts {
-		if f.applied() && !f.readBroken && f.op.Token.State == history.TokenValid {
+		if f.applied() && !f.readBroken && auth.Authentic(f.op, sem) {
 			applied = append(applied, f)
 		}
 	}
@@ -339,7 +356,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 	// returned: any write not definitely rejected, invoked by then.
 	var could []*history.Op
 	for _, w := range writes {
-		if w.Outcome != history.OutcomeFail && w.Token.State == history.TokenValid {
+		if w.Outcome != history.OutcomeFail && auth.Authentic(w, sem) {
 			could = append(could, w)
 		}
 	}
@@ -354,16 +371,20 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 	justifies := func(t, by uint64) bool {
 		return by > t || (by == t && sem.Equal != models.EqualAccept)
 	}
-	var stale []*history.Op // definite stale rejections of valid tokens, by return
+	// Only the rejection of a token that could be accepted claims anything
+	// (under authenticated semantics an unsealed or forged token must be
+	// rejected, whatever the error word).
+	var stale []*history.Op // definite stale rejections of authentic tokens, by return
 	var failed []*history.Op
 	for _, w := range writes {
-		if w.Outcome == history.OutcomeFail && w.Token.State == history.TokenValid {
+		if w.Outcome == history.OutcomeFail && auth.Authentic(w, sem) {
 			failed = append(failed, w)
 			if w.Error == "stale" {
 				stale = append(stale, w)
 			}
 		}
 	}
+	highWaterAnomalies(sink, stale, could, writes, sem)
 	sort.SliceStable(stale, func(i, j int) bool { return stale[i].Return < stale[j].Return })
 	sort.SliceStable(failed, func(i, j int) bool { return failed[i].Call < failed[j].Call })
 	// Writes that could have justified a rejection but were rejected
@@ -416,10 +437,13 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 		if j == 0 {
 			continue
 		}
-		if ambiguous[r.Value] || (r.Value == "" && r.Token.State != history.TokenNone) {
+		if r.Token.State != history.TokenValid && !notFound(r) {
+			continue // reported above
+		}
+		if !notFound(r) && ambiguous[r.Value] {
 			continue
 		}
-		if r.Value == "" {
+		if notFound(r) {
 			first := applied[0]
 			sink.add(models.KindStaleRead, r.Completed,
 				fmt.Sprintf("%s %s at %s, but %s with token %s %s, before the read began (%s)",
@@ -451,6 +475,54 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 			append([]int64{r.ID, wv.ID}, newer.factOps()...)...)
 	}
 	return sink.out
+}
+
+// highWaterAnomalies checks what each stale rejection's high_water claims
+// (fencing/PROTOCOL.md): a mark the resource really had during the request,
+// so a token number, at or above the rejected token (above it under
+// equal=accept), carried by a write that could have been accepted before
+// the rejection returned. could are the writes not definitely rejected,
+// with authentic tokens, by call.
+func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, sem models.Semantics) {
+	for _, w := range stale {
+		if w.HighWater == "" {
+			continue
+		}
+		hw := history.ParseToken(w.HighWater)
+		lead := fmt.Sprintf("%s with token %s was rejected as stale at %s with high-water %q", nameWrite(w), w.Token.Raw, models.Secs(w.Return), w.HighWater)
+		switch {
+		case hw.State != history.TokenValid || hw.Seal != "":
+			sink.add(models.KindWrongHighWater, w.Completed, lead+", which is not a token number", w.ID)
+			continue
+		case hw.N < w.Token.N:
+			sink.add(models.KindWrongHighWater, w.Completed, lead+", below the rejected token: a mark below the token would have accepted it", w.ID)
+			continue
+		case hw.N == w.Token.N && sem.Equal == models.EqualAccept:
+			sink.add(models.KindFalseStaleRejection, w.Completed, lead+": under equal=accept a mark equal to the token accepts it", w.ID)
+			continue
+		}
+		found := false
+		for _, c := range could {
+			if c.Call > w.Return {
+				break
+			}
+			if c.Token.N == hw.N {
+				found = true
+				break
+			}
+		}
+		if !found {
+			// Visible once every write with that token invoked by then
+			// has been rejected.
+			at := w.Completed
+			for _, o := range writes {
+				if o.Call <= w.Return && o.Token.State == history.TokenValid && o.Token.N == hw.N {
+					at = max(at, o.Completed)
+				}
+			}
+			sink.add(models.KindWrongHighWater, at, fmt.Sprintf("%s, but no write with token %d that could have been accepted was invoked before then", lead, hw.N), w.ID)
+		}
+	}
 }
 
 // issuerAnomalies checks the ok acquires of one token scope (a lock, or all

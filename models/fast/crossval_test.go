@@ -35,6 +35,10 @@ type cvRefRegIn struct {
 	stale   bool            // fail with error "stale"
 	tok     history.Token
 	value   string
+	// authentic: the token could be accepted (models.Issued); hw: the
+	// high-water a stale rejection reported.
+	authentic bool
+	hw        string
 }
 
 type cvRefRegOut struct {
@@ -43,10 +47,11 @@ type cvRefRegOut struct {
 }
 
 func cvRefRegisterModel(sem models.Semantics) porc.Model {
-	acceptable := func(s cvRefRegState, t history.Token) bool {
-		if t.State != history.TokenValid || (sem.Authenticated && t.Seal == "") {
+	acceptable := func(s cvRefRegState, in cvRefRegIn) bool {
+		if !in.authentic {
 			return false
 		}
+		t := in.tok
 		return !s.written || t.N > s.hw || (sem.Equal == models.EqualAccept && t.N == s.hw)
 	}
 	apply := func(in cvRefRegIn) cvRefRegState {
@@ -58,31 +63,41 @@ func cvRefRegisterModel(sem models.Semantics) porc.Model {
 			s, in := state.(cvRefRegState), input.(cvRefRegIn)
 			if in.read {
 				out := output.(cvRefRegOut)
-				if out.value == "" {
+				if out.value == "" && out.tok.State == history.TokenNone { // 404
 					if s.written {
 						return nil
 					}
 					return []interface{}{s}
 				}
-				if !s.written || s.value != out.value || (out.tok.State == history.TokenValid && out.tok.N != s.vtok) {
+				if out.tok.State != history.TokenValid || !s.written || s.value != out.value || out.tok.N != s.vtok {
 					return nil
 				}
 				return []interface{}{s}
 			}
 			switch in.outcome {
 			case history.OutcomeOk:
-				if !acceptable(s, in.tok) {
+				if !acceptable(s, in) {
 					return nil
 				}
 				return []interface{}{apply(in)}
 			case history.OutcomeFail:
-				if in.stale && in.tok.State == history.TokenValid && (!sem.Authenticated || in.tok.Seal != "") && acceptable(s, in.tok) {
+				if !in.stale || !in.authentic {
+					return []interface{}{s}
+				}
+				if acceptable(s, in) {
 					return nil
+				}
+				if in.hw != "" {
+					// The reported mark is the mark (fencing/PROTOCOL.md).
+					hw := history.ParseToken(in.hw)
+					if hw.State != history.TokenValid || hw.Seal != "" || !s.written || hw.N != s.hw {
+						return nil
+					}
 				}
 				return []interface{}{s}
 			}
 			// models.Unknown outcome: it did not take effect, or it did.
-			if acceptable(s, in.tok) {
+			if acceptable(s, in) {
 				return []interface{}{s, apply(in)}
 			}
 			return []interface{}{s}
@@ -122,6 +137,10 @@ func cvOracle(t testing.TB, events []history.Event, sem models.Semantics, timeou
 	}
 	regByKey := map[string][]porc.Operation{}
 	issByScope := map[string][]porc.Operation{}
+	issued := models.NewIssued()
+	for _, op := range ops {
+		issued.Add(op)
+	}
 	for _, op := range ops {
 		ret := op.Return
 		if op.Outcome == history.OutcomeInfo {
@@ -131,7 +150,8 @@ func cvOracle(t testing.TB, events []history.Event, sem models.Semantics, timeou
 		case op.F == history.Read && op.Outcome == history.OutcomeOk:
 			regByKey[op.Key] = append(regByKey[op.Key], porc.Operation{Input: cvRefRegIn{read: true}, Output: cvRefRegOut{value: op.Value, tok: op.Token}, Call: op.Call, Return: ret})
 		case op.F == history.Write:
-			in := cvRefRegIn{outcome: op.Outcome, stale: op.Outcome == history.OutcomeFail && op.Error == "stale", tok: op.Token, value: op.Value}
+			in := cvRefRegIn{outcome: op.Outcome, stale: op.Outcome == history.OutcomeFail && op.Error == "stale", tok: op.Token, value: op.Value,
+				authentic: issued.Authentic(op, sem), hw: op.HighWater}
 			regByKey[op.Key] = append(regByKey[op.Key], porc.Operation{Input: in, Call: op.Call, Return: ret})
 		case op.F == history.Acquire && op.Outcome == history.OutcomeOk:
 			scope := op.Key

@@ -54,6 +54,16 @@ func (c *regCheck) explainFailure(gi int) {
 			names = append(names, fmt.Sprintf("%s (rejected as stale at %s)", c.name(s.op), models.Secs(s.ret)))
 		}
 	}
+	for pi := range c.pins {
+		p := &c.pins[pi]
+		if !all && p.tok > limit {
+			break
+		}
+		if len(ops) < 3 {
+			ops = append(ops, p.op)
+			names = append(names, fmt.Sprintf("%s (rejected as stale at %s with high-water %d)", c.name(p.op), models.Secs(p.ret), p.tok))
+		}
+	}
 	var infos []string
 	for x := 0; x < len(c.groups) && (all || x <= gi); x++ {
 		if u := c.groups[x].optional; u != nil && len(infos) < 3 {
@@ -147,7 +157,7 @@ func (c *regCheck) bestBlame(gi int, by int32, deadline int64) int32 {
 // readOf is the write whose value read i returned (-1: the initial state).
 func (c *regCheck) readOf(i int32) int32 {
 	o := &c.k.ops[i]
-	if o.n == 0 {
+	if o.ts == history.TokenNone {
 		return -1
 	}
 	if wi, ok := c.byVal[o.val]; ok {

@@ -152,7 +152,19 @@ type record struct {
 	// tampered: the strip proxy changed this write's token.
 	tampered bool
 	sealed   bool
+	// hwState: a stale rejection's reported high-water (hw): hwNone,
+	// hwNumber or hwBad (not a bare token number).
+	hwState uint8
+	hw      uint64
+	// tokh: the hash of a sealed token's spelling (models.Issued).
+	tokh uint64
 }
+
+const (
+	hwNone uint8 = iota
+	hwNumber
+	hwBad
+)
 
 const recordBytes = int(unsafe.Sizeof(record{}))
 
@@ -175,6 +187,7 @@ type Stream struct {
 	lockOrder []*keyLog
 	regOps    int
 	acqOps    int
+	issued    *models.Issued
 	// MaxAnomaliesPerKey bounds the explanations kept per key (default 3).
 	MaxAnomaliesPerKey int
 	// ctx, when set, is checked between keys.
@@ -196,7 +209,7 @@ func NewStream(sem models.Semantics) *Stream {
 	if sem.Scope == "" {
 		sem.Scope = models.ScopePerLock
 	}
-	return &Stream{sem: sem, keys: map[string]*keyLog{}, locks: map[string]*keyLog{}, MaxAnomaliesPerKey: 3}
+	return &Stream{sem: sem, keys: map[string]*keyLog{}, locks: map[string]*keyLog{}, MaxAnomaliesPerKey: 3, issued: models.NewIssued()}
 }
 
 func fnv64(s string) uint64 {
@@ -238,11 +251,22 @@ func (c *Stream) Add(op *history.Op) {
 		if op.Outcome == history.OutcomeInfo {
 			ret = history.Never
 		}
-		k.ops = append(k.ops, record{id: op.ID, call: op.Call, ret: ret, tok: op.Token.N, val: fnv64(op.Value),
-			off: uint32(len(k.text)), n: uint32(len(op.Value)), kind: kind, ts: op.Token.State, tampered: op.Tampered != "", sealed: op.Token.Seal != ""})
+		rec := record{id: op.ID, call: op.Call, ret: ret, tok: op.Token.N, val: fnv64(op.Value),
+			off: uint32(len(k.text)), n: uint32(len(op.Value)), kind: kind, ts: op.Token.State, tampered: op.Tampered != "", sealed: op.Token.Seal != ""}
+		if rec.sealed {
+			rec.tokh = models.TokenHash(op.Token.Raw)
+		}
+		if kind == writeStale && op.HighWater != "" {
+			rec.hwState = hwBad
+			if hw := history.ParseToken(op.HighWater); hw.State == history.TokenValid && hw.Seal == "" {
+				rec.hwState, rec.hw = hwNumber, hw.N
+			}
+		}
+		k.ops = append(k.ops, rec)
 		k.text = append(k.text, op.Value...)
 		c.regOps++
 	case history.Acquire:
+		c.issued.Add(op)
 		if op.Outcome != history.OutcomeOk {
 			return
 		}
@@ -278,7 +302,7 @@ func (c *Stream) RegisterResult() models.Result {
 			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d keys left", err, len(c.keyOrder)-i, len(c.keyOrder)))
 			break
 		}
-		out := checkRegisterKey(k, c.sem, c.MaxAnomaliesPerKey)
+		out := checkRegisterKey(k, c.sem, c.issued, c.MaxAnomaliesPerKey)
 		if out.unknown != "" {
 			unknown = append(unknown, fmt.Sprintf("key %s: %s", k.name, out.unknown))
 		}

@@ -170,9 +170,10 @@ func TestFastInfoWrites(t *testing.T) {
 	requireAnomaly(t, fastRegister(t, c, reject), models.KindStaleWriteAccepted)
 }
 
+// (These rejections report no high-water: the threshold rules alone.)
 func TestFastStaleRejectionsAndInfoWrites(t *testing.T) {
 	// No write could have raised the high-water to 5.
-	b := historytest.New().Write("k", "3", "a", 0, 10).WriteStale("k", "5", "b", 20, 30, "3")
+	b := historytest.New().Write("k", "3", "a", 0, 10).WriteStale("k", "5", "b", 20, 30, "")
 	a := requireAnomaly(t, fastRegister(t, b, reject), models.KindFalseStaleRejection)
 	assert.Equal(t, int64(30e6), a.At)
 	// An unknown-outcome write with token 6 invoked before the rejection
@@ -180,10 +181,10 @@ func TestFastStaleRejectionsAndInfoWrites(t *testing.T) {
 	b.WriteInfo("k", "6", "c", 25, 40)
 	assert.Equal(t, models.Valid, fastRegister(t, b, reject).Verdict)
 	// Invoked only after the rejection: it cannot justify it.
-	c := historytest.New().Write("k", "3", "a", 0, 10).WriteStale("k", "5", "b", 20, 30, "3").WriteInfo("k", "6", "c", 35, 40)
+	c := historytest.New().Write("k", "3", "a", 0, 10).WriteStale("k", "5", "b", 20, 30, "").WriteInfo("k", "6", "c", 35, 40)
 	requireAnomaly(t, fastRegister(t, c, reject), models.KindFalseStaleRejection)
 	// Equal tokens: stale under reject, not under accept.
-	d := historytest.New().Write("k", "5", "a", 0, 10).WriteStale("k", "5", "b", 20, 30, "5")
+	d := historytest.New().Write("k", "5", "a", 0, 10).WriteStale("k", "5", "b", 20, 30, "")
 	assert.Equal(t, models.Valid, fastRegister(t, d, reject).Verdict)
 	requireAnomaly(t, fastRegister(t, d, accept), models.KindFalseStaleRejection)
 }
@@ -194,21 +195,21 @@ func TestFastStaleRejectionsAndInfoWrites(t *testing.T) {
 // gets one of them wrong.
 func TestFastInfoChoiceIsExact(t *testing.T) {
 	mustTake := historytest.New().
-		WriteStale("k", "1", "s", 0, 45, "2").
+		WriteStale("k", "1", "s", 0, 45, "").
 		WriteInfo("k", "2", "u", 40, 100).
 		Write("k", "3", "w", 46, 50)
 	assert.Equal(t, models.Valid, fastRegister(t, mustTake, reject).Verdict)
 	mustSkip := historytest.New().
-		WriteStale("k", "1", "s", 0, 70, "3").
+		WriteStale("k", "1", "s", 0, 70, "").
 		WriteInfo("k", "2", "u", 60, 100).
 		Write("k", "3", "w", 0, 50)
 	assert.Equal(t, models.Valid, fastRegister(t, mustSkip, reject).Verdict)
 	// Both at once on one key, in token order.
 	both := historytest.New().
-		WriteStale("k", "1", "s1", 0, 45, "2").
+		WriteStale("k", "1", "s1", 0, 45, "").
 		WriteInfo("k", "2", "u1", 40, 100).
 		Write("k", "3", "w1", 46, 50).
-		WriteStale("k", "4", "s2", 52, 170, "5").
+		WriteStale("k", "4", "s2", 52, 170, "").
 		WriteInfo("k", "5", "u2", 160, 200).
 		Write("k", "6", "w2", 52, 150)
 	assert.Equal(t, models.Valid, fastRegister(t, both, reject).Verdict)
@@ -221,13 +222,13 @@ func TestFastEqualTokenGroupOrder(t *testing.T) {
 		Write("k", "2", "e1", 1, 20).
 		Read("k", 10, 15, "e1", "2").
 		Write("k", "2", "e2", 5, 6).
-		WriteStale("k", "1", "s", 0, 3, "2")
+		WriteStale("k", "1", "s", 0, 3, "")
 	requireAnomaly(t, fastRegister(t, b, accept), models.KindFalseStaleRejection)
 	ok := historytest.New().
 		Write("k", "2", "e1", 1, 20).
 		Read("k", 10, 15, "e1", "2").
 		Write("k", "2", "e2", 5, 6).
-		WriteStale("k", "1", "s", 0, 7, "2")
+		WriteStale("k", "1", "s", 0, 7, "")
 	assert.Equal(t, models.Valid, fastRegister(t, ok, accept).Verdict)
 	// Two equal-token writes each read after the other's read returned.
 	cyc := historytest.New().

@@ -47,6 +47,15 @@ type staleReq struct {
 	op    int32
 }
 
+// pinReq is a stale rejection that reported its high-water h: it saw the
+// mark h, so it sits after an element of group h and before the next
+// chosen element, like a read of that group.
+type pinReq struct {
+	tok       uint64
+	call, ret int64
+	op        int32
+}
+
 type keyOutcome struct {
 	anomalies []models.Anomaly
 	unknown   string
@@ -64,12 +73,14 @@ type regCheck struct {
 	elems  []regElem
 	groups []regGroup
 	stale  []staleReq
+	pins   []pinReq
 	f0     int64
 	f0By   int32
+	issued *models.Issued
 }
 
-func checkRegisterKey(k *keyLog, sem models.Semantics, max int) keyOutcome {
-	c := &regCheck{k: k, sem: sem, max: max, f0: negInf, f0By: -1}
+func checkRegisterKey(k *keyLog, sem models.Semantics, issued *models.Issued, max int) keyOutcome {
+	c := &regCheck{k: k, sem: sem, max: max, f0: negInf, f0By: -1, issued: issued}
 	if !c.prepare() {
 		return c.out
 	}
@@ -133,7 +144,7 @@ func (c *regCheck) name(i int32) string {
 
 func (c *regCheck) readSaw(i int32) string {
 	o := &c.k.ops[i]
-	if o.n == 0 {
+	if o.n == 0 && o.ts == history.TokenNone {
 		return "nothing (key never written)"
 	}
 	return fmt.Sprintf("%s (%s)", c.k.value(o), c.tokText(i))
@@ -147,14 +158,10 @@ func (c *regCheck) prepare() bool {
 	byVal := make(map[uint64]int32, len(ops)/2)
 	c.byVal = byVal
 	dup := map[uint64]bool{}
-	emptyWrite := int32(-1)
 	for i := range ops {
 		o := &ops[i]
 		if o.kind > writeFail {
 			continue
-		}
-		if o.n == 0 && (o.kind == writeOk || o.kind == writeInfo) {
-			emptyWrite = int32(i)
 		}
 		if j, ok := byVal[o.val]; ok {
 			if o.kind == writeFail || o.kind == writeStale {
@@ -185,7 +192,14 @@ func (c *regCheck) prepare() bool {
 			}
 		case writeStale:
 			if !c.acceptable(o) {
-				continue // a write without a valid token must be rejected; any word will do
+				continue // a token that must be rejected claims nothing, whatever the word
+			}
+			if o.hwState != hwNone {
+				if c.badHighWater(int32(i)) {
+					continue
+				}
+				c.pins = append(c.pins, pinReq{tok: o.hw, call: o.call, ret: o.ret, op: int32(i)})
+				continue
 			}
 			theta := o.tok
 			if c.sem.Equal == models.EqualAccept {
@@ -204,11 +218,11 @@ func (c *regCheck) prepare() bool {
 			continue
 		}
 		ri := int32(i)
-		if o.n == 0 {
-			if emptyWrite >= 0 {
-				c.out.unknown = fmt.Sprintf("%s wrote an empty value, which reads cannot tell from a key never written", c.name(emptyWrite))
-				return false
-			}
+		if o.ts != history.TokenValid && o.n > 0 || o.ts == history.TokenMalformed {
+			// A violation by itself; its value still says which write
+			// took effect.
+			c.report(models.KindReadWithoutToken, fmt.Sprintf("%s answered 200 at %s with %s: a 200 carries the token of the write that stored the value (a key never written answers 404)", c.name(ri), models.Secs(o.ret), c.readSaw(ri)), ri)
+		} else if o.ts == history.TokenNone { // 404: the initial state
 			if o.call > c.f0 {
 				c.f0, c.f0By = o.call, ri
 			}
@@ -252,12 +266,53 @@ func (c *regCheck) prepare() bool {
 	}
 	c.buildGroups()
 	sort.Slice(c.stale, func(i, j int) bool { return c.stale[i].theta < c.stale[j].theta })
+	sort.Slice(c.pins, func(i, j int) bool { return c.pins[i].tok < c.pins[j].tok })
+	// A reported mark needs a write that could have been accepted with it.
+	pins := c.pins[:0]
+	gi := 0
+	for _, p := range c.pins {
+		for gi < len(c.groups) && c.groups[gi].tok < p.tok {
+			gi++
+		}
+		if gi == len(c.groups) || c.groups[gi].tok != p.tok {
+			o := &ops[p.op]
+			c.report(models.KindWrongHighWater, fmt.Sprintf("%s was rejected as stale at %s with high-water %d, but no write with that token could have been accepted", c.name(p.op), models.Secs(o.ret), o.hw), p.op)
+			continue
+		}
+		pins = append(pins, p)
+	}
+	c.pins = pins
 	return true
 }
 
-// acceptable says whether o's token could ever be accepted.
+// badHighWater reports a stale rejection's high-water that contradicts
+// itself: not a token number, or one that would have accepted the token.
+func (c *regCheck) badHighWater(i int32) bool {
+	o := &c.k.ops[i]
+	why := ""
+	switch {
+	case o.hwState == hwBad:
+		why = "which is not a token number"
+	case o.hw < o.tok:
+		why = fmt.Sprintf("%d, below the rejected token", o.hw)
+	case o.hw == o.tok && c.sem.Equal == models.EqualAccept:
+		c.report(models.KindFalseStaleRejection, fmt.Sprintf("%s was rejected as stale at %s with high-water %d: under equal=accept a mark equal to the token accepts it", c.name(i), models.Secs(o.ret), o.hw), i)
+		return true
+	default:
+		return false
+	}
+	c.report(models.KindWrongHighWater, fmt.Sprintf("%s was rejected as stale at %s with a high-water %s", c.name(i), models.Secs(o.ret), why), i)
+	return true
+}
+
+// acceptable says whether o's token could ever be accepted: a token of the
+// grammar, and under authenticated semantics sealed and not forged
+// (models.Issued).
 func (c *regCheck) acceptable(o *record) bool {
-	return o.ts == history.TokenValid && (!c.sem.Authenticated || o.sealed)
+	if o.ts != history.TokenValid {
+		return false
+	}
+	return !c.sem.Authenticated || (o.sealed && !c.issued.Forged(o.tokh, o.call))
 }
 
 // notAcceptableKind names the violation of accepting o.
@@ -500,7 +555,7 @@ func (h *gHeap) pop(es []regElem) int {
 // search walks the token groups with the staircase of non-dominated states.
 func (c *regCheck) search() {
 	front := []regState{{f: c.f0, fBy: c.f0By, d: history.Never, dBy: -1}}
-	si := 0
+	si, pi := 0, 0
 	for gi := range c.groups {
 		g := &c.groups[gi]
 		for si < len(c.stale) && c.stale[si].theta <= g.tok {
@@ -508,9 +563,39 @@ func (c *regCheck) search() {
 			front = foldDeadline(front, s.ret, s.op)
 			si++
 		}
+		// Rejections that saw this group's mark: its first element must
+		// come before each returned, and the next group after each began.
+		pinned := false
+		pinG, pinGBy := negInf, int32(-1)
+		for pi < len(c.pins) && c.pins[pi].tok == g.tok {
+			p := &c.pins[pi]
+			front = foldDeadline(front, p.ret, p.op)
+			if p.call > pinG {
+				pinG, pinGBy = p.call, p.op
+			}
+			pinned = true
+			pi++
+		}
 		if len(front) == 0 {
 			c.explainFailure(gi)
 			return
+		}
+		if len(g.forced) == 0 && pinned {
+			u := g.optional
+			i := firstWithD(front, u.call)
+			if i < 0 {
+				c.explainFailure(gi)
+				return
+			}
+			best := regState{f: front[i].f, fBy: front[i].fBy, d: history.Never, dBy: -1}
+			if u.call > best.f {
+				best.f, best.fBy = u.call, u.w
+			}
+			if pinG > best.f {
+				best.f, best.fBy = pinG, pinGBy
+			}
+			front = append(front[:0], best)
+			continue
 		}
 		if len(g.forced) == 0 {
 			u := g.optional
@@ -556,6 +641,9 @@ func (c *regCheck) search() {
 		if best.f == history.Never {
 			c.explainFailure(gi)
 			return
+		}
+		if pinG > best.f {
+			best.f, best.fBy = pinG, pinGBy
 		}
 		front = append(front[:0], best)
 	}

@@ -65,7 +65,7 @@ func (c *Checker) Check(ctx context.Context, ops []*history.Op, sem models.Seman
 	var keys []*porcupineKey
 	for _, k := range h.RegisterKeys {
 		ko := h.Register[k]
-		keys = append(keys, &porcupineKey{model: models.ModelRegister, key: k, writes: ko.Writes, reads: ko.Reads, sem: sem})
+		keys = append(keys, &porcupineKey{model: models.ModelRegister, key: k, writes: ko.Writes, reads: ko.Reads, sem: sem, issued: h.Issued})
 	}
 	for _, k := range h.IssuerKeys {
 		keys = append(keys, &porcupineKey{model: models.ModelIssuer, key: k, acquires: h.Issuer[k], sem: sem})

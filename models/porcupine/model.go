@@ -25,10 +25,12 @@ const (
 
 // porcRegInput is a register operation's input (porc.Operation.Input).
 type porcRegInput struct {
-	Kind   porcOpKind
-	Tok    uint64
-	TokOK  bool // a decimal token (sealed or not)
-	Sealed bool
+	Kind  porcOpKind
+	Tok   uint64
+	TokOK bool // a token of the grammar (sealed or not)
+	// Authentic: the token could be accepted (under authenticated
+	// semantics: sealed and not forged, models.Issued).
+	Authentic bool
 	Value  string
 	// Op is the history index of the invoke, for descriptions only.
 	Op int64
@@ -58,10 +60,19 @@ var porcReduce = true
 // porcRegOutput is a register operation's output.
 type porcRegOutput struct {
 	Result porcResult
-	// Value and Tok are what a read returned (Value "" = never written).
-	Value string
-	Tok   uint64
-	TokOK bool
+	// Value and Tok are what a read returned: 404 (never written) is no
+	// token and no value; a 200 carries a token (an empty body: the empty
+	// value).
+	Value   string
+	Tok     uint64
+	TokOK   bool
+	NoToken bool
+	// HW is the high-water a stale rejection reported (HWGiven), HWOK when
+	// it is a token number (fencing/PROTOCOL.md: the mark during the
+	// request).
+	HW      uint64
+	HWGiven bool
+	HWOK    bool
 }
 
 // porcRegState is the register's state. The token of the current value always
@@ -78,9 +89,8 @@ var porcStateSeed = maphash.MakeSeed()
 
 func registerModel(sem models.Semantics, abort *abortFlag) porc.Model {
 	accept := sem.Equal == models.EqualAccept
-	auth := sem.Authenticated
 	acceptable := func(s porcRegState, in porcRegInput) bool {
-		if !in.TokOK || (auth && !in.Sealed) {
+		if !in.Authentic {
 			return false
 		}
 		return !s.Written || in.Tok > s.HW || (accept && in.Tok == s.HW)
@@ -97,12 +107,10 @@ func registerModel(sem models.Semantics, abort *abortFlag) porc.Model {
 				return true, in.Init
 			}
 			if in.Kind == porcRead {
-				if out.Value == "" && !out.TokOK {
-					// Never written (or, should a write have stored an
-					// empty value, that value).
-					return !s.Written || s.Value == "", s
+				if out.NoToken && out.Value == "" {
+					return !s.Written, s // 404: never written
 				}
-				return s.Written && s.Value == out.Value && (!out.TokOK || out.Tok == s.HW), s
+				return out.TokOK && s.Written && s.Value == out.Value && out.Tok == s.HW, s
 			}
 			switch out.Result {
 			case porcAccepted:
@@ -111,10 +119,13 @@ func registerModel(sem models.Semantics, abort *abortFlag) porc.Model {
 				}
 				return true, porcRegState{Written: true, HW: in.Tok, Value: in.Value}
 			case porcStale:
-				// Only a valid, authentic token's rejection claims anything
-				// about the high-water mark.
-				if !in.TokOK || (auth && !in.Sealed) {
+				// Only an authentic token's rejection claims anything
+				// about the high-water mark; a reported mark is the mark.
+				if !in.Authentic {
 					return true, s
+				}
+				if out.HWGiven && (!out.HWOK || !s.Written || s.HW != out.HW) {
+					return false, s
 				}
 				return !acceptable(s, in), s
 			case porcRejected:
@@ -151,7 +162,7 @@ func describePorcRegOp(input, output interface{}) string {
 		return fmt.Sprintf("segment %d starts: %s (token %d), forced by the segments before", in.Seg, in.Init.Value, in.Init.HW)
 	}
 	if in.Kind == porcRead {
-		if out.Value == "" {
+		if out.NoToken && out.Value == "" {
 			return "read → never written"
 		}
 		if out.TokOK {
@@ -162,14 +173,17 @@ func describePorcRegOp(input, output interface{}) string {
 	tok := "no valid token"
 	if in.TokOK {
 		tok = "token " + strconv.FormatUint(in.Tok, 10)
-		if in.Sealed {
-			tok += " (sealed)"
+		if !in.Authentic {
+			tok += " (never acceptable)"
 		}
 	}
 	switch out.Result {
 	case porcAccepted:
 		return fmt.Sprintf("write %s, %s → accepted", in.Value, tok)
 	case porcStale:
+		if out.HWGiven {
+			return fmt.Sprintf("write %s, %s → stale (high-water %d)", in.Value, tok, out.HW)
+		}
 		return fmt.Sprintf("write %s, %s → stale", in.Value, tok)
 	case porcRejected:
 		return fmt.Sprintf("write %s, %s → rejected", in.Value, tok)

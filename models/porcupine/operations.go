@@ -89,10 +89,22 @@ type porcItem struct {
 
 // registerOperations turns one key's writes (any outcome) and ok reads into
 // porcupine operations, applying the reductions above.
-func registerOperations(writes, reads []*history.Op, sem models.Semantics) []porc.Operation {
+func registerOperations(writes, reads []*history.Op, sem models.Semantics, issued *models.Issued) []porc.Operation {
 	accept := sem.Equal == models.EqualAccept
-	valid := func(w *history.Op) bool {
-		return w.Token.State == history.TokenValid && (!sem.Authenticated || w.Token.Seal != "")
+	if issued == nil {
+		issued = models.NewIssued()
+	}
+	valid := func(w *history.Op) bool { return issued.Authentic(w, sem) }
+	// Tokens that stale rejections report as the high-water mark: an
+	// unknown write with such a token may be what a rejection saw, so
+	// reduction 3 keeps it.
+	reported := map[uint64]bool{}
+	for _, w := range writes {
+		if w.Outcome == history.OutcomeFail && w.Error == "stale" && w.HighWater != "" {
+			if hw := history.ParseToken(w.HighWater); hw.State == history.TokenValid {
+				reported[hw.N] = true
+			}
+		}
 	}
 	// Reads of each value; a value written once identifies its write.
 	writers := make(map[string]int, len(writes))
@@ -102,6 +114,9 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 	observed := make(map[string]bool, len(reads))
 	firstSeen := make(map[string]int64, len(reads))
 	for _, r := range reads {
+		if r.Token.State != history.TokenValid {
+			continue // a 404 observes no write (and a 200 without a token is illegal)
+		}
 		observed[r.Value] = true
 		if t, ok := firstSeen[r.Value]; !ok || r.Return < t {
 			firstSeen[r.Value] = r.Return
@@ -109,7 +124,7 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 	}
 	// seenBy is when a read proved w took effect (reduction 4), or Never.
 	seenBy := func(w *history.Op) int64 {
-		if t, ok := firstSeen[w.Value]; ok && porcReduce && w.Value != "" && writers[w.Value] == 1 && t >= w.Call {
+		if t, ok := firstSeen[w.Value]; ok && porcReduce && writers[w.Value] == 1 && t >= w.Call {
 			return t
 		}
 		return history.Never
@@ -123,7 +138,7 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 	}
 	var knowns []known
 	for _, w := range writes {
-		if w.Token.State != history.TokenValid {
+		if !valid(w) {
 			continue
 		}
 		by := seenBy(w)
@@ -163,7 +178,7 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 	}
 	var rejs []rej
 	for _, w := range writes {
-		if w.Outcome != history.OutcomeFail || w.Error != "stale" || w.Token.State != history.TokenValid {
+		if w.Outcome != history.OutcomeFail || w.Error != "stale" || !valid(w) {
 			continue
 		}
 		i := sort.Search(len(knowns), func(i int) bool { return knowns[i].by >= w.Call })
@@ -194,14 +209,14 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 			ret = min(ret, seen)
 		case history.OutcomeFail:
 			res = porcStale
-			if w.Error != "stale" || w.Token.State != history.TokenValid {
+			if w.Error != "stale" || !valid(w) {
 				if porcReduce {
 					continue // reduction 1
 				}
 				res = porcRejected
 			}
 		default:
-			if porcReduce && !observed[w.Value] && (!valid(w) || !mayJustify(w)) {
+			if porcReduce && !observed[w.Value] && (!valid(w) || (!mayJustify(w) && !reported[w.Token.N])) {
 				continue // reduction 3
 			}
 			res = porcUnknown
@@ -210,12 +225,17 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 		// A write proven applied by a read keeps that read's return: the
 		// read must stay in its segment, for the segment check to verify
 		// that the write could apply (the state carried over relies on it).
-		if (res == porcAccepted || (res == porcUnknown && seen == history.Never)) && w.Token.State == history.TokenValid {
+		if (res == porcAccepted || (res == porcUnknown && seen == history.Never)) && valid(w) {
 			ret = max(w.Call, min(ret, fencedBy(w.Token.N)))
 		}
 		in := porcRegInput{Kind: porcWrite, Tok: w.Token.N, TokOK: w.Token.State == history.TokenValid,
-			Sealed: w.Token.Seal != "", Value: w.Value, Op: w.ID}
-		client, call, out, meta := ids.of(w.Process), w.Call, porcRegOutput{Result: res}, porcOpMeta{w}
+			Authentic: valid(w), Value: w.Value, Op: w.ID}
+		out := porcRegOutput{Result: res}
+		if res == porcStale && w.HighWater != "" {
+			hw := history.ParseToken(w.HighWater)
+			out.HWGiven, out.HW, out.HWOK = true, hw.N, hw.State == history.TokenValid && hw.Seal == ""
+		}
+		client, call, meta := ids.of(w.Process), w.Call, porcOpMeta{w}
 		items = append(items, porcItem{op: w, call: call, ret: ret,
 			applied: valid(w) && (res == porcAccepted || (res == porcUnknown && seen != history.Never)),
 			build: func(seg int) porc.Operation {
@@ -224,7 +244,8 @@ func registerOperations(writes, reads []*history.Op, sem models.Semantics) []por
 			}})
 	}
 	for _, r := range reads {
-		out := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == history.TokenValid}
+		out := porcRegOutput{Result: porcReadResult, Value: r.Value, Tok: r.Token.N, TokOK: r.Token.State == history.TokenValid,
+			NoToken: r.Token.State == history.TokenNone}
 		in, client, call, ret, meta := porcRegInput{Kind: porcRead, Op: r.ID}, ids.of(r.Process), r.Call, r.Return, porcOpMeta{r}
 		items = append(items, porcItem{op: r, call: call, ret: ret, build: func(seg int) porc.Operation {
 			in.Seg = seg

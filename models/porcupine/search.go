@@ -19,6 +19,7 @@ type porcupineKey struct {
 	// ops are the key's operations as the models see them (for prefixes).
 	writes, reads, acquires []*history.Op
 	sem                     models.Semantics
+	issued                  *models.Issued
 	result                  models.KeyResult
 }
 
@@ -26,7 +27,7 @@ func (k *porcupineKey) operations(writes, reads, acquires []*history.Op) []porc.
 	if k.model == models.ModelIssuer {
 		return issuerOperations(acquires)
 	}
-	return registerOperations(writes, reads, k.sem)
+	return registerOperations(writes, reads, k.sem, k.issued)
 }
 
 func (k *porcupineKey) porcupineModel(abort *abortFlag) porc.Model {
