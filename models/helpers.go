@@ -157,9 +157,9 @@ func Group(ops []*history.Op, sem Semantics) *ByKey {
 //
 // Only hashes of the spellings are kept (one 64-bit FNV-1a each).
 type Issued struct {
-	any   bool
-	raw   map[uint64]struct{}
-	lost  int64 // earliest call of an acquire whose answer was lost
+	any  bool
+	raw  map[uint64]struct{}
+	lost int64 // earliest call of an acquire whose answer was lost
 }
 
 // NewIssued is an Issued with no acquire yet.

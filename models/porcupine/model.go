@@ -31,7 +31,7 @@ type porcRegInput struct {
 	// Authentic: the token could be accepted (under authenticated
 	// semantics: sealed and not forged, models.Issued).
 	Authentic bool
-	Value  string
+	Value     string
 	// Op is the history index of the invoke, for descriptions only.
 	Op int64
 	// Seg is the operation's segment (its Porcupine partition).
