@@ -157,6 +157,15 @@ func CheckFile(ctx context.Context, path string, opts Options) (*Result, error) 
 	if st, err := f.Stat(); err == nil {
 		size = st.Size()
 	}
+	return checkReader(ctx, f, size, opts)
+}
+
+// CheckReader is CheckFile for a history read from r.
+func CheckReader(ctx context.Context, r io.Reader, opts Options) (*Result, error) {
+	return checkReader(ctx, r, 0, opts)
+}
+
+func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*Result, error) {
 	a, err := newAnalyzer(opts)
 	if err != nil {
 		return nil, err

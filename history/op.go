@@ -149,9 +149,7 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		}
 		if e.F == Write {
 			op.Value = e.Value
-			if e.Value != "" || e.Token != "" {
-				p.index(op)
-			}
+			p.index(op)
 		}
 		p.open[e.Process] = op
 		return nil, nil
@@ -173,6 +171,9 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 				return nil, p.errorf(p.Line, "event %d: the completion's token %q differs from its invoke's %q (event %d)", e.Index, e.Token, op.Token.Raw, op.ID)
 			}
 			op.Token = ParseToken(e.Token)
+		}
+		if op.Tampered != "" && e.Token != "" && op.SentByClient == "" {
+			op.SentByClient = e.Token
 		}
 		if op.F == Write && e.Value != "" && e.Value != op.Value {
 			if op.Value != "" {

@@ -166,3 +166,18 @@ func TestIsLoopback(t *testing.T) {
 	assert.False(t, IsLoopback(":8080"))
 	assert.False(t, IsLoopback("192.168.1.4:8080"))
 }
+
+// issue 12: keys whose names sanitize alike get their own Porcupine pages.
+func TestKeyFileNamesUnique(t *testing.T) {
+	names := map[string]string{}
+	for _, k := range []string{"a/b", "a_b", "a:b", "a-b", "a b", "ab", "..", "latest"} {
+		n := keyFileName(k)
+		if prev, ok := names[n]; ok {
+			t.Errorf("keys %q and %q share the file name %q", prev, k, n)
+		}
+		names[n] = k
+	}
+	if keyFileName("r1") != "r1" {
+		t.Errorf("a safe key keeps its name: %q", keyFileName("r1"))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
@@ -88,6 +89,19 @@ func write(dir string, info RunInfo, res *analysis.Result, now time.Time) (*Resu
 // VisualizeDir is the run folder's subfolder of Porcupine visualizations.
 const VisualizeDir = "porcupine"
 
+// keyFileName is a file name for a key, unique per key: the key itself when
+// it is a safe name, else its safe form and a short hash of the key (so
+// "a/b" and "a_b" get two pages).
+func keyFileName(key string) string {
+	safe := TargetDirName(key)
+	if safe == key {
+		return safe
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return fmt.Sprintf("%s-%08x", safe, h.Sum64()>>32)
+}
+
 // visualize writes a visualization of every key a checker found invalid and
 // of up to three keys otherwise.
 func visualize(res *analysis.Result, dir string) map[string]string {
@@ -100,7 +114,7 @@ func visualize(res *analysis.Result, dir string) map[string]string {
 			}
 			sample++
 		}
-		rel := filepath.Join(VisualizeDir, fmt.Sprintf("%s-%s.html", k.Model, TargetDirName(k.Key)))
+		rel := filepath.Join(VisualizeDir, fmt.Sprintf("%s-%s.html", k.Model, keyFileName(k.Key)))
 		if err := os.MkdirAll(filepath.Join(dir, VisualizeDir), 0o755); err != nil {
 			continue
 		}

@@ -73,6 +73,9 @@ func Check(history []byte, sem Semantics) (Result, error) {
 		switch o.f {
 		case "write", "read":
 			registers[o.key] = append(registers[o.key], o)
+		case "renew", "release":
+			// Not judged (the lead's decision, issue 12): the models
+			// check acquires only.
 		default:
 			scope := o.key
 			if sem.GlobalScope {
@@ -82,11 +85,10 @@ func Check(history []byte, sem Semantics) (Result, error) {
 		}
 	}
 	// Under authenticated semantics a sealed token is authentic when an
-	// acquire invoked before the write was (the token must exist before it
-	// is sent) could have issued its number: one that returned it, or one
-	// whose answer was lost. Only the number counts: seals are opaque to
-	// the checker. A history with no acquire at all (the issuer is not
-	// recorded) cannot tell a forgery.
+	// acquire returned exactly its spelling, or an acquire whose answer was
+	// lost was invoked before the write (it may have issued it; the seal is
+	// opaque). A history with no acquire at all (the issuer is not
+	// recorded) cannot tell a forgery. (The lead's rule, issue 12.)
 	var acquires []*op
 	for _, o := range ops {
 		if o.f == "acquire" {
@@ -140,11 +142,15 @@ func Check(history []byte, sem Semantics) (Result, error) {
 	return res, nil
 }
 
-// issuedBefore reports whether an acquire invoked before w could have
-// issued w's token number.
+// issuedBefore reports whether an acquire could have issued w's token: one
+// returned its exact spelling, or one whose answer was lost was invoked
+// before w.
 func issuedBefore(acquires []*op, w *op) bool {
 	for _, a := range acquires {
-		if a.call < w.call && (a.outcome == outInfo || (a.outcome == outOk && a.tok.kind == tokValid && a.tok.n == w.tok.n)) {
+		if a.outcome == outOk && a.tok.kind == tokValid && a.tok.raw == w.tok.raw {
+			return true
+		}
+		if a.outcome == outInfo && a.call < w.call {
 			return true
 		}
 	}
