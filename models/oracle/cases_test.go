@@ -132,7 +132,6 @@ func expectKnown(t *testing.T, key string, ok bool, format string, args ...any) 
 	}
 }
 
-
 // Two keys whose names sanitize alike each get their own Porcupine page.
 func TestCasesDistinctPages(t *testing.T) {
 	bin := fencecheckBinary(t)

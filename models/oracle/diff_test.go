@@ -60,7 +60,6 @@ func envInt(name string, def int) int {
 // lead (see the package documentation).
 var knownCauses = map[string]string{}
 
-
 // TestDifferential runs fencecheck check (built from this tree) and the
 // oracle on generated histories: FENCECHECK_ORACLE_N of them (default
 // 240; 60 with -short) with the default --checker both, and a quarter as
