@@ -45,13 +45,14 @@ type Reader struct {
 	// while writing it) and skipped: everything before it is checkable.
 	Truncated bool
 	pending   []byte
+	keys      map[string]string // interned keys
 }
 
 // NewReader reads events from r.
 func NewReader(r io.Reader) *Reader {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	return &Reader{s: s}
+	return &Reader{s: s, keys: map[string]string{}}
 }
 
 // Next returns the next event, or io.EOF at the end.
@@ -66,7 +67,11 @@ func (r *Reader) Next() (Event, error) {
 		if r.line == 1 {
 			b = bytes.TrimPrefix(b, utf8BOM)
 		}
-		e, err := decodeEvent(b)
+		e, ok := scanEvent(b, r.keys)
+		var err error
+		if !ok {
+			e, err = decodeEvent(b)
+		}
 		if err != nil {
 			// A recorder writes whole lines, so only the last line can be
 			// cut short by a crash: skip it, but fail on any other.
