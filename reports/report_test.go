@@ -325,7 +325,7 @@ func TestRegenerate(t *testing.T) {
 	require.NotNil(t, st.Info.Semantics)
 	assert.Equal(t, models.EqualReject, st.Info.Semantics.Equal)
 	assert.Equal(t, models.EqualReject, st.Options.Semantics.Equal)
-	assert.Equal(t, -1, st.Options.MinOps, "the options results.json recorded")
+	assert.Equal(t, 0, st.Options.MinOps, "the options results.json recorded")
 	rechecked, err := Write(dir, st.Info, checkOf(t, hist, validCheck()))
 	require.NoError(t, err)
 	assert.Equal(t, models.Valid, rechecked.Verdict)
@@ -437,7 +437,7 @@ func TestReportOfRealCheck(t *testing.T) {
 	require.Contains(t, r.Files.Visualizations, "fenced-register/r1")
 	assert.FileExists(t, filepath.Join(dir, r.Files.Visualizations["fenced-register/r1"]))
 	assertHas(t, page, `href="porcupine/fenced-register-r1.html"`, "the visualization is linked")
-	assert.Equal(t, analysis.Settings{Checker: "both", Timeout: analysis.DefaultTimeout, MinOps: -1, TTL: analysis.DefaultTTL}, r.Options)
+	assert.Equal(t, analysis.Settings{Checker: "both", Timeout: analysis.DefaultTimeout, MinOps: 0, TTL: analysis.DefaultTTL}, r.Options)
 
 	// Re-rendered without Porcupine (report --stored), the drawing stays.
 	again, err := Write(dir, RunInfo{Target: "memory"}, checkOf(t, filepath.Join(dir, HistoryFile), r.Checks))
