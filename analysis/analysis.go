@@ -408,7 +408,9 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		r.Leases = &rep
 		if len(rep.Overlaps) > 0 && !hasModel(r.Checks, models.ModelLease) {
 			r.Checks = append(r.Checks, models.Result{Checker: models.CheckerDirect, Model: models.ModelLease,
-				Verdict: models.Valid, Anomalies: rep.Anomalies(), Ops: rep.Leases,
+				Verdict: models.Valid, Anomalies: rep.FirstAnomalies(models.MaxAnomaliesPerKind), Ops: rep.Leases,
+				KindCounts:       map[string]int{models.KindLeaseOverlap: len(rep.Overlaps)},
+				OmittedAnomalies: max(0, len(rep.Overlaps)-models.MaxAnomaliesPerKind),
 				Reason: fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", len(rep.Overlaps))})
 		}
 	}

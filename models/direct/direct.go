@@ -484,6 +484,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 // the rejection returned. could are the writes not definitely rejected,
 // with authentic tokens, by call.
 func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, sem models.Semantics) {
+	var firstCall map[uint64]int64 // per token, the earliest call of a write in could
 	for _, w := range stale {
 		if w.HighWater == "" {
 			continue
@@ -501,17 +502,15 @@ func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, s
 			sink.add(models.KindFalseStaleRejection, w.Completed, lead+": under equal=accept a mark equal to the token accepts it", w.ID)
 			continue
 		}
-		found := false
-		for _, c := range could {
-			if c.Call > w.Return {
-				break
-			}
-			if c.Token.N == hw.N {
-				found = true
-				break
+		if firstCall == nil {
+			firstCall = make(map[uint64]int64, len(could))
+			for _, c := range could {
+				if t, ok := firstCall[c.Token.N]; !ok || c.Call < t {
+					firstCall[c.Token.N] = c.Call
+				}
 			}
 		}
-		if !found {
+		if t, ok := firstCall[hw.N]; !ok || t > w.Return {
 			// Visible once every write with that token invoked by then
 			// has been rejected.
 			at := w.Completed

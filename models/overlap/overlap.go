@@ -117,6 +117,40 @@ func (r Report) Anomalies() []models.Anomaly {
 	return out
 }
 
+// FirstAnomalies is Anomalies capped as models.CapAnomalies caps them (the
+// earliest n), worded only for those kept: a long soak has an overlap per
+// lease, and words for each cost more than finding them.
+func (r Report) FirstAnomalies(n int) []models.Anomaly {
+	idx := make([]int, len(r.Overlaps))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		x, y := &r.Overlaps[idx[a]], &r.Overlaps[idx[b]]
+		if x.Start != y.Start {
+			return x.Start < y.Start
+		}
+		if x.Key != y.Key {
+			return x.Key < y.Key
+		}
+		if x.Older.AcquireID != y.Older.AcquireID {
+			return x.Older.AcquireID < y.Older.AcquireID
+		}
+		return x.Newer.AcquireID < y.Newer.AcquireID
+	})
+	if len(idx) > n {
+		idx = idx[:n]
+	}
+	out := make([]models.Anomaly, 0, len(idx))
+	for _, i := range idx {
+		o := r.Overlaps[i]
+		ids := append([]int64{o.Older.AcquireID, o.Newer.AcquireID}, o.WriteIDs...)
+		out = append(out, models.Anomaly{Kind: models.KindLeaseOverlap, Model: models.ModelLease, Key: o.Key,
+			Text: o.Text(), Ops: ids, At: o.Start, Finding: true})
+	}
+	return out
+}
+
 // Options tune Find.
 type Options struct {
 	// TTL is the lease length for acquires and renews whose event carries no
