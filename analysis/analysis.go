@@ -411,7 +411,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 				Verdict: models.Valid, Anomalies: rep.FirstAnomalies(models.MaxAnomaliesPerKind), Ops: rep.Leases,
 				KindCounts:       map[string]int{models.KindLeaseOverlap: len(rep.Overlaps)},
 				OmittedAnomalies: max(0, len(rep.Overlaps)-models.MaxAnomaliesPerKind),
-				Reason: fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", len(rep.Overlaps))})
+				Reason:           fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", len(rep.Overlaps))})
 		}
 	}
 	// A check that passed may still list what it saw: those are findings.

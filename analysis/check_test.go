@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,11 +106,17 @@ func TestCheckerSelection(t *testing.T) {
 }
 
 func TestTooFewOperationsIsUnknown(t *testing.T) {
-	rep := run(t, validHistory(), Options{Checker: CheckerPorcupine})
+	rep := run(t, validHistory(), Options{Checker: CheckerPorcupine, MinOps: DefaultMinOps})
 	assert.Equal(t, models.Unknown, rep.Verdict)
 	assert.Contains(t, rep.Reason, "too few operations")
 	assert.Equal(t, 3, rep.Counts.Definite)
-	assert.Equal(t, DefaultMinOps, rep.Settings.MinOps, "0 means the default")
+	assert.Equal(t, DefaultMinOps, rep.Settings.MinOps)
+
+	// issue 12: 0 means no minimum (check's default), with a note.
+	rep = run(t, validHistory(), Options{Checker: CheckerPorcupine})
+	assert.Equal(t, models.Valid, rep.Verdict)
+	assert.Equal(t, 0, rep.Settings.MinOps)
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "a small history: only 3 operations ended ok or fail")
 
 	// A violation is a violation, however short the history.
 	b := historytest.New().Write("r1", "", "a", 0, 10)
@@ -149,7 +156,7 @@ func TestTestdataHistories(t *testing.T) {
 	}{
 		{"valid-paused-holder-fenced.jsonl", models.Valid, []string{}},
 		{"invalid-counter-reset.jsonl", models.Invalid, []string{models.KindTokenRegression}},
-		{"invalid-missing-token-accepted.jsonl", models.Invalid, []string{models.KindMissingTokenAccepted}},
+		{"invalid-missing-token-accepted.jsonl", models.Invalid, []string{models.KindMissingTokenAccepted, models.KindReadWithoutToken}},
 		{"invalid-resource-forgets.jsonl", models.Invalid, []string{models.KindStaleWriteAccepted}},
 	}
 	for _, tc := range cases {

@@ -25,7 +25,7 @@ func busyHistory() *historytest.Builder {
 
 func gated(t *testing.T, b *historytest.Builder) *Result {
 	t.Helper()
-	rep, err := Check(context.Background(), b.Events(), Options{Checker: CheckerPorcupine})
+	rep, err := Check(context.Background(), b.Events(), Options{Checker: CheckerPorcupine, MinOps: DefaultMinOps})
 	require.NoError(t, err)
 	return rep
 }

@@ -176,13 +176,13 @@ var ruleCases = []ruleCase{
 	{name: "accept: equal token rejected as stale", sem: reentrant, porcupine: models.Invalid, kinds: []string{models.KindFalseStaleRejection}, build: func(b *historytest.Builder) {
 		b.Write("r1", "5", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "5")
 	}},
-	{name: "false stale rejection: newer than everything before it", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindFalseStaleRejection}, build: func(b *historytest.Builder) {
+	{name: "false stale rejection: newer than everything before it", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindFalseStaleRejection, models.KindWrongHighWater}, build: func(b *historytest.Builder) {
 		b.Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "3")
 	}},
 	{name: "false stale rejection on a never-written key", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindFalseStaleRejection}, build: func(b *historytest.Builder) {
 		b.WriteStale("r1", "1", "a", 0, 10, "")
 	}},
-	{name: "false stale rejection: the newer write began after it", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindFalseStaleRejection}, build: func(b *historytest.Builder) {
+	{name: "false stale rejection: the newer write began after it", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindFalseStaleRejection, models.KindWrongHighWater}, build: func(b *historytest.Builder) {
 		b.Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "9").WriteInfo("r1", "9", "c", 40, 50)
 	}},
 	{name: "missing token accepted", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindMissingTokenAccepted}, build: func(b *historytest.Builder) {
@@ -194,7 +194,7 @@ var ruleCases = []ruleCase{
 	{name: "strip: removed token accepted", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindMissingTokenAccepted}, build: func(b *historytest.Builder) {
 		b.Write("r1", "1", "a", 0, 10).Write("r1", "2", "b", 20, 30).Strip("r1", "b", "", "remove", 25)
 	}},
-	{name: "strip: info write without token observed", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindMissingTokenAccepted}, build: func(b *historytest.Builder) {
+	{name: "strip: info write without token observed", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindMissingTokenAccepted, models.KindReadWithoutToken}, build: func(b *historytest.Builder) {
 		b.WriteInfo("r1", "2", "b", 20, 30).Strip("r1", "b", "", "remove", 25).Read("r1", 40, 50, "b", "")
 	}},
 	{name: "strip: garbled token accepted", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindMalformedTokenAccepted}, build: func(b *historytest.Builder) {
@@ -203,7 +203,7 @@ var ruleCases = []ruleCase{
 	{name: "authenticated: unsealed token accepted", sem: authentic, porcupine: models.Invalid, kinds: []string{models.KindForgedTokenAccepted}, build: func(b *historytest.Builder) {
 		b.Write("r1", "42", "a", 0, 10)
 	}},
-	{name: "authenticated: sealed token never issued accepted", sem: authentic, porcupine: models.Valid, beyondModel: true, kinds: []string{models.KindForgedTokenAccepted}, build: func(b *historytest.Builder) {
+	{name: "authenticated: sealed token never issued accepted", sem: authentic, porcupine: models.Invalid, kinds: []string{models.KindForgedTokenAccepted}, build: func(b *historytest.Builder) {
 		b.Acquire("r1", 0, 5, "5.aa").Write("r1", "5.aa", "a", 10, 20).Write("r1", "999.bb", "b", 30, 40)
 	}},
 	{name: "stale read of the older of two sequential writes", sem: strict, porcupine: models.Invalid, kinds: []string{models.KindStaleRead}, build: func(b *historytest.Builder) {
@@ -306,7 +306,8 @@ func TestAtIsWhenTheHistoryShowedIt(t *testing.T) {
 	// The stale rejection returns at 30 ms, but a write with a newer token
 	// was still in flight then: only its own rejection at 90 ms shows that
 	// nothing justified the first.
-	b := historytest.New().Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "3").WriteStale("r1", "8", "c", 25, 90, "3")
+	// (No high-water reported: the threshold rule alone.)
+	b := historytest.New().Write("r1", "3", "a", 0, 10).WriteStale("r1", "5", "b", 20, 30, "").WriteStale("r1", "8", "c", 25, 90, "")
 	rep := checkHistory(t, b, strict)
 	var ats []int64
 	for _, a := range resultOf(rep, models.CheckerDirect, models.ModelRegister).Anomalies {

@@ -93,7 +93,7 @@ func TestDamagedHistory(t *testing.T) {
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line)
 
-	rep, err := CheckFile(context.Background(), path, Options{Lenient: true, MinOps: -1})
+	rep, err := CheckFile(context.Background(), path, Options{Lenient: true, MinOps: 1})
 	require.NoError(t, err)
 	assert.Equal(t, models.Unknown, rep.Verdict, "a damaged history is never valid")
 	assert.Contains(t, rep.Reason, "the history is damaged: 1 lines or events were skipped")

@@ -79,8 +79,7 @@ type Op struct {
 // on the completion (as Jepsen-style tools do), or on both (then equal).
 type Pairer struct {
 	open    map[int]*Op    // by process
-	byValue map[string]*Op // open and info writes by key and value, for strip events
-	ambig   map[string]bool
+	byValue map[string][]*Op // open and info writes by key and value, for strip events
 	// pending: strip events whose write is open but has no value yet (it
 	// comes on the completion).
 	pending map[string]pendingStrip
@@ -112,7 +111,7 @@ func (p *Pairer) errorf(line int, format string, args ...any) error {
 
 // NewPairer returns an empty Pairer.
 func NewPairer() *Pairer {
-	return &Pairer{open: map[int]*Op{}, byValue: map[string]*Op{}, ambig: map[string]bool{},
+	return &Pairer{open: map[int]*Op{}, byValue: map[string][]*Op{},
 		pending: map[string]pendingStrip{}, retired: map[int]bool{}}
 }
 
@@ -229,18 +228,23 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 // index makes op findable by strip events.
 func (p *Pairer) index(op *Op) error {
 	k := writeKey(op.Key, op.Value)
-	if prev, ok := p.byValue[k]; ok && prev != op {
-		p.ambig[k] = true
-	}
-	p.byValue[k] = op
+	p.byValue[k] = append(p.byValue[k], op)
 	return nil
 }
 
 func (p *Pairer) unindex(op *Op) {
 	k := writeKey(op.Key, op.Value)
-	if p.byValue[k] == op {
+	ops := p.byValue[k]
+	for i, o := range ops {
+		if o == op {
+			ops = append(ops[:i], ops[i+1:]...)
+			break
+		}
+	}
+	if len(ops) == 0 {
 		delete(p.byValue, k)
-		delete(p.ambig, k)
+	} else {
+		p.byValue[k] = ops
 	}
 }
 
@@ -251,15 +255,16 @@ func (p *Pairer) tamper(e Event, line int) error {
 		return p.errorf(line, "event %d: strip event without a key (it must name the key and value of the write it changed)", e.Index)
 	}
 	k := writeKey(e.Key, e.Value)
-	if p.ambig[k] {
-		return p.errorf(line, "event %d: strip event matches two writes in flight on key %q with that value", e.Index, e.Key)
+	ops := p.byValue[k]
+	if len(ops) > 1 {
+		return p.errorf(line, "event %d: strip event matches two writes in flight on key %q with that value (events %d and %d)", e.Index, e.Key, ops[0].ID, ops[1].ID)
 	}
-	op, ok := p.byValue[k]
-	if !ok {
+	if len(ops) == 0 {
 		// Its write may give its value on the completion only.
 		p.pending[k] = pendingStrip{e: e, line: line}
 		return nil
 	}
+	op := ops[0]
 	if op.Tampered != "" {
 		return p.errorf(line, "event %d: a second strip event for the write of event %d", e.Index, op.ID)
 	}
@@ -290,7 +295,7 @@ func (p *Pairer) Finish() ([]*Op, error) {
 	}
 	sort.Slice(open, func(i, j int) bool { return open[i].ID < open[j].ID })
 	p.open = map[int]*Op{}
-	p.byValue = map[string]*Op{}
+	p.byValue = map[string][]*Op{}
 	return open, nil
 }
 
