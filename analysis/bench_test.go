@@ -1,10 +1,16 @@
 package analysis
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/historytest"
 )
@@ -39,4 +45,67 @@ func BenchmarkCheckFile(b *testing.B) {
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 		})
 	}
+}
+
+// BenchmarkCheckVsDecode is issue 12's speed bar side by side in one run:
+// the whole check with --checker fast (CheckFile) against a plain
+// encoding/json decode of every line of the same file into a struct of the
+// schema's fields. It reports both times per iteration and their ratio
+// (check/decode, the goal is 1.0 or less). FENCECHECK_BENCH_OPS sets the
+// size (default 200k operations; docs/performance.md uses 1M, with peak RSS
+// from cmd/perfdoc's child processes).
+func BenchmarkCheckVsDecode(b *testing.B) {
+	ops := 200_000
+	if v, err := strconv.Atoi(os.Getenv("FENCECHECK_BENCH_OPS")); err == nil && v > 0 {
+		ops = v
+	}
+	path := filepath.Join(b.TempDir(), "history.jsonl")
+	c := historytest.PerfCase{Ops: ops, Keys: 10, ClientsPerKey: 5, InfoRate: 0.05, Seed: 1}
+	if err := historytest.WritePerfHistory(c, path); err != nil {
+		b.Fatal(err)
+	}
+	type plain struct {
+		Index     int64                      `json:"index"`
+		Time      int64                      `json:"time"`
+		Process   int                        `json:"process"`
+		Type      string                     `json:"type"`
+		F         string                     `json:"f"`
+		Key       string                     `json:"key"`
+		Token     string                     `json:"token"`
+		Value     string                     `json:"value"`
+		Error     string                     `json:"error"`
+		HighWater string                     `json:"high_water"`
+		Node      string                     `json:"node"`
+		Extra     map[string]json.RawMessage `json:"extra"`
+	}
+	decode := func() {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		s.Buffer(make([]byte, 64<<10), history.MaxLine)
+		for s.Scan() {
+			var e plain
+			if err := json.Unmarshal(s.Bytes(), &e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var dec, chk time.Duration
+	for b.Loop() {
+		t := time.Now()
+		decode()
+		dec += time.Since(t)
+		t = time.Now()
+		res, err := CheckFile(context.Background(), path, Options{Checker: CheckerFast})
+		chk += time.Since(t)
+		if err != nil || res.Verdict != models.Valid {
+			b.Fatalf("%v %v", err, res)
+		}
+	}
+	b.ReportMetric(float64(dec.Nanoseconds())/float64(b.N), "decode-ns/op")
+	b.ReportMetric(float64(chk.Nanoseconds())/float64(b.N), "check-ns/op")
+	b.ReportMetric(chk.Seconds()/dec.Seconds(), "check/decode")
 }

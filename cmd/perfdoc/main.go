@@ -33,7 +33,15 @@ func main() {
 	reps := flag.Int("reps", 3, "repetitions of parse and fast per history up to 100k operations (the fastest counts)")
 	repsLarge := flag.Int("reps-large", 1, "repetitions for larger histories")
 	sizes := flag.String("sizes", "10000,100000,1000000", "history sizes (operations) to measure")
+	childMode := flag.String("child", "", "internal: run one side of the check-vs-decode comparison (decode or check) on the file argument")
+	cvdOps := flag.Int("check-vs-decode-ops", 1_000_000, "history size of the check-vs-decode comparison (0: skip it)")
+	cvdReps := flag.Int("check-vs-decode-reps", 2, "repetitions of each side of the check-vs-decode comparison")
+	cvdOnly := flag.Bool("check-vs-decode-only", false, "print only the check-vs-decode section")
 	flag.Parse()
+	if *childMode != "" {
+		child(*childMode, flag.Arg(0))
+		return
+	}
 	want := map[int]bool{}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -49,6 +57,21 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
+	var cvd *CheckVsDecode
+	if *cvdOps > 0 {
+		m, err := measureCheckVsDecode(*cvdOps, *cvdReps, filepath.Join(dir, "check-vs-decode.jsonl"))
+		if err != nil {
+			fail(err)
+		}
+		os.Remove(filepath.Join(dir, "check-vs-decode.jsonl"))
+		cvd = &m
+	}
+	if *cvdOnly {
+		if cvd != nil {
+			writeCheckVsDecode(os.Stdout, *cvd)
+		}
+		return
+	}
 	start := time.Now()
 	loadBefore := loadavg()
 	var rows []PerfRow
@@ -92,6 +115,10 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	write(w, rows, *timeout, *maxPorc, time.Since(start), loadBefore, loadavg(), *reps, *repsLarge)
+	if cvd != nil {
+		fmt.Fprintln(w)
+		writeCheckVsDecode(w, *cvd)
+	}
 	if err := w.Flush(); err != nil {
 		fail(err)
 	}
