@@ -62,7 +62,7 @@ var knownCauses = map[string]string{}
 
 // TestDifferential runs fencecheck check (built from this tree) and the
 // oracle on generated histories: FENCECHECK_ORACLE_N of them (default
-// 240; 60 with -short) with the default --checker both, and a quarter as
+// 120; 40 with -short) with the default --checker both, and a quarter as
 // many with --checker fast and --checker porcupine each, from seed
 // FENCECHECK_ORACLE_SEED (default 1). Every disagreement must be a known
 // cause; each class is reported with its first example, shrunk. (A process
@@ -71,9 +71,9 @@ var knownCauses = map[string]string{}
 // TestDifferentialWithOracle; this one proves the command agrees too.)
 func TestDifferential(t *testing.T) {
 	bin := fencecheckBinary(t)
-	n := 240
+	n := 120
 	if testing.Short() {
-		n = 60
+		n = 40
 	}
 	n = envInt("FENCECHECK_ORACLE_N", n)
 	seed := uint64(envInt("FENCECHECK_ORACLE_SEED", 1))

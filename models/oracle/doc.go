@@ -109,8 +109,8 @@
 // is the Checker that runs `fencecheck check`, the command users run.
 //
 //	go test ./analysis -run TestDifferentialWithOracle -v    # in-process: 3000 histories with each of --checker both, fast, porcupine
-//	go test ./models/oracle                                  # the built CLI: 240 histories with --checker both, 60 each with fast and porcupine
-//	go test ./models/oracle -short                           # 60
+//	go test ./models/oracle                                  # the built CLI: 120 histories with --checker both, 30 each with fast and porcupine
+//	go test ./models/oracle -short                           # 40
 //	FENCECHECK_ORACLE_N=100000 FENCECHECK_ORACLE_SEED=7 go test ./models/oracle -run TestDifferential -v -timeout 0
 //	go run ./models/oracle/oraclecheck [--equal accept] [--scope global] [--authenticated] HISTORY.jsonl
 //	go run ./models/oracle/oraclecheck --generate SEED       # print generated history SEED and its flags
