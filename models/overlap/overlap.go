@@ -121,12 +121,8 @@ func (r Report) Anomalies() []models.Anomaly {
 // earliest n), worded only for those kept: a long soak has an overlap per
 // lease, and words for each cost more than finding them.
 func (r Report) FirstAnomalies(n int) []models.Anomaly {
-	idx := make([]int, len(r.Overlaps))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		x, y := &r.Overlaps[idx[a]], &r.Overlaps[idx[b]]
+	less := func(i, j int) bool {
+		x, y := &r.Overlaps[i], &r.Overlaps[j]
 		if x.Start != y.Start {
 			return x.Start < y.Start
 		}
@@ -137,9 +133,19 @@ func (r Report) FirstAnomalies(n int) []models.Anomaly {
 			return x.Older.AcquireID < y.Older.AcquireID
 		}
 		return x.Newer.AcquireID < y.Newer.AcquireID
-	})
-	if len(idx) > n {
-		idx = idx[:n]
+	}
+	// The n earliest, kept sorted (n is small).
+	var idx []int
+	for i := range r.Overlaps {
+		if len(idx) == n && (n == 0 || !less(i, idx[n-1])) {
+			continue
+		}
+		at := sort.Search(len(idx), func(k int) bool { return less(i, idx[k]) })
+		if len(idx) < n {
+			idx = append(idx, 0)
+		}
+		copy(idx[at+1:], idx[at:len(idx)-1])
+		idx[at] = i
 	}
 	out := make([]models.Anomaly, 0, len(idx))
 	for _, i := range idx {
@@ -342,7 +348,18 @@ func (f *Finder) Leases() []Lease {
 // Report computes the overlaps of every lease seen so far.
 func (f *Finder) Report() Report {
 	leases := f.Leases()
-	rep := Report{Leases: len(leases), Overlaps: []Overlap{}}
+	// Count first: an Overlap holds two leases, and a soak has one per
+	// lease, so growing the slice would copy them over and over.
+	n := 0
+	for i := range leases {
+		a := leases[i]
+		for j := i + 1; j < len(leases) && leases[j].Key == a.Key && leases[j].Start < a.End; j++ {
+			if leases[j].Process != a.Process {
+				n++
+			}
+		}
+	}
+	rep := Report{Leases: len(leases), Overlaps: make([]Overlap, 0, n)}
 	for i := range leases {
 		a := leases[i]
 		// Leases are sorted by key then start: only later leases that start

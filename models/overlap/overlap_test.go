@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/models"
 )
 
 // hist builds a history in the order calls are made; times are in ms.
@@ -252,4 +253,24 @@ func TestAClientsSkewedClockExtendsItsBelief(t *testing.T) {
 	bad.add(short)
 	_, err := Find(bad.events, Options{})
 	assert.ErrorContains(t, err, "lease_left_ms")
+}
+
+// FirstAnomalies keeps the overlaps models.CapAnomalies keeps, worded.
+func TestFirstAnomaliesAsCapped(t *testing.T) {
+	var rep Report
+	for i := 0; i < 50; i++ {
+		rep.Overlaps = append(rep.Overlaps, Overlap{Key: []string{"b", "a"}[i%2], Start: int64((i * 7) % 13),
+			Older: Lease{AcquireID: int64(100 - i)}, Newer: Lease{AcquireID: int64(200 + i)}})
+	}
+	capped := models.Result{Anomalies: rep.Anomalies()}
+	models.CapAnomalies(&capped, 20)
+	first := rep.FirstAnomalies(20)
+	if len(first) != len(capped.Anomalies) {
+		t.Fatalf("%d kept, CapAnomalies keeps %d", len(first), len(capped.Anomalies))
+	}
+	for i := range first {
+		if first[i].Text != capped.Anomalies[i].Text || first[i].Ops[0] != capped.Anomalies[i].Ops[0] {
+			t.Errorf("%d: %v, CapAnomalies: %v", i, first[i], capped.Anomalies[i])
+		}
+	}
 }
