@@ -66,3 +66,14 @@ func TestFaultsOfAHistory(t *testing.T) {
 	assert.Zero(t, rep.Nemeses["heal"].Started, "a marker is not a start")
 	assert.Equal(t, "pause n1", rep.Faults[0].Label())
 }
+
+// issue 12: a fault's details read as words, without the HTML escapes
+// json.Marshal writes (the report showed clients-\u003eadapter-1).
+func TestFaultLabelHasNoHTMLEscapes(t *testing.T) {
+	f := Fault{Nemesis: "partition", Details: map[string]json.RawMessage{
+		"links": json.RawMessage(`["clients-\u003eadapter-1"]`),
+		"mode":  json.RawMessage(`"a\u003cb"`),
+		"n":     json.RawMessage(`12345678901234567890`),
+	}}
+	assert.Equal(t, `partition (links=["clients->adapter-1"], mode=a<b, n=12345678901234567890)`, f.Label())
+}

@@ -116,3 +116,13 @@ func TestSummaryNamesTheCause(t *testing.T) {
 	assert.Contains(t, s, "report: store/x/report.html")
 	assert.NotContains(t, s, "after pause started")
 }
+
+// issue 12: --min-ops is 0 (no minimum) by default for check and report,
+// and a negative number is refused.
+func TestMinOpsFlag(t *testing.T) {
+	f := reportFlagsOf(t)
+	assert.Equal(t, 0, f.checkerFlags.minOps)
+	require.NoError(t, f.checkerFlags.validate())
+	f = reportFlagsOf(t, "--min-ops", "-1")
+	assert.ErrorContains(t, f.checkerFlags.validate(), "--min-ops must be 0 (no minimum) or more")
+}
