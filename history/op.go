@@ -78,7 +78,7 @@ type Op struct {
 // A write's (renew's, release's) token and value may be given on the invoke,
 // on the completion (as Jepsen-style tools do), or on both (then equal).
 type Pairer struct {
-	open    map[int]*Op    // by process
+	open    map[int]*Op      // by process
 	byValue map[string][]*Op // open and info writes by key and value, for strip events
 	// pending: strip events whose write is open but has no value yet (it
 	// comes on the completion).
