@@ -24,6 +24,7 @@ func (*Checker) Check(ctx context.Context, ops []*history.Op, sem models.Semanti
 	start := time.Now()
 	c := NewStream(sem)
 	c.ctx = ctx
+	c.reserve(ops)
 	for _, op := range ops {
 		c.Add(op)
 	}

@@ -221,6 +221,51 @@ func fnv64(s string) uint64 {
 	return h
 }
 
+// reserve sizes the per-key slices for ops (Add's keys, in Add's order), so
+// that they are allocated once instead of grown by doubling.
+func (c *Stream) reserve(ops []*history.Op) {
+	type need struct{ n, text int }
+	keys, locks := map[*keyLog]*need{}, map[*keyLog]*need{}
+	for _, op := range ops {
+		switch {
+		case op.F == history.Write || (op.F == history.Read && op.Outcome == history.OutcomeOk):
+			k := c.keys[op.Key]
+			if k == nil {
+				k = &keyLog{name: op.Key}
+				c.keys[op.Key] = k
+				c.keyOrder = append(c.keyOrder, k)
+				keys[k] = &need{}
+			}
+			if n := keys[k]; n != nil {
+				n.n++
+				n.text += len(op.Value)
+			}
+		case op.F == history.Acquire && op.Outcome == history.OutcomeOk:
+			scope := op.Key
+			if c.sem.Scope == models.ScopeGlobal {
+				scope = ""
+			}
+			k := c.locks[scope]
+			if k == nil {
+				k = &keyLog{name: scope}
+				c.locks[scope] = k
+				c.lockOrder = append(c.lockOrder, k)
+				locks[k] = &need{}
+			}
+			if n := locks[k]; n != nil {
+				n.n++
+				n.text += len(op.Key)
+			}
+		}
+	}
+	for _, m := range []map[*keyLog]*need{keys, locks} {
+		for k, n := range m {
+			k.ops = make([]record, 0, n.n)
+			k.text = make([]byte, 0, n.text)
+		}
+	}
+}
+
 // Add records one paired operation. Operations the models ignore (failed
 // or unknown reads, renew, release, failed or unknown acquires) are dropped.
 func (c *Stream) Add(op *history.Op) {
