@@ -78,8 +78,10 @@ type Op struct {
 // A write's (renew's, release's) token and value may be given on the invoke,
 // on the completion (as Jepsen-style tools do), or on both (then equal).
 type Pairer struct {
-	open    map[int]*Op      // by process
-	byValue map[string][]*Op // open and info writes by key and value, for strip events
+	open map[int]*Op // by process
+	// infos: the info writes by key and value, for late strip events (open
+	// writes are found among the open operations, bounded by the clients).
+	infos map[string][]*Op
 	// pending: strip events whose write is open but has no value yet (it
 	// comes on the completion).
 	pending map[string]pendingStrip
@@ -111,7 +113,7 @@ func (p *Pairer) errorf(line int, format string, args ...any) error {
 
 // NewPairer returns an empty Pairer.
 func NewPairer() *Pairer {
-	return &Pairer{open: map[int]*Op{}, byValue: map[string][]*Op{},
+	return &Pairer{open: map[int]*Op{}, infos: map[string][]*Op{},
 		pending: map[string]pendingStrip{}, retired: map[int]bool{}}
 }
 
@@ -148,7 +150,6 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		}
 		if e.F == Write {
 			op.Value = e.Value
-			p.index(op)
 		}
 		p.open[e.Process] = op
 		return nil, nil
@@ -178,14 +179,12 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 			if op.Value != "" {
 				return nil, p.errorf(p.Line, "event %d: the completion's value differs from its invoke's (event %d)", e.Index, op.ID)
 			}
-			p.unindex(op)
 			op.Value = e.Value
-			if err := p.index(op); err != nil {
-				return nil, err
-			}
-			if ps, ok := p.pending[writeKey(op.Key, op.Value)]; ok {
-				delete(p.pending, writeKey(op.Key, op.Value))
-				p.apply(op, ps.e)
+			if len(p.pending) > 0 {
+				if ps, ok := p.pending[writeKey(op.Key, op.Value)]; ok {
+					delete(p.pending, writeKey(op.Key, op.Value))
+					p.apply(op, ps.e)
+				}
 			}
 		}
 	}
@@ -215,37 +214,29 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		return nil, p.errorf(p.Line, "event %d: completion of type %q", e.Index, e.Type)
 	}
 	p.count++
-	if op.F == Write && op.Outcome != OutcomeInfo {
+	if op.F == Write && op.Outcome == OutcomeInfo {
 		// An info write stays findable: a write held by a proxy may be
 		// forwarded, and tampered with, after its client gave up. (A
 		// consumer that copies operations as they come sees such a late
 		// strip event only on the operation itself.)
-		p.unindex(op)
+		k := writeKey(op.Key, op.Value)
+		p.infos[k] = append(p.infos[k], op)
 	}
 	return op, nil
 }
 
-// index makes op findable by strip events.
-func (p *Pairer) index(op *Op) error {
-	k := writeKey(op.Key, op.Value)
-	p.byValue[k] = append(p.byValue[k], op)
-	return nil
-}
-
-func (p *Pairer) unindex(op *Op) {
-	k := writeKey(op.Key, op.Value)
-	ops := p.byValue[k]
-	for i, o := range ops {
-		if o == op {
-			ops = append(ops[:i], ops[i+1:]...)
-			break
+// inFlight are the writes a strip event on key with value may have
+// changed: the open ones and those that ended info, by invoke.
+func (p *Pairer) inFlight(key, value string) []*Op {
+	var out []*Op
+	for _, op := range p.open {
+		if op.F == Write && op.Key == key && op.Value == value {
+			out = append(out, op)
 		}
 	}
-	if len(ops) == 0 {
-		delete(p.byValue, k)
-	} else {
-		p.byValue[k] = ops
-	}
+	out = append(out, p.infos[writeKey(key, value)]...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // tamper applies a strip event to the write in flight on its key with its
@@ -255,7 +246,7 @@ func (p *Pairer) tamper(e Event, line int) error {
 		return p.errorf(line, "event %d: strip event without a key (it must name the key and value of the write it changed)", e.Index)
 	}
 	k := writeKey(e.Key, e.Value)
-	ops := p.byValue[k]
+	ops := p.inFlight(e.Key, e.Value)
 	if len(ops) > 1 {
 		return p.errorf(line, "event %d: strip event matches two writes in flight on key %q with that value (events %d and %d)", e.Index, e.Key, ops[0].ID, ops[1].ID)
 	}
@@ -295,7 +286,6 @@ func (p *Pairer) Finish() ([]*Op, error) {
 	}
 	sort.Slice(open, func(i, j int) bool { return open[i].ID < open[j].ID })
 	p.open = map[int]*Op{}
-	p.byValue = map[string][]*Op{}
 	return open, nil
 }
 
