@@ -255,6 +255,7 @@ type analyzer struct {
 	leaseErr error
 	faults   faultPairer
 	run      runReader
+	service  serviceTracker
 	nemeses  map[string]NemesisCount
 
 	events, tampered int
@@ -290,6 +291,7 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 	}
 	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(),
 		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
+		run: runReader{mainAt: -1, finalAt: -1},
 		keys: map[string]bool{}, procs: map[int]bool{}}, nil
 }
 
@@ -300,6 +302,9 @@ func (a *analyzer) add(e history.Event) error {
 	case e.IsClient():
 		a.keys[e.Key] = true
 		a.procs[e.Process] = true
+		if a.run.inMain(e.Time) {
+			a.service.add(e, a.run.mainAt)
+		}
 	case e.IsRun():
 		a.run.add(e)
 	case e.IsTamper():
@@ -343,6 +348,19 @@ func (a *analyzer) pairRest() error {
 	}
 	a.ops = append(a.ops, rest...)
 	return nil
+}
+
+// silences are the gate's reasons about nodes that stopped serving in the
+// main phase (service.go); none for a history without phase events.
+func (a *analyzer) silences(faults []Fault) []string {
+	if a.run.mainAt < 0 {
+		return nil
+	}
+	end := a.run.finalAt
+	if end < 0 {
+		end = a.end
+	}
+	return a.service.silences(a.run.mainAt, end, faults)
 }
 
 // damaged notes a skipped line or event (Lenient).
@@ -424,7 +442,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	}
 	nameCauses(r)
 	r.combine()
-	r.gate(a.damage)
+	r.gate(a.damage, a.silences(r.Faults))
 	r.ViolationKinds = violationKinds(r.Checks)
 	if r.Verdict == models.Invalid {
 		r.FirstViolation = firstViolation(r.Checks)

@@ -121,7 +121,9 @@ func kindSummary(res *models.Result) string {
 // stored run reaches the same verdict as the run did. damage is how many
 // lines or events a lenient read skipped: a damaged history is unknown
 // whatever the checkers say, as a skipped line can hide or fake a violation.
-func (r *Result) gate(damage int) {
+// silent are the nodes that served nothing for most of the main phase
+// (service.go), in words.
+func (r *Result) gate(damage int, silent []string) {
 	var why []string
 	if min := r.Settings.MinOps; min > 0 && r.Counts.Definite < min {
 		why = append(why, fmt.Sprintf("too few operations to judge: only %d ended ok or fail; the gate needs at least %d (--min-ops)", r.Counts.Definite, min))
@@ -160,6 +162,7 @@ func (r *Result) gate(damage int) {
 			why = append(why, w)
 		}
 	}
+	why = append(why, silent...)
 	var named []string
 	if r.Run != nil {
 		named = namedNemeses(r.Run.Requested)

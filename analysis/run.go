@@ -36,6 +36,15 @@ type RunRecord struct {
 type runReader struct {
 	seen bool
 	rec  RunRecord
+	// mainAt and finalAt are the times the main and final phases began
+	// (-1: not begun).
+	mainAt, finalAt int64
+}
+
+// inMain reports whether time t is in the main phase, as far as the
+// history has told so far.
+func (r *runReader) inMain(t int64) bool {
+	return r.mainAt >= 0 && t >= r.mainAt && (r.finalAt < 0 || t < r.finalAt)
 }
 
 func (r *runReader) add(e history.Event) {
@@ -47,7 +56,14 @@ func (r *runReader) add(e history.Event) {
 		_ = json.Unmarshal(x["nemeses"], &r.rec.Nemeses)
 		_ = json.Unmarshal(x["not_applicable"], &r.rec.NotApplicable)
 	case history.RunPhase:
-		r.rec.Phases = append(r.rec.Phases, extraString(x, "phase"))
+		ph := extraString(x, "phase")
+		r.rec.Phases = append(r.rec.Phases, ph)
+		switch {
+		case ph == history.PhaseMain && r.mainAt < 0:
+			r.mainAt = e.Time
+		case ph == history.PhaseFinal && r.finalAt < 0:
+			r.finalAt = e.Time
+		}
 	case history.RunProblem:
 		p := extraString(x, "error")
 		if ph := extraString(x, "phase"); ph != "" {

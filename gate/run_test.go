@@ -171,6 +171,10 @@ func TestHistoryRecordsProblemsAndAnIncompleteEnd(t *testing.T) {
 	assert.Contains(t, problems[1], "final reads: no definite answer for key(s) k0, k1, k2")
 	assert.Equal(t, false, x[len(x)-1][history.RunExtraComplete])
 	assert.Equal(t, problems, res.Run.RunErrors)
+	// A system that did not come back does not pass: unknown, with why.
+	assert.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
+	assert.Equal(t, models.Unknown, res.Verdict)
+	assert.Contains(t, res.Summary(), "the run's final phase did not complete (heal, recovery or final reads failed): final: recovery: node reference did not answer")
 }
 
 // A run whose caller gives up (a signal) still heals and reads, and its end
