@@ -291,7 +291,7 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 	}
 	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(),
 		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
-		run: runReader{mainAt: -1, finalAt: -1},
+		run:  runReader{mainAt: -1, finalAt: -1},
 		keys: map[string]bool{}, procs: map[int]bool{}}, nil
 }
 
