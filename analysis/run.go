@@ -3,6 +3,7 @@ package analysis
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/fencecheck/fencecheck/history"
@@ -104,4 +105,25 @@ func (r *RunRecord) Notes() []string {
 		out = append(out, "problem during the run: "+p)
 	}
 	return out
+}
+
+// Completion says in words how far the run got: whether the final heal and
+// reads were done ("" for a nil record: a history without run events).
+// The summary and the report show it beside the verdict.
+func (r *RunRecord) Completion() string {
+	switch {
+	case r == nil:
+		return ""
+	case !r.Ended && slices.Contains(r.Phases, history.PhaseFinal):
+		return "did not finish: its final phase (heal, recovery, final reads) began but never ended (the harness was killed or aborted)"
+	case !r.Ended:
+		return "did not finish: the final heal and reads never happened (the harness was killed or aborted, or the run is still going)"
+	case r.CutShort && r.Complete:
+		return "cut short (interrupted): the main phase ended early; the final heal and reads were done"
+	case r.CutShort:
+		return "cut short (interrupted), and its final phase failed (heal, recovery or final reads)"
+	case !r.Complete:
+		return "did not complete: its final phase failed (heal, recovery or final reads)"
+	}
+	return "completed: the final heal and reads were done"
 }

@@ -109,7 +109,9 @@ func IsUsage(err error) bool {
 // conformance preflight first: a system that breaks the contract gives
 // ExitCannot with every deviation in the error. When ctx ends during the main
 // phase, the run is cut short: the faults are healed, the final reads made,
-// and the shorter history is checked and reported. With cfg.Schedule the
+// and the shorter history is checked and reported; when cfg.Abort is closed
+// too, the run ends at once (torn down, no report: harness.ErrAborted, exit
+// code 3). With cfg.Schedule the
 // run replays that schedule file's faults (a file that does not parse, or
 // names nodes or nemeses the target lacks, is a usage error).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
@@ -142,7 +144,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// A run cut short (ctx done) was still healed and read; it is checked
 	// and reported too, and its history says it was cut short.
 	logf(cfg, "check: running the checkers")
-	v, err := harness.Finish(context.WithoutCancel(ctx), run, target.Semantics())
+	fctx, fcancel := harness.UntilAbort(ctx, cfg.Abort)
+	defer fcancel()
+	v, err := harness.Finish(fctx, run, target.Semantics())
 	if err != nil {
 		return res, err
 	}

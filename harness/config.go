@@ -76,7 +76,12 @@ type Config struct {
 	Progress io.Writer `json:"-"`
 	// Log receives phase messages; nil for none.
 	Log io.Writer `json:"-"`
-	_   struct{}
+	// Abort, when closed, ends the run at once (the CLI's second Ctrl-C):
+	// whatever of the final phase and the check is left is skipped, the
+	// target is torn down and no report is written (ErrAborted). The
+	// caller's context ending only cuts the main phase short.
+	Abort <-chan struct{} `json:"-"`
+	_     struct{}
 }
 
 // DefaultTTL is the lease clients ask for when a config does not say. Checks

@@ -22,9 +22,14 @@ type Verdict struct {
 // run's own events for the gate) and writes results.json, report.html,
 // junit.xml and Porcupine's visualizations into the run folder. An error
 // means the history could not be checked (ErrCannotRun) or the report not
-// written (the verdict is then still returned).
+// written (the verdict is then still returned). ctx ending (Config.Abort,
+// through UntilAbort) stops the check: ErrAborted, nothing written.
 func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, error) {
 	res, err := analysis.CheckFile(ctx, run.HistoryPath, CheckOptions(run.Config, sem))
+	if ctx.Err() != nil {
+		// Aborted: a check cut off is no verdict, and no report says one.
+		return nil, ErrAborted
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: check history: %v", ErrCannotRun, err)
 	}

@@ -24,6 +24,37 @@ import (
 // (target did not start, store not writable): exit code 3.
 var ErrCannotRun = errors.New("the run could not be carried out")
 
+// ErrAborted is the error of a run ended at once (Config.Abort closed): the
+// target was torn down, no verdict was reached and no report written. It
+// wraps ErrCannotRun (exit code 3).
+var ErrAborted = fmt.Errorf("%w: aborted (interrupted again): torn down at once, without the rest of the final phase, the check or the report", ErrCannotRun)
+
+// UntilAbort is a context that ignores ctx's end (the final phase and the
+// check run after a main phase cut short) but ends when abort is closed.
+func UntilAbort(ctx context.Context, abort <-chan struct{}) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if abort != nil {
+		go func() {
+			select {
+			case <-abort:
+				cancel()
+			case <-c.Done():
+			}
+		}()
+	}
+	return c, cancel
+}
+
+// Aborted reports whether abort is closed (never, for nil).
+func Aborted(abort <-chan struct{}) bool {
+	select {
+	case <-abort:
+		return true
+	default:
+		return false
+	}
+}
+
 // Run is one finished run.
 type Run struct {
 	Config Config
@@ -66,6 +97,19 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Abort != nil {
+		// An abort ends setup and the main phase as the caller's end does.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-cfg.Abort:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 	}
 	logf := func(format string, args ...any) {
 		if cfg.Log != nil {
@@ -190,7 +234,8 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 
 	// The final phase runs even if the caller was cancelled: faults must be
 	// healed and the final state read so the history can be checked.
-	fctx := context.WithoutCancel(ctx)
+	fctx, fcancel := UntilAbort(ctx, cfg.Abort)
+	defer fcancel()
 	logf("final phase: heal, recover, read every key")
 	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseFinal}))
 	run.Complete = true
@@ -218,6 +263,13 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	end := map[string]any{history.RunExtraComplete: run.Complete, history.RunExtraCutShort: run.CutShort}
 	if waited := sched.Waited(); len(waited) > 0 {
 		end[history.RunExtraWaited] = waited
+	}
+	if Aborted(cfg.Abort) {
+		// No end event: the history says the run did not finish, which
+		// is the truth; teardown follows (deferred).
+		run.End = time.Now()
+		logf("aborted: tearing down at once")
+		return run, ErrAborted
 	}
 	rec.Record(runEvent(history.RunEnd, end))
 	run.End = time.Now()

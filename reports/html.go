@@ -72,6 +72,7 @@ type pageData struct {
 	Semantics       string
 	FirstInvalid    string
 	Gate            []string
+	Completion      string
 	Notes           []string
 	Checks          []checkRow
 	Anomalies       []anomalyView
@@ -164,6 +165,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		Duration:   formatDuration(res.Duration),
 		Notes:      res.Notes,
 		Gate:       res.GateReasons,
+		Completion: an.Run.Completion(),
 		FaultLines: analysis.FaultLines(res.Nemeses),
 		Generated:  res.GeneratedAt.Format(time.RFC3339),
 		CSS:        template.CSS(reportCSS),

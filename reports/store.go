@@ -220,3 +220,31 @@ func readRun(store, targetDir, name string) (Run, bool) {
 	}
 	return r, true
 }
+
+// ErrNoHistory is the error of a run folder without a history: the run
+// stopped during setup (killed, interrupted, or its target did not start),
+// before the history began. Such a folder has nothing to check; it is not a
+// usage error.
+var ErrNoHistory = errors.New("no history")
+
+// HistoryOf returns path's history file: path itself, or its history.jsonl
+// when path is a folder. A run folder (it has config.json) whose history is
+// missing gives an error wrapping ErrNoHistory that says so; a path that is
+// neither gives an error wrapping fs.ErrNotExist.
+func HistoryOf(path string) (string, error) {
+	dir, file := path, filepath.Join(path, HistoryFile)
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		dir, file = filepath.Dir(path), path
+	}
+	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return file, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); err == nil && filepath.Base(file) == HistoryFile {
+		return file, fmt.Errorf("%w: %s has no %s: the run stopped during setup, before its history began (killed, interrupted, or its target did not start; its %s says what it set out to do): there is nothing to check",
+			ErrNoHistory, dir, HistoryFile, ConfigFile)
+	}
+	if file == path {
+		return file, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+	}
+	return file, fmt.Errorf("%s is not a run folder: it has no %s: %w", path, HistoryFile, fs.ErrNotExist)
+}

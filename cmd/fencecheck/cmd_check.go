@@ -73,11 +73,12 @@ func (c *checkerFlags) apply(o *analysis.Options, onlyChanged bool) {
 func init() {
 	f := &checkFlags{}
 	cmd := &cobra.Command{
-		Use:   "check [flags] HISTORY.jsonl",
+		Use:   "check [flags] HISTORY.jsonl|RUN_DIR",
 		Short: "Check a recorded history (from fencecheck or any tool writing the same JSON Lines)",
 		Long: `check reads a history in fencecheck's JSON Lines format and decides whether it
 is linearizable for a fenced register (per key) and an issuer (per lock), with
-Porcupine and the specialised checker. It prints the verdict and every anomaly
+Porcupine and the specialised checker (given a run folder, its
+history.jsonl). It prints the verdict and every anomaly
 in words, each with the fault that explains it. With --report DIR it also
 writes results.json, report.html and junit.xml there.
 
@@ -119,6 +120,10 @@ func runCheck(path string, f *checkFlags) error {
 	defer stop()
 	opts := analysis.Options{Semantics: sem, Progress: os.Stderr}
 	f.checkerFlags.apply(&opts, false)
+	path, err = reports.HistoryOf(path)
+	if errors.Is(err, reports.ErrNoHistory) {
+		return exitWith(analysis.ExitCannot, err)
+	}
 	res, err := analysis.CheckFile(ctx, path, opts)
 	if err != nil {
 		var pe *history.ParseError

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,9 +52,9 @@ store/latest. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run,
 }
 
 func runReport(dir string, f *reportFlags) error {
-	if _, err := os.Stat(filepath.Join(dir, reports.HistoryFile)); err != nil {
+	if _, err := reports.HistoryOf(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return usageErrorf("%s is not a run folder: it has no %s", dir, reports.HistoryFile)
+			return usageErrorf("%v", strings.TrimSuffix(err.Error(), ": "+fs.ErrNotExist.Error()))
 		}
 		return exitWith(analysis.ExitCannot, err)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -82,18 +84,50 @@ func runTest(f *testFlags) error {
 	if !f.quiet {
 		cfg.Progress = os.Stderr
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, abort, stop := interrupts(os.Stderr)
 	defer stop()
-	go func() {
-		// The first signal cuts the run short (heal, final reads, check);
-		// a second one ends the process.
-		<-ctx.Done()
-		stop()
-	}()
+	cfg.Abort = abort
 	res, err := gate.Run(ctx, cfg)
 	if err != nil {
 		return exitWith(res.ExitCode, err)
 	}
 	printSummary(os.Stdout, res.Checked.Result, res.Dir)
 	return exitWith(res.ExitCode, nil)
+}
+
+// interrupts is the run's signal behaviour. The first SIGINT or SIGTERM
+// cancels ctx: the main phase stops, and the run heals, makes its final
+// reads, checks and writes every report, marked as cut short (its verdict
+// is then at best unknown). The second closes abort: the target is torn
+// down at once, with no check or report (exit 3). stop ends the handling.
+func interrupts(log io.Writer) (ctx context.Context, abort <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ab := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				n++
+				switch n {
+				case 1:
+					fmt.Fprintf(log, "fencecheck: %s: cutting the run short (heal, final reads, check, report); interrupt again to tear down at once\n", sig)
+					cancel()
+				case 2:
+					fmt.Fprintf(log, "fencecheck: %s again: tearing down at once, no report\n", sig)
+					close(ab)
+				}
+			}
+		}
+	}()
+	return ctx, ab, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }

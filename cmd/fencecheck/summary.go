@@ -19,6 +19,9 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 		fmt.Fprintf(w, " (%s)", res.Reason)
 	}
 	fmt.Fprintln(w)
+	if c := res.Run.Completion(); c != "" {
+		fmt.Fprintf(w, "run: %s\n", c)
+	}
 	fmt.Fprintf(w, "operations: %d (%d ok or fail)\n", res.Counts.Ops, res.Counts.Definite)
 	for _, r := range res.Checks {
 		if r.Model == models.ModelLease {

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/reports"
+)
+
+// The trials run the fencecheck command itself, as a user's terminal or CI
+// would, and hurt it (signals, kill -9) at a chosen phase: this test binary
+// re-run with cliEnv set is the command (TestMain).
+const cliEnv = "FENCECHECK_TEST_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// cliRun is one started fencecheck command.
+type cliRun struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	done           chan struct{}
+	code           int
+}
+
+func startCLI(t *testing.T, args ...string) *cliRun {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	c := &cliRun{cmd: exec.Command(exe, args...), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	c.cmd.Env = append(os.Environ(), cliEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+	require.NoError(t, c.cmd.Start())
+	go func() {
+		err := c.cmd.Wait()
+		c.code = c.cmd.ProcessState.ExitCode()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ProcessState.ExitCode() == -1 {
+			c.code = -1 // killed by a signal
+		}
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
+	return c
+}
+
+// wait returns the exit code, failing the test past limit.
+func (c *cliRun) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-c.done:
+		return c.code
+	case <-time.After(limit):
+		t.Fatalf("fencecheck still running after %s\nstderr:\n%s", limit, c.stderr.String())
+		return 0
+	}
+}
+
+// waitFor polls until cond holds, failing past limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runDir is the one run folder under store (empty while there is none).
+func runDir(store string) string {
+	dirs, _ := filepath.Glob(filepath.Join(store, "*", "2*"))
+	if len(dirs) != 1 {
+		return ""
+	}
+	return dirs[0]
+}
+
+// inMainPhase reports whether the run's history has begun its main phase
+// and recorded some operations.
+func inMainPhase(store string) bool {
+	dir := runDir(store)
+	if dir == "" {
+		return false
+	}
+	events, err := history.ReadFile(filepath.Join(dir, reports.HistoryFile))
+	return err == nil && len(events) > 50
+}
+
+func readResults(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, reports.ResultsFile))
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// memoryRun are the flags of a long run on the embedded reference that a
+// trial cuts short.
+func memoryRun(store string, extra ...string) []string {
+	return append([]string{"test", "--target", "memory", "--time", "2m", "--nemesis", "none", "--seed", "3",
+		"--quiet", "--store", store}, extra...)
+}
+
+// First Ctrl-C (or SIGTERM) in the main phase: the run heals, reads, checks
+// and writes every report, marked cut short, and exits with the verdict's
+// code (unknown: a run cut short cannot pass).
+func TestTrialInterruptInMainPhaseReports(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			store := t.TempDir()
+			c := startCLI(t, memoryRun(store)...)
+			waitFor(t, 60*time.Second, "the main phase", func() bool { return inMainPhase(store) })
+			require.NoError(t, c.cmd.Process.Signal(sig))
+			code := c.wait(t, 60*time.Second)
+			assert.Equal(t, analysis.ExitUnknown, code, "stderr:\n%s", c.stderr.String())
+			dir := runDir(store)
+			for _, f := range []string{reports.ResultsFile, reports.ReportFile, reports.JUnitFile} {
+				assert.FileExists(t, filepath.Join(dir, f))
+			}
+			res := readResults(t, dir)
+			completion, _ := res["completion"].(map[string]any)
+			assert.Equal(t, true, completion["cut_short"], "%v", completion)
+			assert.Equal(t, true, completion["ended"])
+			assert.Contains(t, c.stdout.String(), "gate: the run was cut short")
+			assert.Contains(t, c.stdout.String(), "run: cut short (interrupted): the main phase ended early; the final heal and reads were done")
+			page, err := os.ReadFile(filepath.Join(dir, reports.ReportFile))
+			require.NoError(t, err)
+			assert.Contains(t, string(page), "run cut short (interrupted)")
+			assert.Contains(t, c.stderr.String(), "cutting the run short")
+		})
+	}
+}
+
+// A second signal tears down at once: no check, no report, exit 3; the
+// history is left as it was (no end event: a later `report` says the run
+// did not finish).
+func TestTrialSecondInterruptTearsDownAtOnce(t *testing.T) {
+	store := t.TempDir()
+	// 10000 keys: the final reads and the check take seconds, the window
+	// in which the second signal arrives.
+	c := startCLI(t, memoryRun(store, "--keys", "10000")...)
+	waitFor(t, 60*time.Second, "the main phase", func() bool { return inMainPhase(store) })
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGINT))
+	// Signals do not queue: the second must come after the first was taken.
+	waitFor(t, 30*time.Second, "the final phase", func() bool { return strings.Contains(c.stderr.String(), "final phase:") })
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGINT))
+	code := c.wait(t, 30*time.Second)
+	assert.Equal(t, analysis.ExitCannot, code, "stderr:\n%s", c.stderr.String())
+	assert.Contains(t, c.stderr.String(), "tearing down at once")
+	assert.Contains(t, c.stderr.String(), "aborted")
+	dir := runDir(store)
+	assert.NoFileExists(t, filepath.Join(dir, reports.ResultsFile))
+
+	r := startCLI(t, "report", dir)
+	assert.Equal(t, analysis.ExitUnknown, r.wait(t, 60*time.Second), "stderr:\n%s", r.stderr.String())
+	assert.Contains(t, r.stdout.String(), "the run did not finish")
+}
+
+// kill -9 of the harness in the main phase leaves a checkable history;
+// `report` on it says the run did not finish and gives unknown, never
+// valid.
+func TestTrialKillInMainPhaseIsUnknownOnReport(t *testing.T) {
+	store := t.TempDir()
+	c := startCLI(t, memoryRun(store)...)
+	waitFor(t, 60*time.Second, "the main phase", func() bool { return inMainPhase(store) })
+	require.NoError(t, c.cmd.Process.Kill())
+	assert.Equal(t, -1, c.wait(t, 10*time.Second))
+	dir := runDir(store)
+
+	r := startCLI(t, "report", dir)
+	assert.Equal(t, analysis.ExitUnknown, r.wait(t, 60*time.Second), "stderr:\n%s", r.stderr.String())
+	assert.Contains(t, r.stdout.String(), "the run did not finish: the history has no end event")
+	assert.Contains(t, r.stdout.String(), "run: did not finish: the final heal and reads never happened")
+	res := readResults(t, dir)
+	completion, _ := res["completion"].(map[string]any)
+	assert.Equal(t, false, completion["ended"], "%v", completion)
+	assert.Equal(t, false, completion["complete"], "%v", completion)
+	assert.Equal(t, "unknown", res["verdict"])
+}
+
+// A run killed during setup leaves a folder with config.json and no
+// history: `report` and `check` say so (exit 3), not "usage".
+func TestTrialKilledInSetupSaysWhatIsMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "memory", "20261201T100000.000Z")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"target":"memory","config_version":2}`), 0o644))
+	for _, args := range [][]string{{"report", dir}, {"check", dir}, {"check", filepath.Join(dir, reports.HistoryFile)}} {
+		r := startCLI(t, args...)
+		assert.Equal(t, analysis.ExitCannot, r.wait(t, 30*time.Second), "%v: %s", args, r.stderr.String())
+		assert.Contains(t, r.stderr.String(), "has no history.jsonl: the run stopped during setup", "%v", args)
+		assert.NotContains(t, r.stderr.String(), "not a run folder")
+	}
+	// A folder that is no run at all is still a usage error.
+	r := startCLI(t, "report", t.TempDir())
+	assert.Equal(t, analysis.ExitUsage, r.wait(t, 30*time.Second), r.stderr.String())
+}
+
+// lockedBuffer is a bytes.Buffer safe for the command's writes and the
+// test's reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
