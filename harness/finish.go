@@ -52,7 +52,11 @@ func CheckOptions(cfg Config, sem models.Semantics) analysis.Options {
 
 // RunInfoOf describes a run for the report: what its history does not say.
 func RunInfoOf(run *Run) reports.RunInfo {
-	info := reports.RunInfo{RunID: filepath.Base(run.Dir), Target: run.Config.Target, Seed: int64(run.Config.Seed),
+	id := run.RunID
+	if id == "" {
+		id = filepath.Base(run.Dir)
+	}
+	info := reports.RunInfo{RunID: id, Target: run.Config.Target, Seed: int64(run.Config.Seed),
 		Command: strings.Join(run.Command, " "), Start: run.Start, End: run.End, Config: run.Config}
 	for n := range run.Nemeses {
 		info.Nemeses = append(info.Nemeses, n)

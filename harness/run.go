@@ -2,6 +2,9 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,6 +65,9 @@ type Run struct {
 	Command []string
 	// Dir is the run's store folder.
 	Dir string
+	// RunID labels everything the run creates (NewRunID); `fencecheck
+	// clean --run` takes it.
+	RunID string
 	// HistoryPath is Dir/history.jsonl.
 	HistoryPath string
 	Start, End  time.Time
@@ -124,16 +130,16 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	}
 	run.Dir = dir
 	run.HistoryPath = filepath.Join(dir, "history.jsonl")
+	run.RunID = NewRunID(target.Name(), dir)
 	if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(run, target)); err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
-	logf("setup: starting target %s (run folder %s)", target.Name(), dir)
-	runID := reports.TargetDirName(target.Name()) + "-" + filepath.Base(dir)
+	logf("setup: starting target %s (run folder %s, run id %s)", target.Name(), dir, run.RunID)
 	nemNames, err := nemesis.Parse(cfg.Nemesis)
 	if err != nil {
 		return run, err
 	}
-	env := Env{RunID: runID, Dir: dir, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
+	env := Env{RunID: run.RunID, Dir: dir, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
 	eps, err := target.Start(ctx, env)
 	// Stop always runs: a target that half-started must still clean up.
 	defer func() {
@@ -279,6 +285,20 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	return run, nil
 }
 
+// NewRunID is a run's id: the target, the run folder's name and a random
+// suffix, so that runs started in the same millisecond (from other
+// processes, into other stores) never share an id, and one run's teardown,
+// which removes what carries its id, never touches another's objects.
+func NewRunID(target, dir string) string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on Linux; the pid and the clock keep
+		// ids apart if it ever does.
+		binary.BigEndian.PutUint32(b[:], uint32(os.Getpid())^uint32(time.Now().UnixNano()))
+	}
+	return reports.TargetDirName(target) + "-" + filepath.Base(dir) + "-" + hex.EncodeToString(b[:])
+}
+
 // runEvent is a run event (history/run.go) with its extra fields.
 func runEvent(action string, extra map[string]any) history.Event {
 	e := history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.RunEvent,
@@ -316,6 +336,7 @@ const configVersion = 2
 
 type configRecord struct {
 	Config
+	RunID      string   `json:"run_id"`
 	Command    []string `json:"command"`
 	TargetName string   `json:"target_name"`
 	Semantics  any      `json:"semantics"`
@@ -323,7 +344,7 @@ type configRecord struct {
 }
 
 func storedConfig(run *Run, t Target) configRecord {
-	return configRecord{Config: run.Config, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
+	return configRecord{Config: run.Config, RunID: run.RunID, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
 }
 
 // writeSchedule writes the run's schedule.json.
