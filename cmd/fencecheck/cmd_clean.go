@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,14 +15,19 @@ import (
 var (
 	cleanRun    string
 	cleanImages bool
+	cleanAll    bool
 )
 
 var cleanCmd = &cobra.Command{
 	Use:   "clean",
-	Short: "Remove every container and network fencecheck left behind",
-	Long: `Remove every Docker container and network labelled fencecheck=1 (only those
-of one run with --run), and print what was removed. Nothing unlabelled is
-touched. Images are kept (they are a cache) unless --images is given.`,
+	Short: "Remove the containers and networks that dead fencecheck runs left behind",
+	Long: `Remove the Docker containers, networks and run directories labelled
+fencecheck=1 whose run's harness is gone (killed, crashed: its pid is no longer
+that process), and print what was removed. Runs in progress are kept and
+listed: removing a live run's containers would make it fail. Only the objects
+of one run with --run. --all removes every run's objects, live ones too (with
+a warning). Nothing unlabelled is touched. Images are kept (they are a cache)
+unless --images is given.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		cli, err := docker.Connect(cmd.Context())
@@ -28,7 +35,33 @@ touched. Images are kept (they are a cache) unless --images is given.`,
 			return exitWith(analysis.ExitCannot, err)
 		}
 		defer cli.Close()
-		removed, err := docker.Sweep(cmd.Context(), cli, cleanRun)
+		live, err := docker.LiveRuns(cmd.Context(), cli)
+		if err != nil {
+			return exitWith(analysis.ExitCannot, err)
+		}
+		var removed []docker.Removed
+		switch {
+		case cleanAll:
+			if cleanRun != "" {
+				live = map[string]string{cleanRun: live[cleanRun]}
+				if live[cleanRun] == "" {
+					delete(live, cleanRun)
+				}
+			}
+			if len(live) > 0 {
+				fmt.Fprintf(os.Stderr, "fencecheck: warning: --all removes %d live run(s) too: %s; they will fail\n", len(live), describeRuns(live))
+			}
+			removed, err = docker.Sweep(cmd.Context(), cli, cleanRun)
+		case cleanRun != "" && live[cleanRun] != "":
+			fmt.Printf("kept run %s: its harness (pid %s) is running; stop it, or use --all to remove it anyway\n", cleanRun, live[cleanRun])
+		case cleanRun != "":
+			removed, err = docker.Sweep(cmd.Context(), cli, cleanRun)
+		default:
+			removed, err = docker.SweepOrphans(cmd.Context(), cli)
+			if len(live) > 0 {
+				fmt.Printf("kept %d live run(s): %s (--all removes them too)\n", len(live), describeRuns(live))
+			}
+		}
 		if err == nil && cleanImages {
 			var images []docker.Removed
 			images, err = docker.RemoveImages(cmd.Context(), cli)
@@ -45,6 +78,16 @@ touched. Images are kept (they are a cache) unless --images is given.`,
 		}
 		return nil
 	},
+}
+
+// describeRuns lists runs with their harness's pid.
+func describeRuns(runs map[string]string) string {
+	var out []string
+	for run, pid := range runs {
+		out = append(out, fmt.Sprintf("%s (pid %s)", run, pid))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 // watchdogCmd is what a harness's watchdog does, runnable by hand: wait
@@ -73,6 +116,7 @@ var watchdogCmd = &cobra.Command{
 func init() {
 	cleanCmd.Flags().StringVar(&cleanRun, "run", "", "remove only the objects of this run id")
 	cleanCmd.Flags().BoolVar(&cleanImages, "images", false, "also remove the project's images (rebuilt on the next run)")
+	cleanCmd.Flags().BoolVar(&cleanAll, "all", false, "remove the objects of live runs too (they will fail)")
 	watchdogCmd.Flags().StringVar(&watchdogRun, "run", "", "run id whose objects to sweep")
 	watchdogCmd.Flags().IntVar(&watchdogParent, "parent", 0, "sweep as soon as this process is gone (0: wait for stdin to close)")
 	rootCmd.AddCommand(cleanCmd, watchdogCmd)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 const (
 	LabelProject = "fencecheck"         // always "1"
 	LabelRun     = "fencecheck.run"     // the run id
-	LabelPID     = "fencecheck.pid"     // pid of the harness that owns the object
+	LabelPID     = "fencecheck.pid"     // the harness that owns the object: "pid:start" (ownerMark)
 	LabelNode    = "fencecheck.node"    // node name within the run
 	LabelContent = "fencecheck.content" // content hash of an image
 )
@@ -145,7 +144,7 @@ func (r *Runtime) labels(extra map[string]string) map[string]string {
 	l := map[string]string{
 		LabelProject: "1",
 		LabelRun:     r.runID,
-		LabelPID:     strconv.Itoa(os.Getpid()),
+		LabelPID:     ownerMark(),
 	}
 	for k, v := range extra {
 		l[k] = v

@@ -1,12 +1,15 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/docker/docker/api/types/container"
@@ -84,31 +87,16 @@ func Sweep(ctx context.Context, cli *client.Client, runID string) ([]Removed, er
 
 // SweepOrphans sweeps the runs whose owner (label fencecheck.pid) is no
 // longer alive: what a harness killed with SIGKILL left behind when its
-// watchdog could not clean up either.
+// watchdog could not clean up either. Runs whose harness is alive are left
+// alone (LiveRuns lists them).
 func SweepOrphans(ctx context.Context, cli *client.Client) ([]Removed, error) {
-	owners := map[string]string{} // run -> pid label
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter("")})
+	owners, err := runOwners(ctx, cli)
 	if err != nil {
-		return nil, wrapUnavailable(err)
+		return nil, err
 	}
-	for _, c := range cs {
-		owners[c.Labels[LabelRun]] = c.Labels[LabelPID]
-	}
-	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: labelFilter("")})
-	if err != nil {
-		return nil, wrapUnavailable(err)
-	}
-	for _, n := range nets {
-		owners[n.Labels[LabelRun]] = n.Labels[LabelPID]
-	}
-	runs := make([]string, 0, len(owners))
-	for run := range owners {
-		runs = append(runs, run)
-	}
-	sort.Strings(runs)
 	var removed []Removed
 	var errs []error
-	for _, run := range runs {
+	for _, run := range sortedRuns(owners) {
 		if run == "" || processAlive(owners[run]) {
 			continue
 		}
@@ -127,10 +115,90 @@ func SweepOrphans(ctx context.Context, cli *client.Client) ([]Removed, error) {
 	return removed, errors.Join(errs...)
 }
 
-// processAlive: a pid label that does not parse counts as dead (nobody can
-// own the object); EPERM means the process exists under another user.
-func processAlive(pidLabel string) bool {
-	pid, err := strconv.Atoi(pidLabel)
+// LiveRuns lists the runs with objects in Docker whose harness is alive,
+// each with its owner's pid.
+func LiveRuns(ctx context.Context, cli *client.Client) (map[string]string, error) {
+	owners, err := runOwners(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]string{}
+	for run, mark := range owners {
+		if run != "" && processAlive(mark) {
+			pid, _, _ := strings.Cut(mark, ":")
+			live[run] = pid
+		}
+	}
+	return live, nil
+}
+
+// runOwners maps each run with containers or networks to its owner mark.
+func runOwners(ctx context.Context, cli *client.Client) (map[string]string, error) {
+	owners := map[string]string{}
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter("")})
+	if err != nil {
+		return nil, wrapUnavailable(err)
+	}
+	for _, c := range cs {
+		owners[c.Labels[LabelRun]] = c.Labels[LabelPID]
+	}
+	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: labelFilter("")})
+	if err != nil {
+		return nil, wrapUnavailable(err)
+	}
+	for _, n := range nets {
+		owners[n.Labels[LabelRun]] = n.Labels[LabelPID]
+	}
+	return owners, nil
+}
+
+func sortedRuns(m map[string]string) []string {
+	runs := make([]string, 0, len(m))
+	for run := range m {
+		runs = append(runs, run)
+	}
+	sort.Strings(runs)
+	return runs
+}
+
+// ownerMark is this process as the owner of a run's objects (label
+// fencecheck.pid, a run directory's owner file): "pid:start", start being
+// the process's start time in clock ticks since boot (/proc/PID/stat), so
+// that a pid reused by another process after the harness died does not
+// keep its run alive.
+var ownerMark = sync.OnceValue(func() string {
+	pid := os.Getpid()
+	if st, ok := startTime(pid); ok {
+		return fmt.Sprintf("%d:%s", pid, st)
+	}
+	return strconv.Itoa(pid)
+})
+
+// startTime is field 22 of /proc/PID/stat.
+func startTime(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	// The command (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true
+}
+
+// processAlive reports whether the owner named by mark ("pid" or
+// "pid:start", ownerMark) is alive: the pid exists (EPERM: under another
+// user) and, when the mark has a start time, is the same process. A mark
+// that does not parse counts as dead (nobody can own the object).
+func processAlive(mark string) bool {
+	pidPart, start, hasStart := strings.Cut(mark, ":")
+	pid, err := strconv.Atoi(pidPart)
 	if err != nil || pid <= 0 {
 		return false
 	}
@@ -138,7 +206,15 @@ func processAlive(pidLabel string) bool {
 		return true
 	}
 	err = syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if hasStart {
+		if st, ok := startTime(pid); ok && st != start {
+			return false // the pid was reused
+		}
+	}
+	return true
 }
 
 // RemoveImages removes every image labelled fencecheck=1 (the build cache:
