@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,4 +248,59 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// wrapperSpec is the Python example behind a shell wrapper: the server is
+// the harness's grandchild, which the parent-death signal does not reach.
+func wrapperSpec(t *testing.T) string {
+	t.Helper()
+	fence, err := filepath.Abs("../../examples/python-fence/fence.py")
+	require.NoError(t, err)
+	spec := fmt.Sprintf(`{"name":"wrapped","fencing_api":"v1","start_timeout":"20s",
+  "nodes":[{"name":"n1","roles":["issuer","resource"],
+    "command":["sh","-c","python3 %s --port {port} --data {data} & wait"]}]}`, fence)
+	path := filepath.Join(t.TempDir(), "wrapped.json")
+	require.NoError(t, os.WriteFile(path, []byte(spec), 0o644))
+	return path
+}
+
+// listening returns the port the node's log says it listens on.
+func listeningPort(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "logs", "n1.log"))
+	if err != nil {
+		return ""
+	}
+	_, rest, ok := strings.Cut(string(b), "listening on 127.0.0.1:")
+	if !ok {
+		return ""
+	}
+	port, _, _ := strings.Cut(rest, ",")
+	return strings.TrimSpace(port)
+}
+
+func portOpen(port string) bool {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// kill -9 of the harness while a command node runs behind a shell wrapper:
+// the reaper kills the node's whole process group, the grandchild server
+// included, within seconds.
+func TestTrialKillLeavesNoCommandNodeRunning(t *testing.T) {
+	store := t.TempDir()
+	c := startCLI(t, "test", "--target", "spec:"+wrapperSpec(t), "--time", "2m", "--nemesis", "none",
+		"--quiet", "--store", store)
+	waitFor(t, 90*time.Second, "the main phase", func() bool { return inMainPhase(store) })
+	port := listeningPort(runDir(store))
+	require.NotEmpty(t, port, "stderr:\n%s", c.stderr.String())
+	require.True(t, portOpen(port))
+	require.NoError(t, c.cmd.Process.Kill())
+	c.wait(t, 10*time.Second)
+	killed := time.Now()
+	waitFor(t, 10*time.Second, "the grandchild server to die", func() bool { return !portOpen(port) })
+	t.Logf("port %s closed %.1fs after kill -9", port, time.Since(killed).Seconds())
 }

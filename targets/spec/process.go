@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencecheck/fencecheck/harness/reaper"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
@@ -28,7 +29,9 @@ type process struct {
 }
 
 // startProcess starts argv in dir with env, output appended to logw.
-func startProcess(argv []string, dir string, env []string, logw io.Writer) (*process, error) {
+// The group is named to the run's reaper (nil: none), which kills it if the
+// harness dies before Stop.
+func startProcess(argv []string, dir string, env []string, logw io.Writer, rp *reaper.Reaper) (*process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -43,6 +46,11 @@ func startProcess(argv []string, dir string, env []string, logw io.Writer) (*pro
 		return nil, err
 	}
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
+	if err := rp.Add(p.pgid); err != nil {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		_ = timewarp.Wait(cmd)
+		return nil, fmt.Errorf("naming the program to the process reaper: %w", err)
+	}
 	go func() {
 		// Not cmd.Wait: the clock nemesis may ptrace this child, and
 		// cmd.Wait would take its ptrace stops for its exit.
@@ -50,6 +58,18 @@ func startProcess(argv []string, dir string, env []string, logw io.Writer) (*pro
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// status says how the program ended, after done: "exit status 0",
+// "signal: killed", or the error that kept it from being waited for.
+func (p *process) status() string {
+	if ps := p.cmd.ProcessState; ps != nil {
+		return ps.String()
+	}
+	if p.err != nil {
+		return p.err.Error()
+	}
+	return "exit status unknown"
 }
 
 func (p *process) exited() bool {
@@ -70,7 +90,7 @@ func (p *process) expectedExit() bool {
 // signal sends sig to the whole group.
 func (p *process) signal(sig syscall.Signal) error {
 	if p.exited() {
-		return fmt.Errorf("the program (pid %d) is not running: %v", p.pgid, p.err)
+		return fmt.Errorf("the program (pid %d) is not running: %s", p.pgid, p.status())
 	}
 	err := syscall.Kill(-p.pgid, sig)
 	if errors.Is(err, syscall.ESRCH) {

@@ -18,6 +18,7 @@ import (
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/reaper"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
@@ -52,6 +53,7 @@ type Target struct {
 	nodes     map[string]*node
 	order     []string // command and image nodes, in spec order
 	rt        *docker.Runtime
+	reaper    *reaper.Reaper // kills the command nodes' groups if the harness dies
 	eps       harness.Endpoints
 	preflight *conform.Report
 	preload   string // the clock-skew library for command nodes ("" without gcc)
@@ -195,6 +197,18 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 
 	if err := t.prepare(ctx); err != nil {
 		return harness.Endpoints{}, err
+	}
+	for _, name := range t.order {
+		if t.nodes[name].spec.Kind() == KindCommand {
+			rp, err := reaper.Start()
+			if err != nil {
+				return harness.Endpoints{}, err
+			}
+			t.mu.Lock()
+			t.reaper = rp
+			t.mu.Unlock()
+			break
+		}
 	}
 	for _, name := range t.order {
 		n := t.nodes[name]
@@ -539,7 +553,10 @@ func (t *Target) startProcess(n *node) error {
 	}
 	argv := n.argv()
 	fmt.Fprintf(n.logFile, "=== fencecheck %s: starting %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), n.spec.Name, strings.Join(argv, " "))
-	p, err := startProcess(argv, t.spec.Dir, n.environ(os.Environ()), n.logFile)
+	t.mu.Lock()
+	rp := t.reaper
+	t.mu.Unlock()
+	p, err := startProcess(argv, t.spec.Dir, n.environ(os.Environ()), n.logFile, rp)
 	if err != nil {
 		return err
 	}
@@ -561,10 +578,10 @@ func (t *Target) watch(n *node, p *process) {
 		stopping := t.stopping
 		t.mu.Unlock()
 		if !stopping {
-			t.logf("node %s exited on its own (%v); see %s", n.spec.Name, p.err, n.logPath)
+			t.logf("node %s exited on its own (%s); see %s", n.spec.Name, p.status(), n.logPath)
 		}
 	}
-	fmt.Fprintf(n.logFile, "=== fencecheck %s: %s %s: %v\n", time.Now().UTC().Format(time.RFC3339Nano), n.spec.Name, how, p.err)
+	fmt.Fprintf(n.logFile, "=== fencecheck %s: %s %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), n.spec.Name, how, p.status())
 }
 
 // startContainer runs an image node on the run network, its data path and
@@ -619,7 +636,7 @@ func (t *Target) waitNodes(ctx context.Context, names ...string) error {
 	gone := func(node string) error {
 		n, _ := t.node(node)
 		if p := procs[node]; p != nil && p.exited() {
-			exited = fmt.Errorf("node %s exited before it answered GET /v1/health (%v)", node, p.err)
+			exited = fmt.Errorf("node %s exited before it answered GET /v1/health (%s)", node, p.status())
 			if n != nil {
 				if tl := tail(n.logPath, 10); tl != "" {
 					exited = fmt.Errorf("%w; last lines of %s:\n%s", exited, n.logPath, tl)
@@ -670,6 +687,11 @@ func (t *Target) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	t.mu.Lock()
+	rp := t.reaper
+	t.reaper = nil
+	t.mu.Unlock()
+	errs = append(errs, rp.Close())
 	for _, n := range nodes {
 		if n.logFile != nil {
 			n.logFile.Close()

@@ -210,3 +210,17 @@ func TestImageNodesArePartitionable(t *testing.T) {
 	_, ok = New(pythonSpec(t, false), Options{}).(nemesis.Partitioner)
 	assert.False(t, ok, "host processes are cut by the harness's proxies, never by this machine's firewall")
 }
+
+// A program that exits with status 0 before it answers says so, not
+// "<nil>".
+func TestNodeThatExitsCleanlyAtStartShowsItsStatus(t *testing.T) {
+	s, err := Parse([]byte(`{"name":"quits","nodes":[{"name":"n1","roles":["issuer","resource"],
+		"command":["python3","-c","print('nothing to do on {port}')"]}]}`))
+	require.NoError(t, err)
+	tg := New(s, Options{})
+	_, err = tg.Start(context.Background(), harness.Env{RunID: "spec-test", Dir: t.TempDir()})
+	defer tg.Stop(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node n1 exited before it answered GET /v1/health (exit status 0)")
+	assert.NotContains(t, err.Error(), "<nil>")
+}
