@@ -42,8 +42,13 @@ func (c *checkerFlags) register(fl *pflag.FlagSet) {
 }
 
 func (c *checkerFlags) validate() error {
-	if c.minOps < 0 {
+	switch {
+	case c.minOps < 0:
 		return fmt.Errorf("--min-ops must be 0 (no minimum) or more, got %d", c.minOps)
+	case c.timeout <= 0:
+		return fmt.Errorf("--timeout must be positive, got %s", c.timeout)
+	case c.ttl <= 0:
+		return fmt.Errorf("--ttl must be positive, got %s", c.ttl)
 	}
 	switch c.checker {
 	case analysis.CheckerFast, analysis.CheckerPorcupine, analysis.CheckerBoth:

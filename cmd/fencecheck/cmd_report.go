@@ -52,14 +52,14 @@ store/latest. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run,
 }
 
 func runReport(dir string, f *reportFlags) error {
+	if err := f.checkerFlags.validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
 	if _, err := reports.HistoryOf(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return usageErrorf("%v", strings.TrimSuffix(err.Error(), ": "+fs.ErrNotExist.Error()))
 		}
 		return exitWith(analysis.ExitCannot, err)
-	}
-	if err := f.checkerFlags.validate(); err != nil {
-		return usageErrorf("%v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

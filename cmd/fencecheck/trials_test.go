@@ -304,3 +304,36 @@ func TestTrialKillLeavesNoCommandNodeRunning(t *testing.T) {
 	waitFor(t, 10*time.Second, "the grandchild server to die", func() bool { return !portOpen(port) })
 	t.Logf("port %s closed %.1fs after kill -9", port, time.Since(killed).Seconds())
 }
+
+// Bad numbers are usage errors (exit 64) that name the flag: negative
+// minimums and timeouts (which used to mean "none" or "no limit"), and
+// client counts past what the machine can hold.
+func TestFlagBounds(t *testing.T) {
+	store := t.TempDir()
+	hist := filepath.Join(t.TempDir(), "h.jsonl")
+	require.NoError(t, os.WriteFile(hist, nil, 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"test", "--min-ops", "-1", "--time", "1ns"}, "--min-ops"},
+		{[]string{"test", "--check-timeout", "-1s"}, "--check-timeout must be positive, got -1s"},
+		{[]string{"test", "--readers", "100000"}, "--readers must be 0..1000, got 100000"},
+		{[]string{"test", "--concurrency", "100000"}, "--concurrency must be 1..1000, got 100000"},
+		{[]string{"test", "--time", "-1s"}, "--time must be positive, got -1s"},
+		{[]string{"test", "--recovery", "-1s"}, "--recovery must be positive, got -1s"},
+		{[]string{"test", "--op-timeout", "-1s"}, "--op-timeout must be positive, got -1s"},
+		{[]string{"check", "--min-ops", "-1", hist}, "--min-ops must be >= 0, got -1"},
+		{[]string{"check", "--timeout", "-1s", hist}, "--timeout must be positive, got -1s"},
+		{[]string{"check", "--ttl", "-1s", hist}, "--ttl must be positive, got -1s"},
+		{[]string{"report", "--min-ops", "-5", store}, "--min-ops must be >= 0, got -5"},
+	} {
+		args := tc.args
+		if args[0] == "test" {
+			args = append(args, "--store", store)
+		}
+		c := startCLI(t, args...)
+		assert.Equal(t, analysis.ExitUsage, c.wait(t, 30*time.Second), "%v: %s", tc.args, c.stderr.String())
+		assert.Contains(t, c.stderr.String(), tc.want, "%v", tc.args)
+	}
+}
