@@ -92,7 +92,7 @@ func (p *progress) line() string {
 }
 
 func (p *progress) print(final bool) {
-	l := p.line()
+	l := history.Printable(p.line())
 	if p.tty {
 		pad := ""
 		if n := p.lastLen - len(l); n > 0 {

@@ -164,3 +164,22 @@ func IsLoopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// Timeouts of the report server: a client that sends its request slowly,
+// never reads the answer, or holds a keep-alive connection idle is cut off,
+// so held connections cannot pile up (each costs a goroutine and a file
+// descriptor). Writes get long enough for a large history over a slow
+// link.
+const (
+	ServeReadHeaderTimeout = 10 * time.Second
+	ServeReadTimeout       = 30 * time.Second
+	ServeWriteTimeout      = 5 * time.Minute
+	ServeIdleTimeout       = 30 * time.Second
+)
+
+// NewHTTPServer is the http.Server `fencecheck serve` runs h with: every
+// timeout set.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ServeReadHeaderTimeout, ReadTimeout: ServeReadTimeout,
+		WriteTimeout: ServeWriteTimeout, IdleTimeout: ServeIdleTimeout, MaxHeaderBytes: 64 << 10}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/targets"
 	"github.com/fencecheck/fencecheck/targets/conform"
@@ -57,7 +58,7 @@ func runConform(f *conformFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, dir, err := gate.Conform(ctx, gate.ConformConfig{Target: f.target, Bugs: f.bugs, SealKey: f.sealKey,
-		Keep: f.keep, Timeout: f.timeout, Log: os.Stderr})
+		Keep: f.keep, Timeout: f.timeout, Log: history.NewPrintableWriter(os.Stderr)})
 	if err != nil {
 		if gate.IsUsage(err) {
 			return usageErrorf("%v", err)
@@ -65,7 +66,7 @@ func runConform(f *conformFlags) error {
 		return exitWith(analysis.ExitCannot, err)
 	}
 	fmt.Fprintf(os.Stdout, "conformance of %s to Fencing API v1:\n", f.target)
-	rep.Print(os.Stdout)
+	rep.Print(history.NewPrintableWriter(os.Stdout)) // deviations quote the system's answers
 	if dir != "" {
 		fmt.Fprintf(os.Stdout, "node logs: %s\n", dir)
 	}

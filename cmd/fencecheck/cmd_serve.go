@@ -50,7 +50,7 @@ func runServe(addr, store string) error {
 		fmt.Fprintf(os.Stderr, "warning: serving %s beyond loopback on %s\n", store, addr)
 	}
 	fmt.Printf("serving %s on http://%s/ (Ctrl-C stops)\n", store, ln.Addr())
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := reports.NewHTTPServer(srv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	go func() {

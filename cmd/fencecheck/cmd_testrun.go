@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/targets"
 )
 
@@ -80,9 +81,11 @@ func replayFlags(c *cobra.Command, f *testFlags) error {
 // runTest is gate.Run, the one run path, with the summary printed.
 func runTest(f *testFlags) error {
 	cfg := f.cfg
-	cfg.Log = os.Stderr
+	// Log lines carry the system's answers (a recovery's last answer, a
+	// node's log tail): escaped for the terminal.
+	cfg.Log = history.NewPrintableWriter(os.Stderr)
 	if !f.quiet {
-		cfg.Progress = os.Stderr
+		cfg.Progress = os.Stderr // its line is escaped (harness/progress.go)
 	}
 	ctx, abort, stop := interrupts(os.Stderr)
 	defer stop()

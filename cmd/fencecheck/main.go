@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // exitError carries an exit code up to main.
@@ -54,11 +55,11 @@ func main() {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.code != analysis.ExitValid {
-			fmt.Fprintln(os.Stderr, "fencecheck:", ee.err)
+			fmt.Fprintln(os.Stderr, "fencecheck:", history.PrintableLines(ee.err.Error()))
 		}
 		os.Exit(ee.code)
 	}
 	// Cobra's own argument errors (unknown command, wrong arg count) are usage errors.
-	fmt.Fprintln(os.Stderr, "fencecheck:", err)
+	fmt.Fprintln(os.Stderr, "fencecheck:", history.PrintableLines(err.Error()))
 	os.Exit(analysis.ExitUsage)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/reports"
 )
@@ -13,14 +14,19 @@ import (
 // printSummary prints the verdict, each checker's answer, the gate's
 // reasons, the faults applied and failed to apply, and the anomalies in
 // words, each with its cause.
+//
+// Every string that may carry the system under test's bytes (reasons,
+// anomaly texts, causes) is shown through history.Printable: escape
+// sequences reach the terminal escaped.
 func printSummary(w io.Writer, res *analysis.Result, dir string) {
-	fmt.Fprintf(w, "\nverdict: %s", res.Verdict)
+	p := history.Printable
+	fmt.Fprintf(w, "\nverdict: %s", p(string(res.Verdict)))
 	if res.Reason != "" {
-		fmt.Fprintf(w, " (%s)", res.Reason)
+		fmt.Fprintf(w, " (%s)", p(res.Reason))
 	}
 	fmt.Fprintln(w)
 	if c := res.Run.Completion(); c != "" {
-		fmt.Fprintf(w, "run: %s\n", c)
+		fmt.Fprintf(w, "run: %s\n", p(c))
 	}
 	fmt.Fprintf(w, "operations: %d (%d ok or fail)\n", res.Counts.Ops, res.Counts.Definite)
 	for _, r := range res.Checks {
@@ -29,15 +35,15 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 		}
 		line := fmt.Sprintf("  %-9s %-15s %-7s", r.Checker, r.Model, r.Verdict)
 		if r.Reason != "" {
-			line += " " + r.Reason
+			line += " " + p(r.Reason)
 		}
 		fmt.Fprintln(w, line)
 	}
 	for _, g := range res.GateReasons {
-		fmt.Fprintf(w, "gate: %s\n", g)
+		fmt.Fprintf(w, "gate: %s\n", p(g))
 	}
 	for _, l := range analysis.FaultLines(res.Nemeses) {
-		fmt.Fprintln(w, l)
+		fmt.Fprintln(w, p(l))
 	}
 	anoms := res.Anomalies()
 	shown := 0
@@ -52,7 +58,7 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 			fmt.Fprintf(w, "  ... and more; see the report\n")
 			break
 		}
-		fmt.Fprintf(w, "  - [%s] %s\n", a.Kind, a.Text)
+		fmt.Fprintf(w, "  - [%s] %s\n", p(a.Kind), p(a.Text))
 		shown++
 	}
 	findings := 0
@@ -61,14 +67,14 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 			if findings == 0 {
 				fmt.Fprintln(w, "findings (not violations):")
 			}
-			fmt.Fprintf(w, "  - [%s] %s\n", a.Kind, a.Text)
+			fmt.Fprintf(w, "  - [%s] %s\n", p(a.Kind), p(a.Text))
 			findings++
 		}
 	}
 	if v := res.FirstViolation; v != nil {
 		fmt.Fprintf(w, "time to detection: %s after the start", models.Secs(v.At))
 		if v.Cause != nil {
-			fmt.Fprintf(w, ", %s", v.Cause.Text)
+			fmt.Fprintf(w, ", %s", p(v.Cause.Text))
 		}
 		fmt.Fprintln(w)
 	}

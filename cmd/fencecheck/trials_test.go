@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/models/historytest"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -335,5 +336,36 @@ func TestFlagBounds(t *testing.T) {
 		c := startCLI(t, args...)
 		assert.Equal(t, analysis.ExitUsage, c.wait(t, 30*time.Second), "%v: %s", tc.args, c.stderr.String())
 		assert.Contains(t, c.stderr.String(), tc.want, "%v", tc.args)
+	}
+}
+
+// Values from the system under test reach the terminal escaped: a read that
+// returned an escape sequence (clear screen, window title) shows up in the
+// anomaly lines as text, and no control byte is printed.
+func TestCheckOutputEscapesTheSystemsBytes(t *testing.T) {
+	evil := "\x1b]0;owned\x07\x1b[2J\u009b31m"
+	b := historytest.New()
+	for i := 1; i <= 6; i++ {
+		tok := fmt.Sprint(i)
+		at := int64(i * 100)
+		b.Acquire("k1", at, at+5, tok).Write("k1", tok, "v"+tok, at+10, at+20)
+	}
+	b.Read("k1", 700, 710, evil, "6").WriteFail("k1", "7", "x", 720, 730, "\x1b[2Jstale")
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	for _, e := range b.Events() {
+		line, err := json.Marshal(e)
+		require.NoError(t, err)
+		f.Write(append(line, '\n'))
+	}
+	require.NoError(t, f.Close())
+
+	c := startCLI(t, "check", path)
+	assert.Equal(t, analysis.ExitInvalid, c.wait(t, 60*time.Second), c.stderr.String())
+	out := c.stdout.String() + c.stderr.String()
+	assert.Contains(t, out, `\x1b]0;owned\x07\x1b[2J\u009b31m`, "the value is shown, escaped:\n%s", out)
+	for _, bad := range []string{"\x1b", "\x07", "\u009b"} {
+		assert.NotContains(t, out, bad)
 	}
 }
