@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/gate"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/targets"
 	"github.com/fencecheck/fencecheck/targets/conform"
 )
