@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models/historytest"
 	"github.com/fencecheck/fencecheck/reports"
@@ -368,4 +371,52 @@ func TestCheckOutputEscapesTheSystemsBytes(t *testing.T) {
 	for _, bad := range []string{"\x1b", "\x07", "\u009b"} {
 		assert.NotContains(t, out, bad)
 	}
+}
+
+// runIDOf is the run id config.json records.
+func runIDOf(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, reports.ConfigFile))
+	require.NoError(t, err)
+	var c struct {
+		RunID string `json:"run_id"`
+	}
+	require.NoError(t, json.Unmarshal(b, &c))
+	require.NotEmpty(t, c.RunID)
+	return c.RunID
+}
+
+// The issue's first trial, on the Redis target: the run's containers are
+// removed under it in the main phase (as `clean --all` would). The system
+// stopped serving and never came back: the run must end unknown (exit 2)
+// with both reasons, write its reports, and leave nothing behind.
+func TestTrialDockerContainersRemovedUnderALiveRunIsUnknown(t *testing.T) {
+	dockertest.Require(t)
+	store := t.TempDir()
+	c := startCLI(t, "test", "--target", "redis", "--time", "8s", "--nemesis", "none", "--recovery", "2s",
+		"--quiet", "--store", store)
+	// Setup may build the images (once per content: shared with the other
+	// Docker tests).
+	waitFor(t, 8*time.Minute, "the main phase", func() bool {
+		return inMainPhase(store) || strings.Contains(c.stderr.String(), "final phase:")
+	})
+	dir := runDir(store)
+	id := runIDOf(t, dir)
+	cli, err := docker.Connect(context.Background())
+	require.NoError(t, err)
+	defer cli.Close()
+	_, err = docker.Sweep(context.Background(), cli, id)
+	require.NoError(t, err)
+
+	code := c.wait(t, 2*time.Minute)
+	assert.Equal(t, analysis.ExitUnknown, code, "stdout:\n%s\nstderr:\n%s", c.stdout.String(), c.stderr.String())
+	out := c.stdout.String()
+	t.Logf("summary:\n%s", out)
+	assert.Contains(t, out, "gate: node ")
+	assert.Contains(t, out, "the system stopped serving")
+	assert.Contains(t, out, "final: recovery:")
+	assert.Contains(t, out, "run: did not complete: its final phase failed")
+	assert.FileExists(t, filepath.Join(dir, reports.ReportFile))
+	cs, ns := dockertest.Leftovers(t, id)
+	assert.Zero(t, cs+ns, "containers or networks of run %s left behind", id)
 }
