@@ -148,6 +148,9 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 			logf("teardown: %v", err)
 		}
 	}()
+	if err != nil && ctx.Err() != nil {
+		return run, fmt.Errorf("%w: interrupted during setup (target %s was starting; torn down, nothing to check)", ErrCannotRun, target.Name())
+	}
 	if err != nil {
 		return run, fmt.Errorf("%w: target %s did not start: %v", ErrCannotRun, target.Name(), err)
 	}
