@@ -150,8 +150,14 @@ func (r *Result) gate(damage int, silent []string) {
 			why = append(why, msg)
 		}
 		switch {
+		case run.CutShort && run.Complete:
+			why = append(why, "the run was cut short (interrupted: its main phase ended early)")
 		case run.CutShort:
-			why = append(why, "the run was cut short (interrupted before its final phase completed)")
+			w := "the run was cut short (interrupted: its main phase ended early), and its final phase did not complete"
+			if len(run.Problems) > 0 {
+				w += ": " + strings.Join(run.Problems, "; ")
+			}
+			why = append(why, w)
 		case !run.Ended:
 			why = append(why, "the run did not finish: the history has no end event (the harness was killed, or the run is still going)")
 		case !run.Complete:
