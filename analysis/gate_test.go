@@ -185,3 +185,23 @@ func TestGateFaultModeThatNeverApplied(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"nemesis restart failed to apply every time it was tried (once): killing etcd-1: no such container"}, rep.GateReasons)
 }
+
+// The summary's and the report's "run:" line says how far the run got, from
+// the run events alone.
+func TestCompletionSaysHowFarTheRunGot(t *testing.T) {
+	var none *RunRecord
+	assert.Equal(t, "", none.Completion(), "a history without run events says nothing")
+	for _, tc := range []struct {
+		rec  RunRecord
+		want string
+	}{
+		{RunRecord{Ended: true, Complete: true}, "completed: the final heal and reads were done"},
+		{RunRecord{Ended: true, Complete: true, CutShort: true}, "cut short (interrupted): the main phase ended early; the final heal and reads were done"},
+		{RunRecord{Ended: true, CutShort: true}, "cut short (interrupted), and its final phase failed"},
+		{RunRecord{Ended: true}, "did not complete: its final phase failed"},
+		{RunRecord{Phases: []string{history.PhaseMain}}, "did not finish: the final heal and reads never happened"},
+		{RunRecord{Phases: []string{history.PhaseMain, history.PhaseFinal}}, "did not finish: its final phase (heal, recovery, final reads) began but never ended"},
+	} {
+		assert.Contains(t, tc.rec.Completion(), tc.want, "%+v", tc.rec)
+	}
+}

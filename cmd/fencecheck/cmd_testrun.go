@@ -47,6 +47,10 @@ STORE/<target>/<timestamp>/ (history.jsonl, config.json, results.json,
 report.html, Porcupine visualizations, junit.xml, node logs). Its first line
 is the command that repeats the run: every setting, the seed included.
 
+Ctrl-C (or SIGTERM) cuts the run short: faults are healed, the final reads
+made, the history checked and every report written; the verdict is then at
+best unknown. A second Ctrl-C tears down at once (exit 3, no report).
+
 Targets: ` + strings.Join(targets.Names(), ", ") + `, spec:FILE.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 		Example: `  fencecheck test --target memory --time 30s --nemesis pause,restart --seed 7
