@@ -26,14 +26,17 @@ func TestCleanKeepsLiveRuns(t *testing.T) {
 	require.NoError(t, err)
 	defer cli.Close()
 	id := fmt.Sprintf("test-clean-%d", time.Now().UnixNano()%1e9)
-	owners := map[string]string{
-		id + "-live":   fmt.Sprint(os.Getpid()), // this test: alive
-		id + "-dead":   "2147483646",            // above any pid_max
-		id + "-reused": "1:0",                   // pid 1 is alive, but did not start at tick 0
+	owners := map[string][2]string{ // pid, start time
+		id + "-live":   {fmt.Sprint(os.Getpid())}, // this test: alive
+		id + "-dead":   {"2147483646"},            // above any pid_max
+		id + "-reused": {"1", "0"},                // pid 1 is alive, but did not start at tick 0
 	}
-	for run, mark := range owners {
-		_, err := cli.NetworkCreate(ctx, "fencecheck-"+run, network.CreateOptions{Labels: map[string]string{
-			docker.LabelProject: "1", docker.LabelRun: run, docker.LabelPID: mark}})
+	for run, owner := range owners {
+		labels := map[string]string{docker.LabelProject: "1", docker.LabelRun: run, docker.LabelPID: owner[0]}
+		if owner[1] != "" {
+			labels[docker.LabelPIDStart] = owner[1]
+		}
+		_, err := cli.NetworkCreate(ctx, "fencecheck-"+run, network.CreateOptions{Labels: labels})
 		require.NoError(t, err)
 	}
 	t.Cleanup(func() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,6 +17,7 @@ import (
 const (
 	runDirPrefix = "fencecheck-run-"
 	runDirOwner  = ".owner-pid"
+	runDirStart  = ".owner-start" // the owner's start time (ownerStart)
 )
 
 func runDirPath(runID string) string {
@@ -28,7 +30,10 @@ func (r *Runtime) RunDir() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, runDirOwner), []byte(ownerMark()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runDirStart), []byte(ownerStart()), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, runDirOwner), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return "", err
 	}
 	return dir, nil
@@ -43,7 +48,8 @@ func orphanedRunDir(dir string) bool {
 		st, serr := os.Stat(dir)
 		return serr == nil && time.Since(st.ModTime()) > time.Hour
 	}
-	return !processAlive(strings.TrimSpace(string(pid)))
+	start, _ := os.ReadFile(filepath.Join(dir, runDirStart))
+	return !processAlive(ownerMark(strings.TrimSpace(string(pid)), strings.TrimSpace(string(start))))
 }
 
 // sweepRunDirs removes the run directory of runID, or every run directory

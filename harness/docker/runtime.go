@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -24,11 +25,14 @@ import (
 
 // Labels on every container, network and image the project creates.
 const (
-	LabelProject = "fencecheck"         // always "1"
-	LabelRun     = "fencecheck.run"     // the run id
-	LabelPID     = "fencecheck.pid"     // the harness that owns the object: "pid:start" (ownerMark)
-	LabelNode    = "fencecheck.node"    // node name within the run
-	LabelContent = "fencecheck.content" // content hash of an image
+	LabelProject = "fencecheck"     // always "1"
+	LabelRun     = "fencecheck.run" // the run id
+	LabelPID     = "fencecheck.pid" // pid of the harness that owns the object
+	// LabelPIDStart is that harness's start time (ticks since boot), so a
+	// reused pid is told apart.
+	LabelPIDStart = "fencecheck.pid-start"
+	LabelNode     = "fencecheck.node"    // node name within the run
+	LabelContent  = "fencecheck.content" // content hash of an image
 )
 
 // UnavailableError means the Docker engine could not be reached at all: the
@@ -142,9 +146,10 @@ func (r *Runtime) Client() *client.Client { return r.cli }
 // labels are the labels of every object this runtime creates.
 func (r *Runtime) labels(extra map[string]string) map[string]string {
 	l := map[string]string{
-		LabelProject: "1",
-		LabelRun:     r.runID,
-		LabelPID:     ownerMark(),
+		LabelProject:  "1",
+		LabelRun:      r.runID,
+		LabelPID:      strconv.Itoa(os.Getpid()),
+		LabelPIDStart: ownerStart(),
 	}
 	for k, v := range extra {
 		l[k] = v

@@ -140,14 +140,14 @@ func runOwners(ctx context.Context, cli *client.Client) (map[string]string, erro
 		return nil, wrapUnavailable(err)
 	}
 	for _, c := range cs {
-		owners[c.Labels[LabelRun]] = c.Labels[LabelPID]
+		owners[c.Labels[LabelRun]] = ownerMark(c.Labels[LabelPID], c.Labels[LabelPIDStart])
 	}
 	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: labelFilter("")})
 	if err != nil {
 		return nil, wrapUnavailable(err)
 	}
 	for _, n := range nets {
-		owners[n.Labels[LabelRun]] = n.Labels[LabelPID]
+		owners[n.Labels[LabelRun]] = ownerMark(n.Labels[LabelPID], n.Labels[LabelPIDStart])
 	}
 	return owners, nil
 }
@@ -161,18 +161,24 @@ func sortedRuns(m map[string]string) []string {
 	return runs
 }
 
-// ownerMark is this process as the owner of a run's objects (label
-// fencecheck.pid, a run directory's owner file): "pid:start", start being
-// the process's start time in clock ticks since boot (/proc/PID/stat), so
-// that a pid reused by another process after the harness died does not
-// keep its run alive.
-var ownerMark = sync.OnceValue(func() string {
-	pid := os.Getpid()
-	if st, ok := startTime(pid); ok {
-		return fmt.Sprintf("%d:%s", pid, st)
-	}
-	return strconv.Itoa(pid)
+// ownerStart is this process's start time in clock ticks since boot
+// (/proc/PID/stat), recorded beside its pid as the owner of a run's objects
+// (label fencecheck.pid-start, a run directory's owner-start file), so that
+// a pid reused by another process after the harness died does not keep its
+// run alive. The pid itself stays alone in fencecheck.pid, as older
+// versions read it (one that did not parse would count as dead to them).
+var ownerStart = sync.OnceValue(func() string {
+	st, _ := startTime(os.Getpid())
+	return st
 })
+
+// ownerMark is "pid" or "pid:start", as processAlive reads it.
+func ownerMark(pid, start string) string {
+	if start == "" {
+		return pid
+	}
+	return pid + ":" + start
+}
 
 // startTime is field 22 of /proc/PID/stat.
 func startTime(pid int) (string, bool) {
@@ -193,7 +199,7 @@ func startTime(pid int) (string, bool) {
 }
 
 // processAlive reports whether the owner named by mark ("pid" or
-// "pid:start", ownerMark) is alive: the pid exists (EPERM: under another
+// "pid:start") is alive: the pid exists (EPERM: under another
 // user) and, when the mark has a start time, is the same process. A mark
 // that does not parse counts as dead (nobody can own the object).
 func processAlive(mark string) bool {
