@@ -327,10 +327,10 @@ func TestFlagBounds(t *testing.T) {
 		{[]string{"test", "--time", "-1s"}, "--time must be positive, got -1s"},
 		{[]string{"test", "--recovery", "-1s"}, "--recovery must be positive, got -1s"},
 		{[]string{"test", "--op-timeout", "-1s"}, "--op-timeout must be positive, got -1s"},
-		{[]string{"check", "--min-ops", "-1", hist}, "--min-ops must be >= 0, got -1"},
+		{[]string{"check", "--min-ops", "-1", hist}, "--min-ops must be 0 (no minimum) or more, got -1"},
 		{[]string{"check", "--timeout", "-1s", hist}, "--timeout must be positive, got -1s"},
 		{[]string{"check", "--ttl", "-1s", hist}, "--ttl must be positive, got -1s"},
-		{[]string{"report", "--min-ops", "-5", store}, "--min-ops must be >= 0, got -5"},
+		{[]string{"report", "--min-ops", "-5", store}, "--min-ops must be 0 (no minimum) or more, got -5"},
 	} {
 		args := tc.args
 		if args[0] == "test" {
