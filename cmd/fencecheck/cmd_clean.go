@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 var (
@@ -27,9 +28,19 @@ that process), and print what was removed. Runs in progress are kept and
 listed: removing a live run's containers would make it fail. Only the objects
 of one run with --run. --all removes every run's objects, live ones too (with
 a warning). Nothing unlabelled is touched. Images are kept (they are a cache)
-unless --images is given.`,
+unless --images is given. Power-loss layers (FUSE mounts of fencecheck's own)
+left dead by a killed run are detached first; live ones are never touched.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
+		// Before Docker: a dead mount needs no engine, and a machine
+		// without one may have them too.
+		mounts, err := lazyfs.SweepDead()
+		for _, p := range mounts {
+			fmt.Println("detached dead power-loss layer", p)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fencecheck: warning: detaching dead power-loss layers: %v\n", err)
+		}
 		cli, err := docker.Connect(cmd.Context())
 		if err != nil {
 			return exitWith(analysis.ExitCannot, err)
@@ -73,7 +84,7 @@ unless --images is given.`,
 		if err != nil {
 			return exitWith(analysis.ExitCannot, err)
 		}
-		if len(removed) == 0 {
+		if len(removed) == 0 && len(mounts) == 0 {
 			fmt.Println("nothing to remove")
 		}
 		return nil
