@@ -98,6 +98,9 @@ type Result struct {
 	Nemeses map[string]NemesisCount
 	Counts  Counts
 	Latency []Latency
+	// LateWrites counts the seeds' scenario: writes by expired holders and
+	// how each ended.
+	LateWrites LateWrites
 	// Leases is the lease-overlap analysis (nil when it could not run: a
 	// note says why).
 	Leases *overlap.Report
@@ -391,6 +394,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	}
 	r.Notes = a.notes
 	r.Counts = a.count(ops)
+	r.LateWrites = lateWrites(ops)
 	r.Faults = a.faults.periods(a.end)
 	r.Counts.Faults = len(r.Faults)
 	for _, f := range r.Faults {

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -131,6 +132,12 @@ func (r *Result) gate(damage int, silent []string) {
 		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail (fencecheck test and the gate ask for at least %d; --min-ops sets a minimum here)", r.Counts.Definite, DefaultMinOps))
 	}
 	if run := r.Run; run != nil {
+		if slices.Contains(namedNemeses(run.Requested), pauseNemesis) && r.pausedHolders() && r.LateWrites.Total == 0 {
+			// Like a fault that never took effect, measured from the other
+			// side: holders were paused, but none woke with an expired
+			// lease and wrote.
+			why = append(why, "nemesis pause was requested but never produced the scenario it is for: no holder wrote after another client had been granted a newer token for its lock (no late write by an expired holder)")
+		}
 		for _, n := range namedNemeses(run.Requested) {
 			if reason, ok := run.NotApplicable[n]; ok {
 				why = append(why, fmt.Sprintf("nemesis %s was requested but cannot act on this target: %s", n, reason))
@@ -194,6 +201,21 @@ func (r *Result) gate(damage int, silent []string) {
 	case r.Verdict == models.Invalid:
 		r.Reason += " (a violation is a violation, although " + strings.Join(why, "; ") + ")"
 	}
+}
+
+// pauseNemesis is the nemesis whose holder pauses must produce late writes
+// by expired holders.
+const pauseNemesis = "pause"
+
+// pausedHolders says whether the pause nemesis paused lock holders (a node
+// pause only freezes a server: it need not make a late write).
+func (r *Result) pausedHolders() bool {
+	for _, f := range r.Faults {
+		if f.Nemesis == pauseNemesis && f.Mode() == "holder" {
+			return true
+		}
+	}
+	return false
 }
 
 // namedNemeses lists explicitly named nemeses ("all" names none: it means

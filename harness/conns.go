@@ -38,7 +38,7 @@ func reply(r fencing.Result) workloads.Reply {
 	case fencing.Fail:
 		t = history.Fail
 	}
-	rep := workloads.Reply{Type: t, Token: r.Token, Error: r.Error, HighWater: r.HighWater}
+	rep := workloads.Reply{Type: t, Token: r.Token, Error: r.Error, HighWater: r.HighWater, TTL: r.TTL}
 	if r.Found {
 		rep.Value = string(r.Value)
 	}

@@ -113,4 +113,14 @@ const (
 	// believed was left by its own wall clock when it decided to write, in
 	// ms; recorded only while that clock was off.
 	ExtraLeaseLeft = "lease_left_ms"
+	// ExtraGrantedTTL is, on an ok acquire's or renew's completion, the
+	// lease the system said it granted (the answer's ttl_ms), in ms: etcd
+	// raises short leases to its minimum, ZooKeeper negotiates a session's.
+	// Lease reckoning goes by it when present.
+	ExtraGrantedTTL = "granted_ttl_ms"
+	// ExtraStalled is, on a write, how long the client stalled (a holder
+	// pause) between checking its lease and sending the write, in ms. Its
+	// extra.lease_left_ms is then what it found at the check: a paused
+	// client wakes still believing in it.
+	ExtraStalled = "stalled_ms"
 )

@@ -77,11 +77,22 @@ type ClockExplainer interface {
 	ClockUnreachable() map[string]string
 }
 
-// HolderPauser is the workload's side of the client pause: the next client
-// that acquires a lock stalls for d before it writes with its (then expired)
-// token, as a GC pause would make it.
+// HolderPauser is the workload's side of the client pause, the seeds'
+// scenario on purpose: the next n clients that acquire a lock (each on a
+// lock no other paused holder has) stall for d before they write with their
+// tokens, as a GC pause would make them; while each stalls, another client
+// takes its lock once the lease ran out and writes, so the first one wakes
+// with a token older than one already granted. The channel is closed once
+// every paused holder has woken and written (or the run ended).
 type HolderPauser interface {
-	PauseNextHolder(d time.Duration)
+	PauseHolders(n int, d time.Duration) <-chan struct{}
+	// MaxPaused is how many holders can be paused at once (one per lock).
+	MaxPaused() int
+	// Lease is what the run learned of the system's leases: the longest
+	// lease an acquire answer said was granted (its ttl_ms; 0 before any),
+	// and how late after a lease's end another client got the lock at most
+	// (the system's expiry granularity). A pause must outlast both.
+	Lease() (granted, late time.Duration)
 }
 
 // PowerCutter is a target whose nodes keep their data on a layer that can

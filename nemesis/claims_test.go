@@ -54,9 +54,39 @@ func (o *oneNode) StartNode(context.Context, string, bool) error {
 	return nil
 }
 
-type holders struct{ paused []time.Duration }
+type holders struct {
+	paused        []time.Duration
+	n             []int
+	granted, late time.Duration
+}
 
-func (h *holders) PauseNextHolder(d time.Duration) { h.paused = append(h.paused, d) }
+func (h *holders) PauseHolders(n int, d time.Duration) <-chan struct{} {
+	h.paused = append(h.paused, d)
+	h.n = append(h.n, n)
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+func (h *holders) MaxPaused() int                        { return 3 }
+func (h *holders) Lease() (time.Duration, time.Duration) { return h.granted, h.late }
+
+// A holder pause outlasts the lease the system granted (not the one asked
+// for) and the lateness of takeovers seen so far, and stalls most locks'
+// holders at once.
+func TestAHolderPauseIsSizedFromTheGrantedLease(t *testing.T) {
+	wl := &holders{granted: 2 * time.Second, late: 400 * time.Millisecond}
+	env := &Env{Target: &oneNode{}, Holders: wl, TTL: time.Second}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20; i++ {
+		d, n := holderStall(env, rng)
+		assert.GreaterOrEqual(t, d, 2*time.Second+400*time.Millisecond+500*time.Millisecond)
+		assert.LessOrEqual(t, d, 2*time.Second+400*time.Millisecond+1500*time.Millisecond)
+		assert.Contains(t, []int{2, 3}, n)
+	}
+	wl.granted = 0 // nothing granted yet: the lease asked for
+	d, _ := holderStall(env, rng)
+	assert.GreaterOrEqual(t, d, time.Second+400*time.Millisecond+500*time.Millisecond)
+}
 
 // A pause that comes while the only node is being restarted waits for it
 // instead of failing, so a short run keeps every fault it asked for.

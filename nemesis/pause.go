@@ -16,11 +16,15 @@ type pause struct{}
 // holderNode is the node a holder pause names: the workload's clients.
 const holderNode = "client"
 
-// pauseParams: mode "holder" (the next client to acquire a lock stalls for
-// StallMS) or "node" (the plan's node is frozen).
+// pauseParams: mode "holder" (the next Holders clients to acquire a lock,
+// one per lock, stall for StallMS while another client takes each lock) or
+// "node" (the plan's node is frozen).
 type pauseParams struct {
 	Mode    string `json:"mode"`
 	StallMS int64  `json:"stall_ms,omitempty"`
+	// Holders is how many holders stall at once (0: one, as in schedules
+	// written before it existed).
+	Holders int `json:"holders,omitempty"`
 }
 
 func (pause) Name() string { return "pause" }
@@ -50,10 +54,12 @@ func (pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	nodes := nodesOf(env)
 	canNode = canNode && len(nodes) > 0
 	pauseHolder := func() (Plan, error) {
-		d := env.TTL + time.Duration(rng.Int64N(int64(env.TTL)+1))
-		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds()}}, nil
+		d, n := holderStall(env, rng)
+		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n}}, nil
 	}
-	if holder && (!canNode || rng.IntN(2) == 0) {
+	// Holder pauses are the seeds' scenario itself: two of three pauses are
+	// of holders when nodes can be paused too.
+	if holder && (!canNode || rng.IntN(3) > 0) {
 		return pauseHolder()
 	}
 	if !canNode {
@@ -82,6 +88,9 @@ func (pause) CheckPlan(env *Env, p Plan) error {
 		if pp.StallMS <= 0 {
 			return errors.New("mode holder needs a positive stall_ms")
 		}
+		if pp.Holders < 0 {
+			return errors.New("mode holder needs holders >= 0 (0 means one)")
+		}
 	case "node":
 		if _, ok := env.Target.(Pauser); !ok {
 			return errors.New("mode node: the target's nodes cannot be paused")
@@ -104,8 +113,24 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		if env.Holders == nil {
 			return nil, errors.New("no lock holder can be paused")
 		}
-		env.Holders.PauseNextHolder(time.Duration(pp.StallMS) * time.Millisecond)
-		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "holder", "stall_ms": pp.StallMS}, Stop: stopNothing}, nil
+		n := max(pp.Holders, 1)
+		d := time.Duration(pp.StallMS) * time.Millisecond
+		woke := env.Holders.PauseHolders(n, d)
+		granted, late := env.Holders.Lease()
+		// The fault lasts until the paused holders woke and wrote (bounded:
+		// a holder that never acquires again must not hold the schedule).
+		stop := func(ctx context.Context) error {
+			t := time.NewTimer(2*d + 2*granted + 5*time.Second)
+			defer t.Stop()
+			select {
+			case <-woke:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "holder", "stall_ms": pp.StallMS, "holders": n,
+			"granted_ttl_ms": granted.Milliseconds(), "late_ms": late.Milliseconds()}, Stop: stop}, nil
 	}
 	pz, ok := env.Target.(Pauser)
 	if !ok || len(p.Nodes) != 1 {
@@ -117,4 +142,21 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}
 	return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "node"},
 		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil
+}
+
+// holderStall sizes a holder pause from the lease the system really granted
+// (not the one asked for: etcd raises a 1 s lease to about 2 s) plus how
+// late takeovers succeeded after a lease's end so far, plus a margin of half
+// to one and a half asked-for leases for the second client to take the lock
+// and write; and draws how many holders stall at once (most of the locks).
+func holderStall(env *Env, rng *rand.Rand) (time.Duration, int) {
+	granted, late := env.Holders.Lease()
+	granted = max(granted, env.TTL)
+	d := granted + late + env.TTL/2 + time.Duration(rng.Int64N(int64(env.TTL)+1))
+	most := max(env.Holders.MaxPaused(), 1)
+	n := most
+	if most > 1 {
+		n = most - rng.IntN(2)
+	}
+	return d, n
 }

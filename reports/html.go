@@ -85,6 +85,10 @@ type pageData struct {
 	Metrics        []keyValue
 	Faults         []faultRow
 	FaultLines     []string // applied and failed to apply, per nemesis
+	// LateWrites is the seeds' scenario counted, LateWriteOps the invoke
+	// indices of examples (for the timeline).
+	LateWrites     string
+	LateWriteOps   string
 	FaultLegend    []keyValue
 	Throughput     *plot
 	Latency        []*plot
@@ -167,10 +171,14 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		Gate:       res.GateReasons,
 		Completion: an.Run.Completion(),
 		FaultLines: analysis.FaultLines(res.Nemeses),
+		LateWrites: res.LateWrites.Line(),
 		Generated:  res.GeneratedAt.Format(time.RFC3339),
 		CSS:        template.CSS(reportCSS),
 		JS:         template.JS(reportJS),
 		Lanes:      len(v.lanes),
+	}
+	for _, id := range res.LateWrites.Examples {
+		d.LateWriteOps = strings.TrimSpace(d.LateWriteOps + " " + strconv.FormatInt(id, 10))
 	}
 	if !info.Start.IsZero() {
 		d.Start = info.Start.UTC().Format("2006-01-02 15:04:05 UTC")

@@ -101,11 +101,15 @@ type Results struct {
 	AfterFault *models.Cause   `json:"after_fault,omitempty"`
 	Checks     []models.Result `json:"checks"`
 	// AnomalyKinds counts violations (not findings) by kind over all checks.
-	AnomalyKinds map[string]int     `json:"anomaly_kinds,omitempty"`
-	Metrics      map[string]any     `json:"metrics,omitempty"`
-	Counts       analysis.Counts    `json:"counts"`
-	Latency      []analysis.Latency `json:"latency,omitempty"`
-	Faults       []analysis.Fault   `json:"faults,omitempty"`
+	AnomalyKinds map[string]int  `json:"anomaly_kinds,omitempty"`
+	Metrics      map[string]any  `json:"metrics,omitempty"`
+	Counts       analysis.Counts `json:"counts"`
+	// LateWrites counts the seeds' scenario: writes by expired holders
+	// (sent with a token older than one already granted for the same lock)
+	// and how each ended.
+	LateWrites analysis.LateWrites `json:"late_writes"`
+	Latency    []analysis.Latency  `json:"latency,omitempty"`
+	Faults     []analysis.Fault    `json:"faults,omitempty"`
 	// Nemeses counts each nemesis's starts and failures to start.
 	Nemeses map[string]analysis.NemesisCount `json:"nemeses,omitempty"`
 	// GateReasons say why the run does not pass however the checkers
@@ -158,6 +162,7 @@ func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time
 		AnomalyKinds:  res.ViolationKinds,
 		Metrics:       metrics(res),
 		Counts:        res.Counts,
+		LateWrites:    res.LateWrites,
 		Latency:       res.Latency,
 		Faults:        res.Faults,
 		Nemeses:       res.Nemeses,

@@ -21,6 +21,9 @@ type Reply struct {
 	Value     string
 	Error     string
 	HighWater string
+	// TTL is the lease an ok acquire or renew answer said was granted (0
+	// when it said none).
+	TTL time.Duration
 }
 
 // Conn is the Fencing API as a workload uses it; one per node.
@@ -74,6 +77,9 @@ func (r *recorder) do(ctx context.Context, inv history.Event, call func(ctx cont
 	if done.Type == "" {
 		done.Type = history.Info
 	}
+	if (inv.F == history.Acquire || inv.F == history.Renew) && done.Type == history.Ok && rep.TTL > 0 {
+		done.Extra = grantedExtra(rep.TTL)
+	}
 	r.rec.Record(done)
 	if done.Type == history.Info {
 		r.proc = r.procs.Next()
@@ -90,4 +96,16 @@ func leaseExtra(left time.Duration) map[string]json.RawMessage {
 
 func ttlExtra(ttl time.Duration) map[string]json.RawMessage {
 	return map[string]json.RawMessage{history.ExtraTTL: json.RawMessage(strconv.FormatInt(ttl.Milliseconds(), 10))}
+}
+
+func grantedExtra(ttl time.Duration) map[string]json.RawMessage {
+	return map[string]json.RawMessage{history.ExtraGrantedTTL: json.RawMessage(strconv.FormatInt(ttl.Milliseconds(), 10))}
+}
+
+// stalledExtra is a paused holder's belief: the lease left at its check, and
+// how long it stalled after it.
+func stalledExtra(left, stalled time.Duration) map[string]json.RawMessage {
+	m := leaseExtra(left)
+	m[history.ExtraStalled] = json.RawMessage(strconv.FormatInt(stalled.Milliseconds(), 10))
+	return m
 }

@@ -40,8 +40,9 @@ type Config struct {
 // Before it writes, a writer checks its lease by its own wall clock, as a
 // careful client does.
 //
-// It implements nemesis.HolderPauser (the next holder stalls past its lease
-// after that check: the GC pause fencing exists for) and nemesis.ClockSkewer
+// It implements nemesis.HolderPauser (the next holders stall past their
+// leases after that check, the GC pause fencing exists for, while another
+// client takes each lock and writes: scenario.go) and nemesis.ClockSkewer
 // for the clients' wall clock (node "client"). While that clock is off, some
 // holders work slowly between acquire and the check, so a clock step lands
 // inside their lease: stepped back, a holder still believes in an expired
@@ -49,8 +50,11 @@ type Config struct {
 type Fenced struct {
 	cfg   Config
 	procs *Processes
-	stall atomic.Int64 // ns the next holder must stall; 0 = none
+	pz    pauses
 	seq   atomic.Int64
+	// granted and late are what the run learned of the system's leases
+	// (Lease), in ns.
+	granted, late atomic.Int64
 	// clock is the clients' wall clock.
 	clock *fencing.OffsetClock
 }
@@ -79,10 +83,6 @@ func NewFenced(cfg Config) (*Fenced, error) {
 // so process numbers stay unique.
 func (w *Fenced) Processes() *Processes { return w.procs }
 
-// PauseNextHolder makes the next client that acquires a lock stall for d
-// before writing with its token.
-func (w *Fenced) PauseNextHolder(d time.Duration) { w.stall.Store(int64(d)) }
-
 // ClockNodes offers the clients' wall clock to the clock nemesis.
 func (w *Fenced) ClockNodes() []string { return []string{ClientClockNode} }
 
@@ -107,7 +107,9 @@ func (w *Fenced) Run(ctx context.Context, rec *history.Recorder) error {
 	for i := 0; i < w.cfg.Readers; i++ {
 		g.Go(func() error { w.reader(ctx, rec, w.cfg.Clients+i); return nil })
 	}
-	return g.Wait()
+	err := g.Wait()
+	w.endPauses()
+	return err
 }
 
 func (w *Fenced) rng(worker int) *rand.Rand {
@@ -127,6 +129,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		key := Key(rng.IntN(w.cfg.Keys))
 		owner := fmt.Sprintf("w%d-p%d", worker, r.proc)
 		leaseEnd := w.clock.Now().Add(w.cfg.TTL) // reckoned from the send: the safe start
+		sent := time.Now()
 		acq := r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
 			func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
 		if acq.Type != history.Ok {
@@ -134,6 +137,8 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			continue
 		}
 		token := acq.Token
+		granted := max(acq.TTL, w.cfg.TTL)
+		w.learnGranted(acq.TTL)
 		clockWasOff := w.clock.Offset() != 0
 		if clockWasOff && rng.IntN(4) == 0 {
 			// Slow work while the clock is off: a step during it moves
@@ -155,19 +160,34 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			}
 			continue
 		}
-		if d := time.Duration(w.stall.Swap(0)); d > 0 {
-			sleepCtx(ctx, d) // the GC pause: the lease runs out meanwhile
+		paused := w.claimPause(key)
+		if paused != nil {
+			// The GC pause: the lease runs out meanwhile and another client
+			// takes the lock. The holder decided to write before it, so it
+			// still believes in the lease it checked when it wakes.
+			t0 := time.Now()
+			w.stallHolder(ctx, rec, worker, paused, key, sent, granted)
+			belief = stalledExtra(left, time.Since(t0))
 		}
 		if ctx.Err() != nil {
+			if paused != nil {
+				w.unclaim(paused, key)
+			}
 			return
 		}
 		v := w.value(r)
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
-		if wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare && ctx.Err() == nil {
+		// A woken holder writes again with its token (its work goes on, as
+		// it believes it holds the lock); others sometimes retry an
+		// accepted write (a replay).
+		if ctx.Err() == nil && wr.Type != history.Info && (paused != nil || wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare) {
 			v2 := w.value(r)
-			r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v2, Node: resource.Node()},
+			r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v2, Node: resource.Node(), Extra: belief},
 				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v2)) })
+		}
+		if paused != nil {
+			w.unclaim(paused, key)
 		}
 		if rng.Float64() < w.cfg.ReadShare && ctx.Err() == nil {
 			r.do(ctx, history.Event{F: history.Read, Key: key, Node: resource.Node()},

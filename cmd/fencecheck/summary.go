@@ -45,6 +45,7 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 	for _, l := range analysis.FaultLines(res.Nemeses) {
 		fmt.Fprintln(w, p(l))
 	}
+	fmt.Fprintln(w, res.LateWrites.Line())
 	anoms := res.Anomalies()
 	shown := 0
 	for _, a := range anoms {

@@ -7,12 +7,16 @@
 // A client's belief is reckoned the way a careful client reckons it, on its
 // own monotonic clock: the lease is valid from the moment the ok acquire
 // returns until ttl after the acquire was sent (the request may have waited
-// in flight, so the sending time is the safe start), extended by ok renews
+// in flight, so the sending time is the safe start; ttl is the lease the
+// answer said was granted, extra.granted_ttl_ms, else the one asked for),
+// extended by ok renews
 // the same way, and over as soon as the client sends a release, sees a
 // renew fail, or is retired by an info outcome (it no longer acts as that
 // process). A client whose own wall clock was off records on its writes how
 // much lease it believed was left (extra.lease_left_ms); its belief then runs
-// to there, past the ttl when its clock was stepped back.
+// to there, past the ttl when its clock was stepped back. So does a client
+// paused between its lease check and its write (extra.stalled_ms): it wakes
+// believing in what it checked, as a GC-paused process does.
 package overlap
 
 import (
@@ -49,8 +53,10 @@ type Lease struct {
 	End       int64  `json:"end_ns"`
 	EndReason string `json:"end_reason"`
 	// ClockBelief says the client's own (skewed) clock kept the lease
-	// alive past its ttl.
-	ClockBelief bool `json:"client_clock_belief,omitempty"`
+	// alive past its ttl; Stalled (ns) that the client was paused for that
+	// long after checking its lease, and woke still believing in it.
+	ClockBelief bool  `json:"client_clock_belief,omitempty"`
+	Stalled     int64 `json:"stalled_ns,omitempty"`
 
 	expiry int64
 	tokenN uint64
@@ -85,7 +91,10 @@ func (o Overlap) Text() string {
 	s := fmt.Sprintf("%s: process %d (token %s) and process %d (token %s) both believed they held the lease for %s, from %s to %s",
 		o.Key, o.Older.Process, o.Older.Token, o.Newer.Process, o.Newer.Token,
 		roundDur(o.Duration()), seconds(o.Start), seconds(o.End))
-	if o.Older.ClockBelief {
+	switch {
+	case o.Older.Stalled > 0:
+		s += fmt.Sprintf(" (process %d was paused for %s after checking its lease: it woke still believing in it)", o.Older.Process, roundDur(time.Duration(o.Older.Stalled)))
+	case o.Older.ClockBelief:
 		s += fmt.Sprintf(" (process %d's clock was off: it still believed in its lease after the ttl ran out)", o.Older.Process)
 	}
 	if n := o.Rejected + o.Accepted + o.Unknown; n > 0 {
@@ -228,6 +237,15 @@ func (f *Finder) Add(e history.Event, completed *history.Op) error {
 		}
 	}
 	if completed != nil {
+		if raw, ok := e.Extra[history.ExtraGrantedTTL]; ok && (completed.F == history.Acquire || completed.F == history.Renew) {
+			// The lease the system granted, not the one asked for: the
+			// client's belief goes by the answer.
+			var ms float64
+			if err := json.Unmarshal(raw, &ms); err != nil || ms <= 0 {
+				return fmt.Errorf("event %d: extra.%s %s is not a positive number", e.Index, history.ExtraGrantedTTL, raw)
+			}
+			f.ttls[completed.ID] = time.Duration(ms * float64(time.Millisecond))
+		}
 		f.apply(completed)
 	}
 	return nil
@@ -262,8 +280,19 @@ func (f *Finder) believe(e history.Event) error {
 	if l == nil || l.Key != e.Key || ms <= 0 {
 		return nil
 	}
+	var stalled float64
+	if raw, ok := e.Extra[history.ExtraStalled]; ok {
+		if err := json.Unmarshal(raw, &stalled); err != nil {
+			return fmt.Errorf("event %d: extra.%s %s is not a number", e.Index, history.ExtraStalled, raw)
+		}
+	}
 	if end := satAdd(e.Time, int64(ms*float64(time.Millisecond))); end > l.expiry {
-		l.expiry, l.ClockBelief = end, true
+		l.expiry = end
+		if stalled > 0 {
+			l.Stalled = int64(stalled * float64(time.Millisecond))
+		} else {
+			l.ClockBelief = true
+		}
 	}
 	return nil
 }

@@ -1,0 +1,201 @@
+package workloads
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// The seeds' scenario, on purpose: a holder checks its lease, stalls (the GC
+// pause) past the lease the system granted; meanwhile a second client takes
+// the same lock and writes with its newer token; the first holder wakes and
+// writes with its old one. Only the resource's check can stop that write.
+//
+// The stall is sized by the pause nemesis from Lease: the longest lease an
+// acquire answer granted and how late after a lease's end a takeover got the
+// lock, both learned during the run (etcd raises a 1 s lease to its minimum
+// of about 2 s and expires leases on its leader's ticks; Redis expires to
+// the millisecond). The paused holder also waits, bounded, for its taker to
+// finish, so a takeover that came later than learned still lands before the
+// late write.
+
+// holderPause is one pause request: n holders, each stalling d.
+type holderPause struct {
+	d      time.Duration
+	left   int // holders still to be paused
+	active int // holders paused now
+	done   chan struct{}
+	closed bool
+}
+
+// pauses is the workload's pause bookkeeping.
+type pauses struct {
+	mu    sync.Mutex
+	queue []*holderPause
+	keys  map[string]bool // locks whose holder is paused now
+	ended bool
+}
+
+// PauseHolders makes the next n clients that acquire a lock, each on a lock
+// no other paused holder has, stall for d before writing; see HolderPauser.
+func (w *Fenced) PauseHolders(n int, d time.Duration) <-chan struct{} {
+	p := &holderPause{d: d, left: max(n, 1), done: make(chan struct{})}
+	w.pz.mu.Lock()
+	defer w.pz.mu.Unlock()
+	if w.pz.ended {
+		p.close()
+		return p.done
+	}
+	w.pz.queue = append(w.pz.queue, p)
+	return p.done
+}
+
+// MaxPaused is how many holders can stall at once: one per lock, leaving at
+// least one writer free.
+func (w *Fenced) MaxPaused() int { return max(1, min(w.cfg.Keys, w.cfg.Clients-1)) }
+
+// Lease reports the longest granted lease and the latest takeover seen.
+func (w *Fenced) Lease() (granted, late time.Duration) {
+	return time.Duration(w.granted.Load()), time.Duration(w.late.Load())
+}
+
+func (p *holderPause) close() {
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+	}
+}
+
+// claim takes a pause slot for a holder of key, or returns nil.
+func (w *Fenced) claimPause(key string) *holderPause {
+	w.pz.mu.Lock()
+	defer w.pz.mu.Unlock()
+	if w.pz.keys[key] {
+		return nil
+	}
+	for len(w.pz.queue) > 0 && w.pz.queue[0].left == 0 {
+		w.pz.queue = w.pz.queue[1:]
+	}
+	if len(w.pz.queue) == 0 {
+		return nil
+	}
+	p := w.pz.queue[0]
+	p.left--
+	p.active++
+	if w.pz.keys == nil {
+		w.pz.keys = map[string]bool{}
+	}
+	w.pz.keys[key] = true
+	return p
+}
+
+// unclaim ends a paused holder's part in p.
+func (w *Fenced) unclaim(p *holderPause, key string) {
+	w.pz.mu.Lock()
+	defer w.pz.mu.Unlock()
+	p.active--
+	delete(w.pz.keys, key)
+	if p.left == 0 && p.active == 0 {
+		p.close()
+	}
+}
+
+// endPauses drops the pauses no holder took (the run is over) and closes
+// each once its paused holders are done.
+func (w *Fenced) endPauses() {
+	w.pz.mu.Lock()
+	defer w.pz.mu.Unlock()
+	w.pz.ended = true
+	for _, p := range w.pz.queue {
+		p.left = 0
+		if p.active == 0 {
+			p.close()
+		}
+	}
+	w.pz.queue = nil
+}
+
+// learnGranted notes a lease the system granted (its answer's ttl_ms).
+func (w *Fenced) learnGranted(d time.Duration) {
+	for {
+		old := w.granted.Load()
+		if int64(d) <= old || w.granted.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
+// learnLate notes how late after a lease's end a takeover got the lock,
+// bounded by one granted lease (a takeover delayed by a fault, or by another
+// writer that got the lock first, is not the system's granularity). Older
+// samples fade by half at each new one, so one slow takeover does not
+// lengthen every later pause.
+func (w *Fenced) learnLate(d, granted time.Duration) {
+	d = min(max(d, 0), granted)
+	for {
+		old := w.late.Load()
+		if w.late.CompareAndSwap(old, max(int64(d), old/2)) {
+			return
+		}
+	}
+}
+
+// stallHolder is the pause of one holder of key whose acquire was sent at
+// sent and granted granted: a taker is started that takes the lock once the
+// lease ran out and writes; the holder sleeps d and then waits for the
+// taker (bounded by the taker's own deadline).
+func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker int, p *holderPause, key string, sent time.Time, granted time.Duration) {
+	taken := make(chan struct{})
+	go func() {
+		defer close(taken)
+		w.takeOver(ctx, rec, worker, key, sent.Add(granted), granted)
+	}()
+	sleepCtx(ctx, p.d)
+	select {
+	case <-taken:
+	case <-ctx.Done():
+	}
+}
+
+// takeOver is the second client of the scenario: from the lease's end (plus
+// the lateness learned so far) it asks for the lock until it gets it, writes
+// with its newer token and releases.
+func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int, key string, expiry time.Time, granted time.Duration) {
+	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	issuer := w.cfg.Issuers[(worker+1)%len(w.cfg.Issuers)]
+	resource := w.cfg.Resources[(worker+1)%len(w.cfg.Resources)]
+	_, late := w.Lease()
+	sleepCtx(ctx, time.Until(expiry.Add(late)))
+	deadline := expiry.Add(late + 2*granted + w.cfg.OpTimeout)
+	for try := 0; ctx.Err() == nil && time.Now().Before(deadline); try++ {
+		sentAt := time.Now()
+		owner := fmt.Sprintf("t%d-p%d", worker, r.proc)
+		acq := r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
+			func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
+		if acq.Type != history.Ok {
+			sleepCtx(ctx, 40*time.Millisecond)
+			continue
+		}
+		g := max(acq.TTL, w.cfg.TTL)
+		w.learnGranted(acq.TTL)
+		// The lock was free by the first try's send, or came free between
+		// the last refusal and this answer.
+		if try == 0 {
+			w.learnLate(sentAt.Sub(expiry), g)
+		} else {
+			w.learnLate(time.Since(expiry), g)
+		}
+		token := acq.Token
+		v := w.value(r)
+		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		if wr.Type != history.Info && ctx.Err() == nil {
+			r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
+				func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
+		}
+		return
+	}
+}
