@@ -22,8 +22,13 @@ type LateWrites struct {
 	// RejectedOther were rejected for another reason (a token the strip
 	// proxy removed or garbled, a forged-token answer).
 	RejectedOther int `json:"rejected_other"`
-	// Accepted were accepted: each is a violation.
+	// Accepted were accepted although a write with a newer token had
+	// already been accepted on the key: each is a violation.
 	Accepted int `json:"accepted"`
+	// AcceptedUnfenced were accepted before any newer token had reached
+	// the resource (the newer holder's write had not completed, or failed):
+	// the resource could not know; the checkers judge them.
+	AcceptedUnfenced int `json:"accepted_unfenced"`
 	// Indeterminate timed out or never completed: they may or may not have
 	// taken effect.
 	Indeterminate int `json:"indeterminate"`
@@ -38,6 +43,9 @@ const maxLateExamples = 10
 // Line says the count and how the writes ended, in one line.
 func (l LateWrites) Line() string {
 	s := fmt.Sprintf("late writes by expired holders: %d (rejected as stale %d, accepted %d, indeterminate %d", l.Total, l.RejectedStale, l.Accepted, l.Indeterminate)
+	if l.AcceptedUnfenced > 0 {
+		s += fmt.Sprintf(", accepted before a newer token reached the resource %d", l.AcceptedUnfenced)
+	}
 	if l.RejectedOther > 0 {
 		s += fmt.Sprintf(", rejected for another reason %d", l.RejectedOther)
 	}
@@ -46,28 +54,38 @@ func (l LateWrites) Line() string {
 
 // lateWrites finds them in ops (sorted by invoke index, i.e. call time).
 func lateWrites(ops []*history.Op) LateWrites {
-	type grant struct {
-		ret int64
-		n   uint64
+	// grants are ok acquires per lock, stored ok writes per key, each by
+	// return time: what had happened before a write was sent.
+	grants, stored := map[string]*returned{}, map[string]*returned{}
+	add := func(m map[string]*returned, o *history.Op) {
+		if m[o.Key] == nil {
+			m[o.Key] = &returned{}
+		}
+		m[o.Key].ops = append(m[o.Key].ops, grant{o.Return, o.Token.N})
 	}
-	grants := map[string][]grant{} // ok acquires per lock
 	for _, o := range ops {
-		if o.F == history.Acquire && o.Outcome == history.OutcomeOk && o.Token.State == history.TokenValid {
-			grants[o.Key] = append(grants[o.Key], grant{o.Return, o.Token.N})
+		if o.Outcome != history.OutcomeOk || o.Token.State != history.TokenValid {
+			continue
+		}
+		switch o.F {
+		case history.Acquire:
+			add(grants, o)
+		case history.Write:
+			add(stored, o)
 		}
 	}
-	for _, g := range grants {
-		sort.Slice(g, func(i, j int) bool { return g[i].ret < g[j].ret })
+	for _, m := range []map[string]*returned{grants, stored} {
+		for _, r := range m {
+			sort.Slice(r.ops, func(i, j int) bool { return r.ops[i].ret < r.ops[j].ret })
+		}
 	}
-	next := map[string]int{}      // per lock: grants seen so far
-	newest := map[string]uint64{} // per lock: newest token granted so far
 	type holder struct {
 		proc int
 		lock string
 	}
 	held := map[holder]string{} // token the process's last ok acquire of the lock returned
 	var out LateWrites
-	var accepted, others []int64
+	var violations, others []int64
 	for _, o := range ops {
 		switch {
 		case o.F == history.Acquire && o.Outcome == history.OutcomeOk:
@@ -84,23 +102,17 @@ func lateWrites(ops []*history.Op) LateWrites {
 			continue // not a holder writing with its own token (a forger, another tool)
 		}
 		t := history.ParseToken(sent)
-		if t.State != history.TokenValid {
-			continue
-		}
-		g, i := grants[o.Key], next[o.Key]
-		for i < len(g) && g[i].ret < o.Call {
-			newest[o.Key] = max(newest[o.Key], g[i].n)
-			i++
-		}
-		next[o.Key] = i
-		if newest[o.Key] <= t.N {
+		if t.State != history.TokenValid || grants[o.Key].newestBefore(o.Call) <= t.N {
 			continue
 		}
 		out.Total++
 		switch {
-		case o.Outcome == history.OutcomeOk:
+		case o.Outcome == history.OutcomeOk && stored[o.Key].newestBefore(o.Call) > t.N:
 			out.Accepted++
-			accepted = append(accepted, o.ID)
+			violations = append(violations, o.ID)
+		case o.Outcome == history.OutcomeOk:
+			out.AcceptedUnfenced++
+			others = append(others, o.ID)
 		case o.Outcome == history.OutcomeFail && o.Error == "stale":
 			out.RejectedStale++
 			others = append(others, o.ID)
@@ -112,9 +124,35 @@ func lateWrites(ops []*history.Op) LateWrites {
 			others = append(others, o.ID)
 		}
 	}
-	out.Examples = append(accepted, others...)
+	out.Examples = append(violations, others...)
 	if len(out.Examples) > maxLateExamples {
 		out.Examples = out.Examples[:maxLateExamples]
 	}
 	return out
+}
+
+type grant struct {
+	ret int64
+	n   uint64
+}
+
+// returned is one key's operations by return time, with a cursor: calls
+// come in time order, so each operation is passed once.
+type returned struct {
+	ops    []grant
+	next   int
+	newest uint64
+}
+
+// newestBefore is the newest token among the operations that returned
+// before t (0 when none; nil: none at all).
+func (r *returned) newestBefore(t int64) uint64 {
+	if r == nil {
+		return 0
+	}
+	for r.next < len(r.ops) && r.ops[r.next].ret < t {
+		r.newest = max(r.newest, r.ops[r.next].n)
+		r.next++
+	}
+	return r.newest
 }

@@ -46,6 +46,17 @@ func TestLateWritesByExpiredHoldersAreCountedFromTheHistory(t *testing.T) {
 	assert.Equal(t, 1, res.LateWrites.Accepted)
 	assert.Equal(t, models.Invalid, res.Verdict, "an accepted late write is a violation")
 
+	// The newer holder's write had not reached the resource: accepting the
+	// old token was all the resource could do.
+	b := historytest.New()
+	b.OnProcess(1).Acquire("k", 0, 5, "1")
+	b.OnProcess(2).Acquire("k", 1100, 1105, "2")
+	b.OnProcess(1).Write("k", "1", "v1", 1200, 1205)
+	res = check(b)
+	assert.Equal(t, 1, res.LateWrites.AcceptedUnfenced)
+	assert.Zero(t, res.LateWrites.Accepted)
+	assert.Equal(t, models.Valid, res.Verdict, res.Reason)
+
 	res = check(scenario(historytest.New(), func(b *historytest.Builder) {
 		b.WriteInfo("k", "1", "v1", 1200, 1205)
 	}))
@@ -53,7 +64,7 @@ func TestLateWritesByExpiredHoldersAreCountedFromTheHistory(t *testing.T) {
 
 	// The holder wrote before the newer token was granted: not late. A
 	// forged token sent by a process that never acquired it: not a holder.
-	b := historytest.New()
+	b = historytest.New()
 	b.OnProcess(1).Acquire("k", 0, 5, "1")
 	b.OnProcess(1).Write("k", "1", "v1", 10, 15)
 	b.OnProcess(2).Acquire("k", 1100, 1105, "2")

@@ -43,6 +43,9 @@ func (pause) Applicable(env *Env) (bool, string) {
 // up late.
 func (pause) Timing(env *Env) Timing {
 	t := DefaultTiming
+	// Short quiet periods: a holder pause is the seeds' scenario, and a
+	// run of 30 s should see it many times.
+	t.QuietMin, t.QuietMax = 500*time.Millisecond, 1500*time.Millisecond
 	t.FaultMin = env.TTL + env.TTL/2
 	t.FaultMax = 2*env.TTL + env.TTL/2
 	return t
@@ -117,10 +120,12 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		d := time.Duration(pp.StallMS) * time.Millisecond
 		woke := env.Holders.PauseHolders(n, d)
 		granted, late := env.Holders.Lease()
-		// The fault lasts until the paused holders woke and wrote (bounded:
-		// a holder that never acquires again must not hold the schedule).
+		// The fault lasts until the holders it paused woke and wrote; those
+		// it had not reached by then are not paused (bounded: a holder
+		// stuck in a request must not hold the schedule).
 		stop := func(ctx context.Context) error {
-			t := time.NewTimer(2*d + 2*granted + 5*time.Second)
+			woke := woke()
+			t := time.NewTimer(d + 3*granted + 3*time.Second)
 			defer t.Stop()
 			select {
 			case <-woke:

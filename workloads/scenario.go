@@ -41,16 +41,26 @@ type pauses struct {
 
 // PauseHolders makes the next n clients that acquire a lock, each on a lock
 // no other paused holder has, stall for d before writing; see HolderPauser.
-func (w *Fenced) PauseHolders(n int, d time.Duration) <-chan struct{} {
+func (w *Fenced) PauseHolders(n int, d time.Duration) func() <-chan struct{} {
 	p := &holderPause{d: d, left: max(n, 1), done: make(chan struct{})}
 	w.pz.mu.Lock()
 	defer w.pz.mu.Unlock()
-	if w.pz.ended {
-		p.close()
+	end := func() <-chan struct{} {
+		w.pz.mu.Lock()
+		defer w.pz.mu.Unlock()
+		p.left = 0
+		if p.active == 0 {
+			p.close()
+		}
 		return p.done
 	}
+	if w.pz.ended {
+		p.left = 0
+		p.close()
+		return end
+	}
 	w.pz.queue = append(w.pz.queue, p)
-	return p.done
+	return end
 }
 
 // MaxPaused is how many holders can stall at once: one per lock, leaving at
