@@ -191,3 +191,23 @@ func TestHistoryRecordsARunCutShort(t *testing.T) {
 	assert.Equal(t, map[string]any{history.RunExtraAction: history.RunEnd, history.RunExtraComplete: true, history.RunExtraCutShort: true}, x[len(x)-1])
 	assert.True(t, res.Run.CutShort)
 }
+
+// The seeds' scenario on purpose: under pause, holders stall past the lease
+// granted while a second client takes their lock and writes; each woken
+// holder's late write is counted from the history and, on the reference,
+// rejected as stale. The run records each writer's profile.
+func TestPauseMakesLateWritesThatTheReferenceRejects(t *testing.T) {
+	cfg := gate.Config{Target: "memory", Time: 5 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
+		TTL: 300 * time.Millisecond, OpTimeout: 500 * time.Millisecond, Nemesis: "pause", Seed: 3,
+		Store: t.TempDir(), CheckTimeout: 20 * time.Second}
+	res, err := gate.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	assert.Equal(t, models.Valid, res.Verdict, "gate: %v", res.Reasons)
+	lw := res.Checked.LateWrites
+	assert.GreaterOrEqual(t, lw.Total, 3, "late writes: %+v", lw)
+	assert.Zero(t, lw.Accepted, "the reference rejects every late write after a newer one")
+	assert.Positive(t, lw.RejectedStale)
+	events, err := history.ReadFile(res.Run.HistoryPath)
+	require.NoError(t, err)
+	assert.JSONEq(t, `["steady","many-locks","skewed","long-holders"]`, string(events[0].Extra[history.RunExtraProfiles]))
+}

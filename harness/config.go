@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/workloads"
 )
 
 // Config is every setting of one run, from the target to the checkers: what
@@ -42,6 +43,10 @@ type Config struct {
 	OpTimeout time.Duration `json:"op_timeout_ns"`
 	// Forge adds the forge workload (writes with tokens no issuer signed).
 	Forge bool `json:"forge"`
+	// Profile is the workload's traffic (workloads/profiles.go): a
+	// profile, a comma-separated list the writers take in turn, or "all":
+	// each writer one profile, the mix drawn from Seed.
+	Profile string `json:"profile"`
 
 	// Nemesis is the comma-separated nemesis list: names, "all" (every one
 	// that applies, except opt-in ones) or "none".
@@ -95,7 +100,7 @@ func Default() Config {
 	return Config{
 		Target: "memory",
 		Time:   30 * time.Second, Concurrency: 5, Keys: 3, Readers: 2,
-		TTL: DefaultTTL, OpTimeout: time.Second,
+		TTL: DefaultTTL, OpTimeout: time.Second, Profile: workloads.ProfileAll,
 		Nemesis: "all", Recovery: 30 * time.Second,
 		Checker: analysis.CheckerBoth, CheckTimeout: analysis.DefaultTimeout, MinOps: analysis.DefaultMinOps,
 		Store: "store",
@@ -129,6 +134,7 @@ func (c Config) WithDefaults() Config {
 	orDuration(&c.TTL, d.TTL)
 	orDuration(&c.OpTimeout, d.OpTimeout)
 	orString(&c.Nemesis, d.Nemesis)
+	orString(&c.Profile, d.Profile)
 	orDuration(&c.Recovery, d.Recovery)
 	orString(&c.Checker, d.Checker)
 	orDuration(&c.CheckTimeout, d.CheckTimeout)
@@ -168,6 +174,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := nemesis.Parse(c.Nemesis); err != nil {
 		bad("--nemesis: %v", err)
+	}
+	if _, err := workloads.ParseProfile(c.Profile); err != nil {
+		bad("--profile: %v", err)
 	}
 	if c.Recovery <= 0 {
 		bad("--recovery must be positive, got %s", c.Recovery)
@@ -227,6 +236,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
 	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed")
+	fs.StringVar(&c.Profile, "profile", d.Profile, "workload traffic profile(s): "+strings.Join(workloads.ProfileNames(), ", ")+" (all: each writer one profile, the mix drawn from --seed; a list: the writers take them in turn)")
 	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except "+strings.Join(nemesis.OptInNames(), " and ")+") or 'none'")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
 	fs.StringVar(&c.Schedule, "schedule", d.Schedule, "replay this fault schedule (a run's schedule.json) instead of drawing faults from --seed; its nemeses replace --nemesis, and without --time its main phase is the schedule's")

@@ -168,7 +168,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	}
 	wl, err := workloads.NewFenced(workloads.Config{
 		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, TTL: cfg.TTL,
-		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
+		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile,
 		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
 	if err != nil {
@@ -211,7 +211,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	// the workload, so times (and time to detection) do not count setup.
 	if _, err := rec.Begin(runEvent(history.RunStart, map[string]any{
 		history.RunExtraRequested: cfg.Nemesis, history.RunExtraNemeses: names,
-		history.RunExtraNotApplicable: sel.NotApplicable,
+		history.RunExtraNotApplicable: sel.NotApplicable, history.RunExtraProfiles: wl.Mix(),
 	})); err != nil {
 		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
 	}
@@ -223,7 +223,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 
 	prog := newProgress(cfg.Progress, cfg.Time, sched.Active)
 	rec.Listen(prog.observe)
-	logf("main phase: %s, %d clients on %d keys, nemeses %v, seed %d", cfg.Time, cfg.Concurrency, cfg.Keys, names, cfg.Seed)
+	logf("main phase: %s, %d clients, profiles %v, nemeses %v, seed %d", cfg.Time, cfg.Concurrency, wl.Mix(), names, cfg.Seed)
 	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseMain}))
 	prog.run()
 	mainCtx, cancel := context.WithTimeout(ctx, cfg.Time)

@@ -11,7 +11,8 @@ package history
 //   - "start" (time 0, the first event): extra.requested is the nemesis list
 //     as asked for ("all", "pause,restart", "none"); extra.nemeses the
 //     nemeses that will act; extra.not_applicable maps each requested one
-//     that cannot act on the target to why.
+//     that cannot act on the target to why; extra.profiles each writer's
+//     workload profile, in writer order.
 //   - "phase": extra.phase names the phase that begins now: "main", "final"
 //     (heal, recovery, final reads).
 //   - "problem": something went wrong that did not stop the run;
@@ -46,6 +47,7 @@ const (
 	RunExtraComplete      = "complete"
 	RunExtraCutShort      = "cut_short"
 	RunExtraWaited        = "waited"
+	RunExtraProfiles      = "profiles"
 )
 
 // Phases named by phase events.

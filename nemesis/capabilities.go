@@ -82,12 +82,12 @@ type ClockExplainer interface {
 // lock no other paused holder has) stall for d before they write with their
 // tokens, as a GC pause would make them; while each stalls, another client
 // takes its lock once the lease ran out and writes, so the first one wakes
-// with a token older than one already granted. The function it returns
-// ends the request (holders not reached by then are not paused) and returns
-// a channel closed once every holder it paused has woken and written (or
-// the run ended).
+// with a token older than one already granted. done is closed once n
+// holders were paused and each woke and wrote (or the run ended); drop
+// gives up on the holders not reached yet, after which done closes once
+// those already paused are done.
 type HolderPauser interface {
-	PauseHolders(n int, d time.Duration) (end func() <-chan struct{})
+	PauseHolders(n int, d time.Duration) (done <-chan struct{}, drop func())
 	// MaxPaused is how many holders can be paused at once (one per lock).
 	MaxPaused() int
 	// Lease is what the run learned of the system's leases: the longest

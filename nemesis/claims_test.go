@@ -60,12 +60,12 @@ type holders struct {
 	granted, late time.Duration
 }
 
-func (h *holders) PauseHolders(n int, d time.Duration) func() <-chan struct{} {
+func (h *holders) PauseHolders(n int, d time.Duration) (<-chan struct{}, func()) {
 	h.paused = append(h.paused, d)
 	h.n = append(h.n, n)
 	done := make(chan struct{})
 	close(done)
-	return func() <-chan struct{} { return done }
+	return done, func() {}
 }
 func (h *holders) MaxPaused() int                        { return 3 }
 func (h *holders) Lease() (time.Duration, time.Duration) { return h.granted, h.late }

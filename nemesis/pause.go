@@ -118,19 +118,29 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		}
 		n := max(pp.Holders, 1)
 		d := time.Duration(pp.StallMS) * time.Millisecond
-		woke := env.Holders.PauseHolders(n, d)
+		done, drop := env.Holders.PauseHolders(n, d)
 		granted, late := env.Holders.Lease()
-		// The fault lasts until the holders it paused woke and wrote; those
-		// it had not reached by then are not paused (bounded: a holder
-		// stuck in a request must not hold the schedule).
+		// The fault lasts until the holders it paused woke and wrote. A
+		// system that is down for other faults may grant no lock for a
+		// while: the holders not reached within a lease and a stall are
+		// dropped (and a holder stuck in a request must not hold the
+		// schedule either).
 		stop := func(ctx context.Context) error {
-			woke := woke()
-			t := time.NewTimer(d + 3*granted + 3*time.Second)
-			defer t.Stop()
-			select {
-			case <-woke:
-			case <-t.C:
-			case <-ctx.Done():
+			wait := func(d time.Duration) bool {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-done:
+					return true
+				case <-t.C:
+				case <-ctx.Done():
+					return true
+				}
+				return false
+			}
+			if !wait(d + granted + 2*time.Second) {
+				drop()
+				wait(d + 3*granted + 3*time.Second)
 			}
 			return nil
 		}

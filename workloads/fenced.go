@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,10 @@ type Config struct {
 	ReplayShare float64
 	// ReadShare is the share of writer iterations followed by a read.
 	ReadShare float64
+	// Profile is the traffic: a profile name, a comma-separated list (the
+	// writers take them in turn), or "all"/"" (a mix drawn from Seed;
+	// profiles.go).
+	Profile string
 }
 
 // Fenced is the main workload: each writer loops acquire → write (→ replay)
@@ -57,6 +62,11 @@ type Fenced struct {
 	granted, late atomic.Int64
 	// clock is the clients' wall clock.
 	clock *fencing.OffsetClock
+	// mix is each writer's profile, keys every key of the mix; stormers
+	// are each storm writer's processes.
+	mix      []Profile
+	keys     []string
+	stormers [][]*recorder
 }
 
 // ClientClockNode names the clients' wall clock for the clock nemesis.
@@ -76,8 +86,26 @@ func NewFenced(cfg Config) (*Fenced, error) {
 	if cfg.ReadShare == 0 {
 		cfg.ReadShare = 0.3
 	}
-	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fencing.NewOffsetClock()}, nil
+	names, err := ParseProfile(cfg.Profile)
+	if err != nil {
+		return nil, err
+	}
+	mix := Mix(names, cfg.Clients, cfg.Seed)
+	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fencing.NewOffsetClock(), mix: mix,
+		keys: keyNames(mix, cfg.Keys), stormers: make([][]*recorder, cfg.Clients)}, nil
 }
+
+// Mix names each writer's profile, in writer order.
+func (w *Fenced) Mix() []string {
+	out := make([]string, len(w.mix))
+	for i, p := range w.mix {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Keys lists every key the run's profiles use.
+func (w *Fenced) Keys() []string { return slices.Clone(w.keys) }
 
 // Processes is the process allocator, shared with other workloads of the run
 // so process numbers stay unique.
@@ -95,7 +123,7 @@ func (w *Fenced) SetClockOffset(_ context.Context, node string, offset time.Dura
 	return nil
 }
 
-// Key names the i-th key.
+// Key names the i-th key of the steady profile.
 func Key(i int) string { return fmt.Sprintf("k%d", i) }
 
 // Run drives the clients until ctx ends.
@@ -122,11 +150,23 @@ func (w *Fenced) value(r *recorder) string {
 
 func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) {
 	rng := w.rng(worker)
+	prof := w.mix[worker]
+	keys := newPicker(prof, w.cfg.Keys, rng)
 	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
 	issuer := w.cfg.Issuers[worker%len(w.cfg.Issuers)]
 	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
+	first := true
 	for ctx.Err() == nil {
-		key := Key(rng.IntN(w.cfg.Keys))
+		if !first && prof.think[1] > 0 {
+			sleepCtx(ctx, between(rng, prof.think[0], prof.think[1]))
+		}
+		first = false
+		ki := keys.pick(rng)
+		key := prof.key(ki)
+		if prof.storm > 1 {
+			w.storm(ctx, rec, worker, prof, key, rng)
+			continue
+		}
 		owner := fmt.Sprintf("w%d-p%d", worker, r.proc)
 		leaseEnd := w.clock.Now().Add(w.cfg.TTL) // reckoned from the send: the safe start
 		sent := time.Now()
@@ -139,6 +179,19 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		token := acq.Token
 		granted := max(acq.TTL, w.cfg.TTL)
 		w.learnGranted(acq.TTL)
+		writes := betweenInt(rng, prof.writes[0], prof.writes[1])
+		if rng.Float64() < prof.crash {
+			// The holder crashes while holding: maybe after a write, never
+			// releasing. Its process is gone; the lock is free once the
+			// lease runs out.
+			if writes > 0 && ctx.Err() == nil {
+				v := w.value(r)
+				r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+					func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+			}
+			r.proc = w.procs.Next()
+			continue
+		}
 		clockWasOff := w.clock.Offset() != 0
 		if clockWasOff && rng.IntN(4) == 0 {
 			// Slow work while the clock is off: a step during it moves
@@ -161,6 +214,12 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			continue
 		}
 		paused := w.claimPause(key)
+		if paused == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
+			// A holder of a cold key stalls long: its key sits idle after
+			// the taker's write until this holder's late one.
+			_, late := w.Lease()
+			paused = w.claimLongPause(key, max(between(rng, 3*time.Second, 15*time.Second), granted+late+w.cfg.TTL/2))
+		}
 		if paused != nil {
 			// The GC pause: the lease runs out meanwhile and another client
 			// takes the lock. The holder decided to write before it, so it
@@ -181,13 +240,18 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		// A woken holder writes again with its token (its work goes on, as
 		// it believes it holds the lock); others sometimes retry an
 		// accepted write (a replay).
-		if ctx.Err() == nil && wr.Type != history.Info && (paused != nil || wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare) {
+		if ctx.Err() == nil && wr.Type != history.Info && (paused != nil || writes == 1 && wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare) {
 			v2 := w.value(r)
 			r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v2, Node: resource.Node(), Extra: belief},
 				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v2)) })
 		}
 		if paused != nil {
 			w.unclaim(paused, key)
+		}
+		if paused == nil && writes > 1 && wr.Type != history.Info {
+			if wr = w.holdLong(ctx, r, issuer, resource, key, owner, token, granted, writes-1, rng); wr.Type == history.Info {
+				continue // retired: a process that saw info does nothing more
+			}
 		}
 		if rng.Float64() < w.cfg.ReadShare && ctx.Err() == nil {
 			r.do(ctx, history.Event{F: history.Read, Key: key, Node: resource.Node()},
@@ -203,12 +267,85 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 	}
 }
 
+// holdLong is a long holder's tenure: n more writes with its token, a fifth
+// of a lease apart, renewing whenever a third of the granted lease has gone
+// by since the last grant, and checking its lease by its own clock before
+// each write, as a careful client does. It stops when a renew says the
+// lease is lost or an operation's outcome is unknown; the last reply says
+// which.
+func (w *Fenced) holdLong(ctx context.Context, r *recorder, issuer, resource Conn, key, owner, token string, granted time.Duration, n int, rng *rand.Rand) Reply {
+	last := Reply{Type: history.Ok}
+	grantedAt := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		sleepCtx(ctx, w.cfg.TTL/5+time.Duration(rng.Int64N(int64(w.cfg.TTL/10)+1)))
+		if time.Since(grantedAt) > granted/3 {
+			sent := time.Now()
+			rn := r.do(ctx, history.Event{F: history.Renew, Key: key, Token: token, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
+				func(c context.Context) Reply { return issuer.Renew(c, key, owner, token, w.cfg.TTL) })
+			if rn.Type != history.Ok {
+				return rn
+			}
+			grantedAt = sent
+			granted = max(rn.TTL, w.cfg.TTL)
+		}
+		if time.Since(grantedAt) >= min(granted, w.cfg.TTL) || ctx.Err() != nil {
+			return last // the lease ran out by this client's clock
+		}
+		v := w.value(r)
+		last = r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		if last.Type == history.Info {
+			return last
+		}
+	}
+	return last
+}
+
+// storm is one acquire storm: prof.storm processes ask for key at the same
+// instant; whoever gets it writes and releases.
+func (w *Fenced) storm(ctx context.Context, rec *history.Recorder, worker int, prof Profile, key string, rng *rand.Rand) {
+	if w.stormers[worker] == nil {
+		for i := 0; i < prof.storm; i++ {
+			w.stormers[worker] = append(w.stormers[worker], newRecorder(rec, w.procs, w.cfg.OpTimeout))
+		}
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, r := range w.stormers[worker] {
+		issuer := w.cfg.Issuers[(worker+i)%len(w.cfg.Issuers)]
+		resource := w.cfg.Resources[(worker+i)%len(w.cfg.Resources)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			owner := fmt.Sprintf("x%d-p%d", worker, r.proc)
+			acq := r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
+				func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
+			if acq.Type != history.Ok || ctx.Err() != nil {
+				return
+			}
+			w.learnGranted(acq.TTL)
+			token := acq.Token
+			v := w.value(r)
+			wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+			if wr.Type != history.Info && ctx.Err() == nil {
+				r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
+					func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	backoff(ctx, rng)
+}
+
 func (w *Fenced) reader(ctx context.Context, rec *history.Recorder, worker int) {
 	rng := w.rng(worker)
 	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
 	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
 	for ctx.Err() == nil {
-		key := Key(rng.IntN(w.cfg.Keys))
+		key := w.keys[rng.IntN(len(w.keys))]
 		r.do(ctx, history.Event{F: history.Read, Key: key, Node: resource.Node()},
 			func(c context.Context) Reply { return resource.Read(c, key) })
 		sleepCtx(ctx, time.Duration(5+rng.IntN(20))*time.Millisecond)
@@ -222,11 +359,10 @@ func (w *Fenced) FinalReads(ctx context.Context, rec *history.Recorder) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var unknown []string
-	for i := 0; i < w.cfg.Keys; i++ {
+	for i, key := range w.keys {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			key := Key(i)
 			res := w.cfg.Resources[i%len(w.cfg.Resources)]
 			r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
 			for try := 0; try < 5 && ctx.Err() == nil; try++ {

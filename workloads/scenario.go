@@ -41,26 +41,25 @@ type pauses struct {
 
 // PauseHolders makes the next n clients that acquire a lock, each on a lock
 // no other paused holder has, stall for d before writing; see HolderPauser.
-func (w *Fenced) PauseHolders(n int, d time.Duration) func() <-chan struct{} {
+func (w *Fenced) PauseHolders(n int, d time.Duration) (<-chan struct{}, func()) {
 	p := &holderPause{d: d, left: max(n, 1), done: make(chan struct{})}
 	w.pz.mu.Lock()
 	defer w.pz.mu.Unlock()
-	end := func() <-chan struct{} {
+	drop := func() {
 		w.pz.mu.Lock()
 		defer w.pz.mu.Unlock()
 		p.left = 0
 		if p.active == 0 {
 			p.close()
 		}
-		return p.done
 	}
 	if w.pz.ended {
 		p.left = 0
 		p.close()
-		return end
+		return p.done, drop
 	}
 	w.pz.queue = append(w.pz.queue, p)
-	return end
+	return p.done, drop
 }
 
 // MaxPaused is how many holders can stall at once: one per lock, leaving at
@@ -100,6 +99,21 @@ func (w *Fenced) claimPause(key string) *holderPause {
 	}
 	w.pz.keys[key] = true
 	return p
+}
+
+// claimLongPause pauses the holder of key for d on its own (a profile's
+// stalled holder), or returns nil when key's holder is paused already.
+func (w *Fenced) claimLongPause(key string, d time.Duration) *holderPause {
+	w.pz.mu.Lock()
+	defer w.pz.mu.Unlock()
+	if w.pz.keys[key] {
+		return nil
+	}
+	if w.pz.keys == nil {
+		w.pz.keys = map[string]bool{}
+	}
+	w.pz.keys[key] = true
+	return &holderPause{d: d, active: 1, done: make(chan struct{})}
 }
 
 // unclaim ends a paused holder's part in p.
