@@ -34,8 +34,9 @@ build:
 # The main job. The exit code is the verdict: 0 valid, 1 invalid, 2 unknown,
 # 3 could not run, 64 usage error.
 test: build $(if $(filter memory spec:%,$(TARGET)),,deps-docker)
-	./$(BIN) test --target $(TARGET) --time $(TIME) --nemesis $(NEMESIS) --seed $(SEED) \
-		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(ARGS)
+	@./$(BIN) test --target $(TARGET) --time $(TIME) --nemesis $(NEMESIS) --seed $(SEED) \
+		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(ARGS); \
+	code=$$?; echo "fencecheck exit code: $$code (0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage; make itself exits 2 on any of 1-64)"; exit $$code
 
 check: vet fmt-check deps unit
 

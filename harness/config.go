@@ -41,7 +41,8 @@ type Config struct {
 	TTL time.Duration `json:"ttl_ns"`
 	// OpTimeout bounds each client request; past it the op is info.
 	OpTimeout time.Duration `json:"op_timeout_ns"`
-	// Forge adds the forge workload (writes with tokens no issuer signed).
+	// Forge adds the forge workload (writes with tokens no issuer signed);
+	// a target that declares authenticated tokens always gets it.
 	Forge bool `json:"forge"`
 	// Profile is the workload's traffic (workloads/profiles.go): a
 	// profile, a comma-separated list the writers take in turn, or "all":
@@ -235,7 +236,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read (0: none)")
 	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
-	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed")
+	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed (always on for a target that declares authenticated tokens)")
 	fs.StringVar(&c.Profile, "profile", d.Profile, "workload traffic profile(s): "+strings.Join(workloads.ProfileNames(), ", ")+" (all: each writer one profile, the mix drawn from --seed; a list: the writers take them in turn)")
 	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except "+strings.Join(nemesis.OptInNames(), " and ")+") or 'none'")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")

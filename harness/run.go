@@ -229,7 +229,10 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	mainCtx, cancel := context.WithTimeout(ctx, cfg.Time)
 	g, gctx := errgroup.WithContext(mainCtx)
 	g.Go(func() error { return wl.Run(gctx, rec) })
-	if cfg.Forge {
+	// A target that declares authenticated tokens promises to reject forged
+	// ones: the forger runs whether or not --forge was given, or an
+	// unverified seal would pass unnoticed.
+	if cfg.Forge || target.Semantics().Authenticated {
 		g.Go(func() error { return runForge(gctx, rec, wl, linkedEps, cfg) })
 	}
 	g.Go(func() error { sched.Run(gctx); return nil })
