@@ -44,6 +44,10 @@ type Config struct {
 	// Forge adds the forge workload (writes with tokens no issuer signed);
 	// a target that declares authenticated tokens always gets it.
 	Forge bool `json:"forge"`
+	// StrictContract stops a spec target's start at any deviation from the
+	// contract the preflight finds; otherwise deviations that cannot let a
+	// bad token through are reported and the run goes on.
+	StrictContract bool `json:"strict_contract,omitempty"`
 	// Profile is the workload's traffic (workloads/profiles.go): a
 	// profile, a comma-separated list the writers take in turn, or "all":
 	// each writer one profile, the mix drawn from Seed.
@@ -237,6 +241,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
 	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed (always on for a target that declares authenticated tokens)")
+	fs.BoolVar(&c.StrictContract, "strict-contract", d.StrictContract, "stop at any deviation from Fencing API v1 the preflight finds (as fencecheck conform judges); without it, deviations that cannot let a stale, equal, missing or forged token through are reported and the run goes on")
 	fs.StringVar(&c.Profile, "profile", d.Profile, "workload traffic profile(s): "+strings.Join(workloads.ProfileNames(), ", ")+" (all: each writer one profile, the mix drawn from --seed; a list: the writers take them in turn)")
 	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except "+strings.Join(nemesis.OptInNames(), " and ")+") or 'none'")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")

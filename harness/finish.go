@@ -61,5 +61,8 @@ func RunInfoOf(run *Run) reports.RunInfo {
 	for n := range run.Nemeses {
 		info.Nemeses = append(info.Nemeses, n)
 	}
+	for _, d := range run.ContractDeviations {
+		info.Notes = append(info.Notes, "contract deviation, reported (it cannot let a stale, equal, missing or forged token through; --strict-contract stops at it): "+d)
+	}
 	return info
 }

@@ -77,6 +77,9 @@ type Run struct {
 	NotApplicable map[string]string
 	// Endpoints the clients used.
 	Endpoints Endpoints
+	// ContractDeviations are the preflight's deviations from Fencing API v1
+	// that cannot let a bad token through: the run went on past them.
+	ContractDeviations []string
 	// RunErrors are problems during the run that did not stop it (heal
 	// failed, recovery timed out), each also a problem event in the history;
 	// reported beside the verdict.
@@ -155,6 +158,12 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: target %s did not start: %v", ErrCannotRun, target.Name(), err)
 	}
 	run.Endpoints = eps
+	if cr, ok := target.(ContractReporter); ok {
+		for _, d := range cr.ContractDeviations() {
+			run.ContractDeviations = append(run.ContractDeviations, d)
+			logf("contract deviation (reported; the run goes on): %s", d)
+		}
+	}
 
 	rec, err := history.Create(run.HistoryPath)
 	if err != nil {

@@ -63,3 +63,10 @@ func (e Endpoints) All() []Endpoint {
 	}
 	return all
 }
+
+// ContractReporter is a target whose start checked the contract and went on
+// past deviations that cannot let a bad token through; the run reports them
+// (results.json and the report's notes).
+type ContractReporter interface {
+	ContractDeviations() []string
+}

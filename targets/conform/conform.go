@@ -55,6 +55,45 @@ type Deviation struct {
 	Request string `json:"request"`
 	// Text says what was wrong and what the contract wants.
 	Text string `json:"text"`
+	// Unsafe marks a deviation that lets a stale, equal, missing, malformed
+	// or forged token through (the write was accepted, or answered so its
+	// outcome cannot be known: 5xx, no answer), or that keeps the
+	// harness from driving the system (no health, no usable token, a
+	// newer write refused): a run cannot go on past it. Every other
+	// deviation (a status code, an error body) is reported and the run goes
+	// on, unless the contract is asked for strictly.
+	Unsafe bool `json:"unsafe,omitempty"`
+}
+
+// tokenChecks are the checks of writes the contract rejects: accepting one
+// lets a bad token through.
+var tokenChecks = map[string]bool{"write-equal-token": true, "write-stale-token": true, "write-missing-token": true,
+	"write-empty-token": true, "write-malformed-token": true, "write-forged-token": true, "write-stale-across-resources": true}
+
+// driveChecks are the checks without which the harness cannot drive the
+// system or classify its answers.
+var driveChecks = map[string]bool{"health": true, "acquire": true, "acquire-body": true, "write": true, "write-newer": true}
+
+// Unsafe lists the deviations a run cannot go on past (Deviation.Unsafe).
+func (r *Report) Unsafe() []Deviation {
+	var out []Deviation
+	for _, d := range r.Deviations {
+		if d.Unsafe {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Safe lists the other deviations.
+func (r *Report) Safe() []Deviation {
+	var out []Deviation
+	for _, d := range r.Deviations {
+		if !d.Unsafe {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func (d Deviation) String() string {
@@ -244,7 +283,12 @@ func (c *checker) pass() { c.rep.Checks++; c.rep.Passed++ }
 
 func (c *checker) deviate(check string, e harness.Endpoint, a answer, format string, args ...any) {
 	c.rep.Checks++
-	c.rep.Deviations = append(c.rep.Deviations, Deviation{Check: check, Node: e.Node, Request: a.req, Text: fmt.Sprintf(format, args...)})
+	// A bad token's write must end in a definite rejection: accepted, or
+	// answered so the outcome is unknown (5xx, no answer), it is unsafe;
+	// another 4xx than the contract's is a detail.
+	rejected := a.err == nil && a.status >= 400 && a.status < 500
+	unsafe := tokenChecks[check] && !rejected || driveChecks[check]
+	c.rep.Deviations = append(c.rep.Deviations, Deviation{Check: check, Node: e.Node, Request: a.req, Text: fmt.Sprintf(format, args...), Unsafe: unsafe})
 }
 
 func (c *checker) skip(format string, args ...any) {

@@ -253,3 +253,29 @@ func TestBrokenIssuerIsOneDeviation(t *testing.T) {
 	assert.False(t, rep.Has("write-equal-token"))
 	assert.Greater(t, rep.Passed, 20, "the resource checks ran with made-up tokens")
 }
+
+// A deviation in a detail (another 4xx than the contract's for a missing
+// token) is safe: the write was still rejected, and a run may go on past
+// it. An accepted replay is unsafe.
+func TestDeviationsAreSafeOrUnsafe(t *testing.T) {
+	good := fencing.NewServer(newStore(), fencing.ServerOptions{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.Header.Get(fencing.TokenHeader) == "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error":"bad-request","message":"no token"}`))
+			return
+		}
+		good.ServeHTTP(w, r)
+	})
+	rep := check(t, serve(t, h), models.DefaultSemantics())
+	require.True(t, rep.Has("write-missing-token"), "%v", rep.Deviations)
+	assert.Empty(t, rep.Unsafe(), "%v", rep.Deviations)
+	assert.NotEmpty(t, rep.Safe())
+
+	s := newStore()
+	s.acceptEqual = true
+	rep = check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), models.DefaultSemantics())
+	require.NotEmpty(t, rep.Unsafe())
+	assert.Equal(t, "write-equal-token", rep.Unsafe()[0].Check)
+}
