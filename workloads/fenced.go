@@ -213,6 +213,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			}
 			continue
 		}
+		unclaim := func() {}
 		paused := w.claimPause(key)
 		if paused == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
 			// A holder of a cold key stalls long: its key sits idle after
@@ -225,13 +226,13 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			// takes the lock. The holder decided to write before it, so it
 			// still believes in the lease it checked when it wakes.
 			t0 := time.Now()
-			w.stallHolder(ctx, rec, worker, paused, key, sent, granted)
+			woke := w.stallHolder(ctx, rec, worker, paused, key, sent, granted)
 			belief = stalledExtra(left, time.Since(t0))
+			p := paused
+			unclaim = func() { woke(); w.unclaim(p, key) }
 		}
 		if ctx.Err() != nil {
-			if paused != nil {
-				w.unclaim(paused, key)
-			}
+			unclaim()
 			return
 		}
 		v := w.value(r)
@@ -245,9 +246,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v2, Node: resource.Node(), Extra: belief},
 				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v2)) })
 		}
-		if paused != nil {
-			w.unclaim(paused, key)
-		}
+		unclaim()
 		if paused == nil && writes > 1 && wr.Type != history.Info {
 			if wr = w.holdLong(ctx, r, issuer, resource, key, owner, token, granted, writes-1, rng); wr.Type == history.Info {
 				continue // retired: a process that saw info does nothing more

@@ -170,24 +170,27 @@ func (w *Fenced) learnLate(d, granted time.Duration) {
 // stallHolder is the pause of one holder of key whose acquire was sent at
 // sent and granted granted: a taker is started that takes the lock once the
 // lease ran out and writes; the holder sleeps d and then waits for the
-// taker (bounded by the taker's own deadline).
-func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker int, p *holderPause, key string, sent time.Time, granted time.Duration) {
-	taken := make(chan struct{})
-	go func() {
-		defer close(taken)
-		w.takeOver(ctx, rec, worker, key, sent.Add(granted), granted)
-	}()
+// taker's write (bounded by the taker's own deadline). The taker keeps the
+// lock until the holder calls the returned function after its late writes,
+// as a new holder still at work when the old one wakes: the overlap of
+// their beliefs then holds the late writes fencing must stop.
+func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker int, p *holderPause, key string, sent time.Time, granted time.Duration) (woke func()) {
+	wrote, done := make(chan struct{}), make(chan struct{})
+	go w.takeOver(ctx, rec, worker, key, sent.Add(granted), granted, wrote, done)
 	sleepCtx(ctx, p.d)
 	select {
-	case <-taken:
+	case <-wrote:
 	case <-ctx.Done():
 	}
+	return func() { close(done) }
 }
 
 // takeOver is the second client of the scenario: from the lease's end (plus
 // the lateness learned so far) it asks for the lock until it gets it, writes
 // with its newer token and releases.
-func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int, key string, expiry time.Time, granted time.Duration) {
+func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int, key string, expiry time.Time, granted time.Duration, wrote chan struct{}, holderDone <-chan struct{}) {
+	wroteOnce := sync.OnceFunc(func() { close(wrote) })
+	defer wroteOnce()
 	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
 	issuer := w.cfg.Issuers[(worker+1)%len(w.cfg.Issuers)]
 	resource := w.cfg.Resources[(worker+1)%len(w.cfg.Resources)]
@@ -216,6 +219,15 @@ func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int
 		v := w.value(r)
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		wroteOnce()
+		// Still at work (within half its lease) when the old holder wakes.
+		t := time.NewTimer(g / 2)
+		select {
+		case <-holderDone:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 		if wr.Type != history.Info && ctx.Err() == nil {
 			r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
 				func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
