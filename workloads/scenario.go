@@ -177,11 +177,14 @@ func (w *Fenced) learnLate(d, granted time.Duration) {
 func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker int, p *holderPause, key string, sent time.Time, granted time.Duration) (woke func()) {
 	wrote, done := make(chan struct{}), make(chan struct{})
 	go w.takeOver(ctx, rec, worker, key, sent.Add(granted), granted, wrote, done)
-	sleepCtx(ctx, p.d)
+	t0 := time.Now()
 	select {
 	case <-wrote:
 	case <-ctx.Done():
 	}
+	// The stall is d, but the holder wakes within a quarter lease of the
+	// taker's write, while the taker still holds the lock.
+	sleepCtx(ctx, min(time.Until(t0.Add(p.d)), granted/4))
 	return func() { close(done) }
 }
 
@@ -220,8 +223,9 @@ func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
 		wroteOnce()
-		// Still at work (within half its lease) when the old holder wakes.
-		t := time.NewTimer(g / 2)
+		// Still at work (within three quarters of its lease) when the old
+		// holder wakes.
+		t := time.NewTimer(time.Until(sentAt.Add(g * 3 / 4)))
 		select {
 		case <-holderDone:
 		case <-t.C:
