@@ -37,7 +37,22 @@ type Row struct {
 	// Needs are the fault kinds the bug needs to show, as a shrink should
 	// find them (none: it shows without faults).
 	Needs []string
+	// Spec runs the row the user's way: the server is an external process
+	// described by a spec file the matrix writes (a command node, no offset
+	// file, no in-process hooks): SpecReference (`fencecheck reference
+	// --bug Bug`) or SpecPython (examples/python-fence with --bug Bug).
+	// Bug is then the server's switch, not fencecheck's --bug.
+	Spec string
+	// SpecSealKey makes the reference seal and verify tokens (the spec
+	// declares them authenticated; the forger runs by default).
+	SpecSealKey string
 }
+
+// Spec kinds of user-path rows.
+const (
+	SpecReference = "reference"
+	SpecPython    = "python-fence"
+)
 
 // expectInvalid says the row must be found invalid (a seeded bug or a
 // broken target); the other rows must be valid.
@@ -79,6 +94,69 @@ var Rows = []Row{
 	{Name: "redis-everysec", Target: "redis-everysec", Broken: true, Nemesis: "power-loss", Needs: []string{"power-loss"},
 		Mode: "counter and high-water not durable: appendfsync everysec loses the last second at a power loss"},
 	{Name: "redis-power-loss", Target: "redis", Nemesis: "power-loss", Mode: "Redis, appendfsync always, under power loss"},
+}
+
+// UserPathRows are the same bugs the user's way (issue 15): each server an
+// external process through a spec, as a user runs a system no one here
+// wrote. `--rows user-path` selects them all.
+var UserPathRows = func() []Row {
+	var out []Row
+	for _, r := range Rows[:8] {
+		u := Row{Name: "spec-" + r.Name, Bug: r.Bug, Mode: r.Mode, Needs: r.Needs, Spec: SpecReference}
+		if r.Bug == "accept-forged" {
+			u.SpecSealKey = matrixSealKey
+		}
+		out = append(out, u)
+	}
+	out = append(out, Row{Name: "spec-reference", Mode: "correct", Spec: SpecReference},
+		Row{Name: "spec-reference-sealed", Mode: "correct, sealed tokens, forger writing", Spec: SpecReference, SpecSealKey: matrixSealKey})
+	for _, b := range []struct{ bug, mode string }{
+		{"counter-in-memory", "counter reset"}, {"wallclock-tokens", "wall-clock tokens"},
+		{"accept-equal", "equal token accepted"}, {"missing-as-zero", "missing token accepted"},
+		{"forget-highwater", "forgotten high-water"},
+	} {
+		out = append(out, Row{Name: "python-" + b.bug, Bug: b.bug, Mode: b.mode, Spec: SpecPython})
+	}
+	return append(out, Row{Name: "python-fence", Mode: "correct", Spec: SpecPython})
+}()
+
+// specFile writes the spec of a user-path row into dir and returns its
+// path.
+func specFile(cfg Config, r Row, dir string) (string, error) {
+	bin, err := filepath.Abs(cfg.Fencecheck)
+	if err != nil {
+		return "", err
+	}
+	var command []string
+	switch r.Spec {
+	case SpecReference:
+		command = []string{bin, "reference", "--addr", "127.0.0.1:{port}", "--data", "{data}"}
+		if r.SpecSealKey != "" {
+			command = append(command, "--seal-key", r.SpecSealKey)
+		}
+	case SpecPython:
+		py, err := filepath.Abs(filepath.Join("examples", "python-fence", "fence.py"))
+		if err != nil {
+			return "", err
+		}
+		command = []string{"python3", py, "--port", "{port}", "--data", "{data}"}
+	default:
+		return "", fmt.Errorf("row %s: unknown spec kind %q", r.Name, r.Spec)
+	}
+	if r.Bug != "" {
+		command = append(command, "--bug", r.Bug)
+	}
+	spec := map[string]any{
+		"name": r.Name, "fencing_api": "v1", "start_timeout": "20s",
+		"semantics": map[string]any{"equal": "reject", "scope": "per-lock", "authenticated": r.SpecSealKey != ""},
+		"nodes":     []any{map[string]any{"name": "n1", "roles": []string{"issuer", "resource"}, "command": command}},
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "spec.json")
+	return path, os.WriteFile(path, b, 0o644)
 }
 
 // Config is one matrix invocation.
@@ -214,17 +292,22 @@ func selectRows(names []string) ([]Row, error) {
 		return Rows, nil
 	}
 	var out []Row
+	all := append(append([]Row(nil), Rows...), UserPathRows...)
 	for _, n := range names {
+		if n == "user-path" {
+			out = append(out, UserPathRows...)
+			continue
+		}
 		found := false
-		for _, r := range Rows {
+		for _, r := range all {
 			if r.Name == n {
 				out = append(out, r)
 				found = true
 			}
 		}
 		if !found {
-			var known []string
-			for _, r := range Rows {
+			known := []string{"user-path"}
+			for _, r := range all {
 				known = append(known, r.Name)
 			}
 			return nil, fmt.Errorf("unknown row %q (known: %s)", n, strings.Join(known, ", "))
@@ -240,12 +323,15 @@ func (c Config) Args(r Row, seed uint64, store string) []string {
 	if r.Target != "" {
 		target = r.Target
 	}
+	if r.Spec != "" {
+		target = "spec:" + filepath.Join(store, "spec.json") // runOne writes it
+	}
 	if r.Nemesis != "" {
 		nem = r.Nemesis
 	}
 	args := []string{"test", "--target=" + target, "--nemesis=" + nem, "--time=" + c.Time.String(),
 		"--seed=" + strconv.FormatUint(seed, 10), "--store=" + store, "--quiet"}
-	if r.Bug != "" {
+	if r.Bug != "" && r.Spec == "" {
 		args = append(args, "--bug="+r.Bug)
 	}
 	return append(args, r.Args...)
@@ -265,6 +351,12 @@ func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) O
 		return o
 	}
 	defer logf.Close()
+	if r.Spec != "" {
+		if _, err := specFile(cfg, r, dir); err != nil {
+			o.Err = err.Error()
+			return o
+		}
+	}
 	cmd := exec.CommandContext(ctx, cfg.Fencecheck, cfg.Args(r, seed, dir)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	start := time.Now()

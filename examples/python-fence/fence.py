@@ -23,6 +23,10 @@ Bug switches (--bug, repeatable) break it on purpose, for fencecheck's tests:
   no-fsync           the state is written and renamed into place but never
                      fsync'd (nor the folder): a crash keeps it (the page
                      cache survives), a power loss does not
+  wallclock-tokens   a token is the wall clock in milliseconds: a clock step back makes it
+                     smaller than one already handed out
+  forget-highwater   high-water marks are not persisted: after a crash the resource accepts
+                     any token again (values survive)
 
 Usage: fence.py --port PORT --data DIR [--host 127.0.0.1] [--bug NAME]...
 """
@@ -42,7 +46,7 @@ MAX_TTL_MS = 24 * 3600 * 1000
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 TOKEN_RE = re.compile(r"^(0|[1-9][0-9]{0,19})(?:\.([A-Za-z0-9_-]{1,256}))?$")
 MAX_U64 = (1 << 64) - 1
-BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory", "no-fsync")
+BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory", "no-fsync", "wallclock-tokens", "forget-highwater")
 
 
 class BadRequest(Exception):
@@ -100,6 +104,9 @@ class State:
             self.resources = saved.get("resources", {})
         if "counter-in-memory" in self.bugs:
             self.counters = {}
+        if "forget-highwater" in self.bugs:
+            for r in self.resources.values():
+                r["hw"] = 0
 
     def _persist(self):
         saved = {"resources": self.resources}
@@ -128,6 +135,8 @@ class State:
             if h and h["owner"] != owner and h["expires"] > now:
                 raise BadRequest(409, "held", "lock %s is held by another owner" % lock)
             token = self.counters.get(lock, 0) + 1
+            if "wallclock-tokens" in self.bugs:
+                token = self.clock.now_ns() // 1_000_000
             self.counters[lock] = token
             if "counter-in-memory" not in self.bugs:
                 self._persist()
