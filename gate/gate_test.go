@@ -85,11 +85,27 @@ func TestBuggyHostProcessSystemFails(t *testing.T) {
 	assert.Positive(t, res.Faults["restart"])
 }
 
-// A bug that breaks the contract stops the run before any fault: exit 3,
-// with the deviation in words.
-func TestContractBreakingSystemCannotRun(t *testing.T) {
+// The preflight is evidence: a replay the system accepted there is in the
+// history (its own phase) and the checkers find it, so the run is invalid
+// with the anomaly in words; --strict-contract keeps the strict meaning (a
+// deviation stops the run: exit 3, the deviation in words). A system whose
+// answers cannot be classified (a stale write answered 500) cannot run.
+func TestPreflightFindingsAreVerdicts(t *testing.T) {
 	res, err := Run(context.Background(), Config{Target: exampleSpec(t, "", "--bug", "accept-equal"),
-		Time: 3 * time.Second, Store: t.TempDir()})
+		Time: 2 * time.Second, Nemesis: "none", Store: t.TempDir()})
+	require.NoError(t, err)
+	assert.Equal(t, analysis.ExitInvalid, res.ExitCode)
+	found := false
+	for _, a := range res.Checked.Anomalies() {
+		found = found || a.Kind == models.KindReplayAccepted && strings.Contains(a.Key, "fencecheck-conform-")
+	}
+	assert.True(t, found, "the preflight's accepted replay is a violation: %v", res.Checked.Anomalies())
+	events, err := history.ReadFile(res.Run.HistoryPath)
+	require.NoError(t, err)
+	assert.JSONEq(t, `"preflight"`, string(events[1].Extra[history.RunExtraPhase]))
+
+	res, err = Run(context.Background(), Config{Target: exampleSpec(t, "", "--bug", "accept-equal"),
+		Time: 2 * time.Second, Nemesis: "none", StrictContract: true, Store: t.TempDir()})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, harness.ErrCannotRun)
 	assert.Equal(t, analysis.ExitCannot, res.ExitCode)

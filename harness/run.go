@@ -158,12 +158,6 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: target %s did not start: %v", ErrCannotRun, target.Name(), err)
 	}
 	run.Endpoints = eps
-	if cr, ok := target.(ContractReporter); ok {
-		for _, d := range cr.ContractDeviations() {
-			run.ContractDeviations = append(run.ContractDeviations, d)
-			logf("contract deviation (reported; the run goes on): %s", d)
-		}
-	}
 
 	rec, err := history.Create(run.HistoryPath)
 	if err != nil {
@@ -223,6 +217,38 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		history.RunExtraNotApplicable: sel.NotApplicable, history.RunExtraProfiles: wl.Mix(),
 	})); err != nil {
 		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
+	}
+	if pf, ok := target.(Preflighter); ok {
+		rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhasePreflight}))
+		logf("preflight: checking the Fencing API contract (every request recorded)")
+		// One process per lock owner (extra.owner), so a lease ends with its
+		// owner's release; a fresh one for every other request and after an
+		// info outcome.
+		owners := map[string]int{}
+		reported, err := pf.Preflight(ctx, func(inv history.Event) func(history.Event) {
+			owner := string(inv.Extra["owner"])
+			proc, ok := owners[owner]
+			if !ok || owner == "" {
+				proc = wl.Processes().Next()
+				owners[owner] = proc
+			}
+			inv.Process, inv.Type = proc, history.Invoke
+			rec.Record(inv)
+			return func(done history.Event) {
+				done.Process = proc
+				rec.Record(done)
+				if done.Type == history.Info {
+					delete(owners, owner)
+				}
+			}
+		})
+		for _, d := range reported {
+			logf("contract deviation (reported; the run goes on): %s", d)
+		}
+		run.ContractDeviations = reported
+		if err != nil {
+			return run, fmt.Errorf("%w: target %s: conformance preflight: %v", ErrCannotRun, target.Name(), err)
+		}
 	}
 	problem := func(phase, msg string) {
 		run.RunErrors = append(run.RunErrors, msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
@@ -64,9 +65,16 @@ func (e Endpoints) All() []Endpoint {
 	return all
 }
 
-// ContractReporter is a target whose start checked the contract and went on
-// past deviations that cannot let a bad token through; the run reports them
-// (results.json and the report's notes).
-type ContractReporter interface {
-	ContractDeviations() []string
+// OpRecorder records one client operation: it takes the invoke event (no
+// index, time or process) and returns the function that records its
+// completion.
+type OpRecorder = func(invoke history.Event) (complete func(history.Event))
+
+// Preflighter is a target that checks the contract once the history is
+// open, in its own phase before the main one, recording each request it
+// sends as a client operation: the same checkers judge them. It returns the
+// deviations the run goes on past, in words (for the report), or an error
+// when the system cannot be driven or its answers classified.
+type Preflighter interface {
+	Preflight(ctx context.Context, record OpRecorder) (reported []string, err error)
 }

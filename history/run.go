@@ -13,8 +13,9 @@ package history
 //     nemeses that will act; extra.not_applicable maps each requested one
 //     that cannot act on the target to why; extra.profiles each writer's
 //     workload profile, in writer order.
-//   - "phase": extra.phase names the phase that begins now: "main", "final"
-//     (heal, recovery, final reads).
+//   - "phase": extra.phase names the phase that begins now: "preflight"
+//     (a spec target's contract checks, recorded as client operations),
+//     "main", "final" (heal, recovery, final reads).
 //   - "problem": something went wrong that did not stop the run;
 //     extra.error says what (extra.phase where it happened), e.g. a
 //     recovery that timed out.
@@ -52,8 +53,11 @@ const (
 
 // Phases named by phase events.
 const (
-	PhaseMain  = "main"
-	PhaseFinal = "final"
+	// PhasePreflight: the contract preflight of a spec target, its
+	// requests recorded as client operations (judged like the others).
+	PhasePreflight = "preflight"
+	PhaseMain      = "main"
+	PhaseFinal     = "final"
 )
 
 // IsRun reports whether e is a run event.

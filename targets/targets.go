@@ -74,7 +74,7 @@ const SpecPrefix = "spec:"
 
 // New returns the target cfg.Target names, configured by cfg.
 func New(cfg harness.Config) (harness.Target, error) {
-	return open(cfg, spec.Options{StrictContract: cfg.StrictContract})
+	return open(cfg, spec.Options{StrictContract: cfg.StrictContract, DeferPreflight: true})
 }
 
 // NewWithoutPreflight is New, except that a spec target does not run the

@@ -42,7 +42,10 @@ type Options struct {
 	Timeout time.Duration
 	// HTTPClient sends the requests (default: fencing.DefaultHTTPClient()).
 	HTTPClient *http.Client
-	_          struct{}
+	// Record, when set, records every request that is an operation as a
+	// client operation (record.go): the preflight as evidence.
+	Record Recorder
+	_      struct{}
 }
 
 // Deviation is one answer that breaks the contract, in words.
@@ -63,6 +66,10 @@ type Deviation struct {
 	// deviation (a status code, an error body) is reported and the run goes
 	// on, unless the contract is asked for strictly.
 	Unsafe bool `json:"unsafe,omitempty"`
+	// Accepted marks an unsafe deviation that is a bad token's write the
+	// system accepted: recorded (Options.Record), it is a violation the
+	// checkers find in the history.
+	Accepted bool `json:"accepted,omitempty"`
 }
 
 // tokenChecks are the checks of writes the contract rejects: accepting one
@@ -173,7 +180,11 @@ func Check(ctx context.Context, eps harness.Endpoints, opts Options) (*Report, e
 	if opts.Semantics.Equal == "" {
 		opts.Semantics.Equal = models.EqualReject
 	}
-	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: "fencecheck-conform-" + nonce(), noTokens: map[string]bool{}}
+	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: "fencecheck-conform-" + nonce(), noTokens: map[string]bool{},
+		nodes: map[string]string{}}
+	for _, e := range append(append([]harness.Endpoint{}, eps.Issuers...), eps.Resources...) {
+		c.nodes[e.URL] = e.Node
+	}
 	seen := map[string]bool{}
 	for _, e := range append(append([]harness.Endpoint{}, eps.Issuers...), eps.Resources...) {
 		if !seen[e.URL] {
@@ -218,6 +229,8 @@ type checker struct {
 	// noTokens marks issuers whose acquire already failed: asking them
 	// again would only repeat that deviation.
 	noTokens map[string]bool
+	// nodes names each endpoint URL's node (for recorded operations).
+	nodes map[string]string
 }
 
 // name is a fresh lock or resource name.
@@ -268,6 +281,9 @@ func (c *checker) send(base, method, path string, header map[string]string, body
 		// Fencing-Token must meet 428 as an absent one does.
 		req.Header[http.CanonicalHeaderKey(k)] = []string{v}
 	}
+	if done := c.observe(base, method, path, header, body); done != nil {
+		defer func() { done(a) }()
+	}
 	resp, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
 		a.err = err
@@ -287,8 +303,10 @@ func (c *checker) deviate(check string, e harness.Endpoint, a answer, format str
 	// answered so the outcome is unknown (5xx, no answer), it is unsafe;
 	// another 4xx than the contract's is a detail.
 	rejected := a.err == nil && a.status >= 400 && a.status < 500
+	accepted := a.err == nil && a.status/100 == 2
 	unsafe := tokenChecks[check] && !rejected || driveChecks[check]
-	c.rep.Deviations = append(c.rep.Deviations, Deviation{Check: check, Node: e.Node, Request: a.req, Text: fmt.Sprintf(format, args...), Unsafe: unsafe})
+	c.rep.Deviations = append(c.rep.Deviations, Deviation{Check: check, Node: e.Node, Request: a.req, Text: fmt.Sprintf(format, args...),
+		Unsafe: unsafe, Accepted: tokenChecks[check] && accepted})
 }
 
 func (c *checker) skip(format string, args ...any) {

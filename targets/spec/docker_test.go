@@ -42,7 +42,7 @@ func TestImageNode(t *testing.T) {
 	eps, err := tg.Start(ctx, harness.Env{RunID: "spec-image-test-" + filepath.Base(dir), Dir: dir})
 	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
 	require.NoError(t, err)
-	require.True(t, tg.(*Target).Preflight().Conformant())
+	require.True(t, tg.(*Target).PreflightReport().Conformant())
 
 	c := fencing.NewClient(eps.Resources[0].URL, nil)
 	acq := c.Acquire(opCtx(t, 5*time.Second), "k", "a", time.Second)

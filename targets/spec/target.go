@@ -37,6 +37,10 @@ type Options struct {
 	// start, as `fencecheck conform` judges; otherwise only unsafe ones
 	// do (conform.Deviation.Unsafe) and the rest are reported.
 	StrictContract bool
+	// DeferPreflight leaves the preflight out of Start for the harness to
+	// run through Preflight, once the history is open, so its requests are
+	// recorded there (a run's own phase).
+	DeferPreflight bool
 	_              struct{}
 }
 
@@ -161,23 +165,44 @@ func (t *Target) Name() string { return t.spec.Name }
 // Semantics implements harness.Target.
 func (t *Target) Semantics() models.Semantics { return t.spec.ModelSemantics() }
 
-// ContractDeviations are the preflight's deviations a run went on past,
-// in words (harness.ContractReporter).
-func (t *Target) ContractDeviations() []string {
+// Preflight implements harness.Preflighter: the conformance preflight with
+// every request recorded through record. A deviation that keeps the
+// harness from driving the system or classifying its answers is an error
+// (the run cannot be carried out), and with StrictContract so is any; a bad
+// token's write the system accepted is left to the checkers, which find it
+// in the history; the others are returned in words, for the report.
+func (t *Target) Preflight(ctx context.Context, record harness.OpRecorder) ([]string, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.preflight == nil {
-		return nil
+	eps := t.eps
+	t.mu.Unlock()
+	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics(), Record: record})
+	t.mu.Lock()
+	t.preflight = rep
+	t.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	var out []string
-	for _, d := range t.preflight.Safe() {
-		out = append(out, d.String())
+	var blocking []conform.Deviation
+	var reported []string
+	for _, d := range rep.Deviations {
+		switch {
+		case t.opts.StrictContract || d.Unsafe && !d.Accepted:
+			blocking = append(blocking, d)
+		case d.Accepted:
+			reported = append(reported, d.String()+" (the write is in the history: the checkers judge it)")
+		default:
+			reported = append(reported, d.String())
+		}
 	}
-	return out
+	if len(blocking) > 0 {
+		return reported, (&conform.Report{Checks: rep.Checks, Passed: rep.Passed, Deviations: blocking}).Err()
+	}
+	t.logf("conformance preflight: %d checks, %d deviations reported", rep.Checks, len(reported))
+	return reported, nil
 }
 
-// Preflight is the conformance report of the last Start (nil when skipped).
-func (t *Target) Preflight() *conform.Report {
+// PreflightReport is the conformance report of the last Start or Preflight (nil when skipped).
+func (t *Target) PreflightReport() *conform.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.preflight
@@ -267,7 +292,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	t.mu.Unlock()
 	t.checkClocks(ctx)
 	t.describeFaults()
-	if t.opts.NoPreflight {
+	if t.opts.NoPreflight || t.opts.DeferPreflight {
 		return eps, nil
 	}
 	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics()})

@@ -67,7 +67,7 @@ func TestHostProcessStartsWithPreflightAndLogs(t *testing.T) {
 	require.Len(t, eps.Resources, 1)
 	assert.Equal(t, "n1", eps.Issuers[0].Node)
 	assert.True(t, strings.HasPrefix(eps.Issuers[0].URL, "http://127.0.0.1:"))
-	rep := tg.(*Target).Preflight()
+	rep := tg.(*Target).PreflightReport()
 	require.NotNil(t, rep)
 	assert.True(t, rep.Conformant(), "%v", rep.Deviations)
 	assert.Equal(t, []nemesis.Node{{Name: "n1", Role: "issuer+resource"}}, tg.(nemesis.Cluster).Nodes())
@@ -190,7 +190,7 @@ func TestURLNode(t *testing.T) {
 	require.NoError(t, err)
 	tg, eps, _ := startTarget(t, s, Options{})
 	assert.Equal(t, url, eps.Issuers[0].URL)
-	assert.True(t, tg.(*Target).Preflight().Conformant())
+	assert.True(t, tg.(*Target).PreflightReport().Conformant())
 	assert.Empty(t, tg.(nemesis.Cluster).Nodes())
 	assert.Empty(t, tg.(nemesis.ClockSkewer).ClockNodes())
 	env := &nemesis.Env{Target: tg}
