@@ -86,8 +86,14 @@ type ClockExplainer interface {
 // holders were paused and each woke and wrote (or the run ended); drop
 // gives up on the holders not reached yet, after which done closes once
 // those already paused are done.
+//
+// With idle > 0 the taker releases right after its write and the holder
+// sleeps idle more: the key sits idle until the stale write (a resource that
+// forgets an idle key's high-water mark, or forgets it at a restart meanwhile,
+// then accepts it); with 0 the holder wakes within a quarter lease, while
+// the taker still holds the lock.
 type HolderPauser interface {
-	PauseHolders(n int, d time.Duration) (done <-chan struct{}, drop func())
+	PauseHolders(n int, d, idle time.Duration) (done <-chan struct{}, drop func())
 	// MaxPaused is how many holders can be paused at once (one per lock).
 	MaxPaused() int
 	// Lease is what the run learned of the system's leases: the longest

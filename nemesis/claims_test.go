@@ -60,7 +60,7 @@ type holders struct {
 	granted, late time.Duration
 }
 
-func (h *holders) PauseHolders(n int, d time.Duration) (<-chan struct{}, func()) {
+func (h *holders) PauseHolders(n int, d, _ time.Duration) (<-chan struct{}, func()) {
 	h.paused = append(h.paused, d)
 	h.n = append(h.n, n)
 	done := make(chan struct{})

@@ -25,6 +25,10 @@ type pauseParams struct {
 	// Holders is how many holders stall at once (0: one, as in schedules
 	// written before it existed).
 	Holders int `json:"holders,omitempty"`
+	// IdleMS is how long the stalled holders sleep on after the second
+	// client's write, the key idle meanwhile (0: they wake within a quarter
+	// lease, while it still holds the lock).
+	IdleMS int64 `json:"idle_ms,omitempty"`
 }
 
 func (pause) Name() string { return "pause" }
@@ -58,7 +62,13 @@ func (pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	canNode = canNode && len(nodes) > 0
 	pauseHolder := func() (Plan, error) {
 		d, n := holderStall(env, rng)
-		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n}}, nil
+		var idle time.Duration
+		if rng.IntN(3) == 0 {
+			// One pause in three leaves the keys idle for seconds before
+			// the stale writes.
+			idle = 2*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
+		}
+		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n, IdleMS: idle.Milliseconds()}}, nil
 	}
 	// Holder pauses are the seeds' scenario itself: two of three pauses are
 	// of holders when nodes can be paused too.
@@ -91,8 +101,8 @@ func (pause) CheckPlan(env *Env, p Plan) error {
 		if pp.StallMS <= 0 {
 			return errors.New("mode holder needs a positive stall_ms")
 		}
-		if pp.Holders < 0 {
-			return errors.New("mode holder needs holders >= 0 (0 means one)")
+		if pp.Holders < 0 || pp.IdleMS < 0 {
+			return errors.New("mode holder needs holders >= 0 (0 means one) and idle_ms >= 0")
 		}
 	case "node":
 		if _, ok := env.Target.(Pauser); !ok {
@@ -118,7 +128,8 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		}
 		n := max(pp.Holders, 1)
 		d := time.Duration(pp.StallMS) * time.Millisecond
-		done, drop := env.Holders.PauseHolders(n, d)
+		idle := time.Duration(pp.IdleMS) * time.Millisecond
+		done, drop := env.Holders.PauseHolders(n, d, idle)
 		granted, late := env.Holders.Lease()
 		// The fault lasts until the holders it paused woke and wrote. A
 		// system that is down for other faults may grant no lock for a
@@ -138,13 +149,13 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 				}
 				return false
 			}
-			if !wait(d + granted + 2*time.Second) {
+			if !wait(d + idle + granted + 2*time.Second) {
 				drop()
-				wait(d + 3*granted + 3*time.Second)
+				wait(d + idle + 3*granted + 3*time.Second)
 			}
 			return nil
 		}
-		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "holder", "stall_ms": pp.StallMS, "holders": n,
+		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "holder", "stall_ms": pp.StallMS, "holders": n, "idle_ms": pp.IdleMS,
 			"granted_ttl_ms": granted.Milliseconds(), "late_ms": late.Milliseconds()}, Stop: stop}, nil
 	}
 	pz, ok := env.Target.(Pauser)

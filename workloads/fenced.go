@@ -219,7 +219,8 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			// A holder of a cold key stalls long: its key sits idle after
 			// the taker's write until this holder's late one.
 			_, late := w.Lease()
-			paused = w.claimLongPause(key, max(between(rng, 3*time.Second, 15*time.Second), granted+late+w.cfg.TTL/2))
+			d := granted + late + w.cfg.TTL/2
+			paused = w.claimLongPause(key, d, max(between(rng, 3*time.Second, 15*time.Second)-d, time.Second))
 		}
 		if paused != nil {
 			// The GC pause: the lease runs out meanwhile and another client

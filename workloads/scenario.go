@@ -22,13 +22,14 @@ import (
 // finish, so a takeover that came later than learned still lands before the
 // late write.
 
-// holderPause is one pause request: n holders, each stalling d.
+// holderPause is one pause request: n holders, each stalling d (and idle
+// more after the taker's write; see HolderPauser).
 type holderPause struct {
-	d      time.Duration
-	left   int // holders still to be paused
-	active int // holders paused now
-	done   chan struct{}
-	closed bool
+	d, idle time.Duration
+	left    int // holders still to be paused
+	active  int // holders paused now
+	done    chan struct{}
+	closed  bool
 }
 
 // pauses is the workload's pause bookkeeping.
@@ -41,8 +42,8 @@ type pauses struct {
 
 // PauseHolders makes the next n clients that acquire a lock, each on a lock
 // no other paused holder has, stall for d before writing; see HolderPauser.
-func (w *Fenced) PauseHolders(n int, d time.Duration) (<-chan struct{}, func()) {
-	p := &holderPause{d: d, left: max(n, 1), done: make(chan struct{})}
+func (w *Fenced) PauseHolders(n int, d, idle time.Duration) (<-chan struct{}, func()) {
+	p := &holderPause{d: d, idle: idle, left: max(n, 1), done: make(chan struct{})}
 	w.pz.mu.Lock()
 	defer w.pz.mu.Unlock()
 	drop := func() {
@@ -101,9 +102,10 @@ func (w *Fenced) claimPause(key string) *holderPause {
 	return p
 }
 
-// claimLongPause pauses the holder of key for d on its own (a profile's
-// stalled holder), or returns nil when key's holder is paused already.
-func (w *Fenced) claimLongPause(key string, d time.Duration) *holderPause {
+// claimLongPause pauses the holder of key for d and idle more after the
+// taker's write, on its own (a profile's stalled holder), or returns nil
+// when key's holder is paused already.
+func (w *Fenced) claimLongPause(key string, d, idle time.Duration) *holderPause {
 	w.pz.mu.Lock()
 	defer w.pz.mu.Unlock()
 	if w.pz.keys[key] {
@@ -113,7 +115,7 @@ func (w *Fenced) claimLongPause(key string, d time.Duration) *holderPause {
 		w.pz.keys = map[string]bool{}
 	}
 	w.pz.keys[key] = true
-	return &holderPause{d: d, active: 1, done: make(chan struct{})}
+	return &holderPause{d: d, idle: idle, active: 1, done: make(chan struct{})}
 }
 
 // unclaim ends a paused holder's part in p.
@@ -181,6 +183,13 @@ func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker 
 	select {
 	case <-wrote:
 	case <-ctx.Done():
+	}
+	if p.idle > 0 {
+		// The taker releases at once; the key sits idle until the stale
+		// write.
+		close(done)
+		sleepCtx(ctx, max(time.Until(t0.Add(p.d)), 0)+p.idle)
+		return func() {}
 	}
 	// The stall is d, but the holder wakes within a quarter lease of the
 	// taker's write, while the taker still holds the lock.
