@@ -239,6 +239,15 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		v := w.value(r)
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		// A woken holder whose write found nothing listening (the server
+		// restarting) tries again shortly, as a client with work to do
+		// does: the write then meets the restarted server's state.
+		for try := 0; paused != nil && try < 3 && wr.Type == history.Fail && wr.Error == fencing.ErrWordRefused && ctx.Err() == nil; try++ {
+			sleepCtx(ctx, 300*time.Millisecond)
+			v = w.value(r)
+			wr = r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
+				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		}
 		// A woken holder writes again with its token (its work goes on, as
 		// it believes it holds the lock); others sometimes retry an
 		// accepted write (a replay).
