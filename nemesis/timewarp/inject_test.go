@@ -296,6 +296,9 @@ func TestCProgram(t *testing.T) {
 func TestPythonProgram(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1" {
+			t.Fatal("python3 is not installed: CI must have it (the Python example and this test run it)")
+		}
 		t.Skip("python3 is not installed")
 	}
 	pr := startProbe(t, python, "testdata/pyprobe.py")
