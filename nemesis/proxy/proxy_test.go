@@ -43,7 +43,8 @@ func (f *fakeResource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	key := strings.TrimPrefix(r.URL.Path, "/v1/resources/")
 	tok, present := r.Header[TokenHeader]
-	f.rec.Record(history.Event{Process: 99, Type: history.Info, F: "received", Key: key, Value: string(body),
+	// An annotation (process -1): a client event must be a model operation.
+	f.rec.Record(history.Event{Process: -1, Type: history.Info, F: "received", Key: key, Value: string(body),
 		Token: r.Header.Get(TokenHeader), Extra: nil, Error: strconv.FormatBool(present)})
 	f.mu.Lock()
 	hold := f.hold
