@@ -55,32 +55,60 @@ func (pause) Timing(env *Env) Timing {
 	return t
 }
 
+// errHolderTooLate: no holder pause fits in what is left of the main phase.
+var errHolderTooLate = errors.New("too late in the main phase for a holder pause")
+
 func (pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	holder := env.Holders != nil
 	_, canNode := env.Target.(Pauser)
 	nodes := nodesOf(env)
 	canNode = canNode && len(nodes) > 0
+	end, bounded := ctx.Deadline()
 	pauseHolder := func() (Plan, error) {
 		d, n := holderStall(env, rng)
+		// A holder pause must end in the main phase: the stall, then the
+		// taker's lease and write and the woken holder's. One that cannot
+		// (the run's last seconds) would show no late write; a node pause
+		// goes in its place, or none.
+		if bounded && time.Until(end) < d+2*env.TTL+time.Second {
+			return Plan{}, errHolderTooLate
+		}
 		var idle time.Duration
 		if rng.IntN(3) == 0 {
 			// One pause in three leaves the keys idle for seconds before
 			// the stale writes.
 			idle = 2*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
+			// Only where the stale writes still land in the main phase
+			// (the stall, the taker's lease and write, the idle time): a
+			// short run's holder would otherwise wake after it, and the
+			// run would show no late write at all.
+			if bounded && time.Until(end) < d+idle+2*env.TTL+time.Second {
+				idle = 0
+			}
 		}
 		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n, IdleMS: idle.Milliseconds()}}, nil
 	}
 	// Holder pauses are the seeds' scenario itself: two of three pauses are
 	// of holders when nodes can be paused too.
 	if holder && (!canNode || rng.IntN(3) > 0) {
-		return pauseHolder()
+		p, err := pauseHolder()
+		if !errors.Is(err, errHolderTooLate) {
+			return p, err
+		}
+		if !canNode {
+			return Plan{}, ErrBusy
+		}
 	}
 	if !canNode {
 		return Plan{}, errors.New("no pausable node")
 	}
 	node, err := pickFree(ctx, env, rng, nodes)
 	if errors.Is(err, ErrBusy) && holder {
-		return pauseHolder() // every node is down or frozen: freeze a client instead
+		// Every node is down or frozen: freeze a client instead.
+		if p, err := pauseHolder(); !errors.Is(err, errHolderTooLate) {
+			return p, err
+		}
+		return Plan{}, ErrBusy
 	}
 	if err != nil {
 		return Plan{}, err
