@@ -58,12 +58,12 @@ func run(t *testing.T, cfg Config) *Result {
 // and the JUnit file is where CI expects it.
 func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	junit := filepath.Join(t.TempDir(), "fencecheck.xml")
-	res := run(t, Config{Target: exampleSpec(t, "offset-file"), Time: 6 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
+	res := run(t, Config{Target: exampleSpec(t, "offset-file"), Time: 10 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
 	require.Equal(t, analysis.ExitValid, res.ExitCode, res.Summary())
 	assert.True(t, res.Passed())
 	assert.Equal(t, models.Valid, res.Verdict)
 	assert.Empty(t, res.Reasons)
-	for _, n := range []string{"pause", "restart", "clock", "partition", "strip", "delay"} {
+	for _, n := range []string{"pause", "restart", "clock", "partition", "strip", "delay", "power-loss"} {
 		assert.Positive(t, res.Faults[n], "nemesis %s should act on a host process", n)
 	}
 	assert.Empty(t, res.NotApplicable)
