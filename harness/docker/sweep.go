@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
+
+	"github.com/fencecheck/fencecheck/harness/reaper"
 )
 
 // Removed names one object a sweep removed.
@@ -168,7 +169,7 @@ func sortedRuns(m map[string]string) []string {
 // run alive. The pid itself stays alone in fencecheck.pid, as older
 // versions read it (one that did not parse would count as dead to them).
 var ownerStart = sync.OnceValue(func() string {
-	st, _ := startTime(os.Getpid())
+	st, _ := reaper.StartTime(os.Getpid())
 	return st
 })
 
@@ -178,24 +179,6 @@ func ownerMark(pid, start string) string {
 		return pid
 	}
 	return pid + ":" + start
-}
-
-// startTime is field 22 of /proc/PID/stat.
-func startTime(pid int) (string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", false
-	}
-	// The command (field 2) is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return "", false
-	}
-	return f[19], true
 }
 
 // processAlive reports whether the owner named by mark ("pid" or
@@ -216,7 +199,7 @@ func processAlive(mark string) bool {
 		return false
 	}
 	if hasStart {
-		if st, ok := startTime(pid); ok && st != start {
+		if st, ok := reaper.StartTime(pid); ok && st != start {
 			return false // the pid was reused
 		}
 	}

@@ -94,7 +94,7 @@ func (r *Reaper) Add(pgid int) error {
 	if r == nil {
 		return nil
 	}
-	start, _ := startTime(pgid)
+	start, _ := StartTime(pgid)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.file == nil {
@@ -177,7 +177,7 @@ func KillGroups(path string) {
 			continue
 		}
 		if len(f) > 1 {
-			if st, ok := startTime(pgid); ok && st != f[1] {
+			if st, ok := StartTime(pgid); ok && st != f[1] {
 				continue // the leader's pid was reused
 			}
 		}
@@ -186,9 +186,9 @@ func KillGroups(path string) {
 	}
 }
 
-// startTime is field 22 of /proc/PID/stat: the process's start, in clock
-// ticks since boot.
-func startTime(pid int) (string, bool) {
+// StartTime is field 22 of /proc/PID/stat: the process's start, in clock
+// ticks since boot (with the pid, it names one process: a pid is reused).
+func StartTime(pid int) (string, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return "", false
