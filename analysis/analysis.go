@@ -313,6 +313,17 @@ func (a *analyzer) add(e history.Event) error {
 	case e.IsTamper():
 		a.tampered++
 	case e.Process == history.NemesisProcess:
+		switch action := extraString(e.Extra, "action"); {
+		case action == "stop-failed":
+			c := a.nemeses[e.F]
+			c.EndRetried++
+			a.nemeses[e.F] = c
+		case action == "stop" && extraString(e.Extra, "error") != "":
+			c := a.nemeses[e.F]
+			c.EndFailed++
+			c.LastEndError = extraString(e.Extra, "error")
+			a.nemeses[e.F] = c
+		}
 		if a.faults.add(e) {
 			break
 		}

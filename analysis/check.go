@@ -181,6 +181,7 @@ func (r *Result) gate(damage int, silent []string) {
 		named = namedNemeses(r.Run.Requested)
 	}
 	why = append(why, failedModes(r.Nemeses, named)...)
+	why = append(why, unendedFaults(r.Nemeses)...)
 	if damage > 0 {
 		why = append(why, fmt.Sprintf("the history is damaged: %d lines or events were skipped, so no verdict can be trusted", damage))
 	}

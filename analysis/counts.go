@@ -38,6 +38,14 @@ type NemesisCount struct {
 	// both applied and failed to: a mode that never applied was never
 	// exercised, whatever the others did.
 	Modes map[string]ModeCount `json:"modes,omitempty"`
+	// EndFailed counts faults that could not be undone, even by the final
+	// heal (a killed node that did not start again, a pause not lifted: the
+	// stop event's error), LastEndError the last one's error. EndRetried
+	// counts faults that could not be undone when they were due to end
+	// (stop-failed events) and were left for the final heal to try again.
+	EndFailed    int    `json:"failed_to_end,omitempty"`
+	LastEndError string `json:"last_end_error,omitempty"`
+	EndRetried   int    `json:"retried_at_heal,omitempty"`
 }
 
 // ModeCount is how often one mode of a nemesis applied and failed to.
@@ -54,19 +62,51 @@ func FaultLines(nemeses map[string]NemesisCount) []string {
 	if len(nemeses) == 0 {
 		return nil
 	}
-	var applied, failed []string
+	var applied, failed, unended, retried []string
 	for _, n := range sortedKeys(nemeses) {
 		c := nemeses[n]
 		applied = append(applied, fmt.Sprintf("%s %d", n, c.Started))
 		if c.Failed > 0 {
 			failed = append(failed, fmt.Sprintf("%s %d of %d (last error: %s)", n, c.Failed, c.Started+c.Failed, c.LastError))
 		}
+		if c.EndFailed > 0 {
+			unended = append(unended, fmt.Sprintf("%s %d (last error: %s)", n, c.EndFailed, c.LastEndError))
+		}
+		if c.EndRetried > 0 {
+			retried = append(retried, fmt.Sprintf("%s %d", n, c.EndRetried))
+		}
 	}
 	out := []string{"faults applied: " + strings.Join(applied, ", ")}
 	if len(failed) > 0 {
 		out = append(out, "faults that failed to apply: "+strings.Join(failed, "; "))
 	}
+	if len(retried) > 0 {
+		out = append(out, "faults not undone when due, left to the final heal: "+strings.Join(retried, ", "))
+	}
+	if len(unended) > 0 {
+		out = append(out, "faults that could not be undone: "+strings.Join(unended, "; "))
+	}
 	return out
+}
+
+// unendedFaults is the gate's rule for faults that could not be undone: the
+// system was left faulted (a node down, frozen or cut off) for the rest of
+// the run, which the schedule never meant and no verdict should rest on.
+func unendedFaults(nemeses map[string]NemesisCount) []string {
+	var why []string
+	for _, n := range sortedKeys(nemeses) {
+		if c := nemeses[n]; c.EndFailed > 0 {
+			why = append(why, fmt.Sprintf("nemesis %s: %s could not be undone (the system stayed faulted): %s", n, faultsWord(c.EndFailed), c.LastEndError))
+		}
+	}
+	return why
+}
+
+func faultsWord(n int) string {
+	if n == 1 {
+		return "a fault"
+	}
+	return fmt.Sprintf("%d faults", n)
 }
 
 // failedModes is the gate's rule for faults that failed to apply: a mode of

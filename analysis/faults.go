@@ -127,7 +127,7 @@ func (p *faultPairer) add(e history.Event) bool {
 		}
 		p.open[key] = q[1:]
 		p.out[q[0]].Stop, p.out[q[0]].Open = e.Time, false
-	case "error":
+	case "error", "stop-failed":
 		return false
 	default:
 		// A one-shot event: an instant marker.

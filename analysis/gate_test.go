@@ -205,3 +205,39 @@ func TestCompletionSaysHowFarTheRunGot(t *testing.T) {
 		assert.Contains(t, tc.rec.Completion(), tc.want, "%+v", tc.rec)
 	}
 }
+
+// A restart whose node did not start again when due (stop-failed) was
+// retried by the final heal: counted, no gate reason. One the final heal
+// could not undo either (a stop event with an error) left the system
+// faulted: a valid history is unknown, with the error.
+func TestGateFaultThatCouldNotBeUndone(t *testing.T) {
+	build := func(finalErr string) []history.Event {
+		events := busyHistory().
+			Run(history.RunStart, 0, map[string]any{"requested": "restart", "nemeses": []string{"restart"}}).
+			Run(history.RunEnd, 1000, map[string]any{"complete": true}).Events()
+		for i, action := range []string{"start", "stop-failed", "stop"} {
+			x := map[string]json.RawMessage{"action": json.RawMessage(`"` + action + `"`), "id": json.RawMessage(`1`)}
+			if action == "stop-failed" {
+				x["error"], _ = json.Marshal("starting postgres-1: timeout")
+			}
+			if action == "stop" && finalErr != "" {
+				x["error"], _ = json.Marshal(finalErr)
+			}
+			events = append(events, history.Event{Index: int64(len(events)), Time: int64(600 + i), Process: history.NemesisProcess,
+				Type: history.Info, F: "restart", Node: "postgres-1", Extra: x})
+		}
+		return events
+	}
+	rep, err := Check(context.Background(), build(""), Options{Checker: CheckerPorcupine})
+	require.NoError(t, err)
+	assert.Equal(t, models.Valid, rep.Verdict, "%v", rep.GateReasons)
+	assert.Equal(t, NemesisCount{Started: 1, EndRetried: 1}, rep.Nemeses["restart"])
+	assert.Contains(t, FaultLines(rep.Nemeses), "faults not undone when due, left to the final heal: restart 1")
+	require.Len(t, rep.Faults, 1, "a stop-failed event neither ends the period nor is a marker")
+
+	rep, err = Check(context.Background(), build("starting postgres-1: no such container"), Options{Checker: CheckerPorcupine})
+	require.NoError(t, err)
+	assert.Equal(t, models.Unknown, rep.Verdict)
+	assert.Equal(t, []string{"nemesis restart: a fault could not be undone (the system stayed faulted): starting postgres-1: no such container"}, rep.GateReasons)
+	assert.Contains(t, FaultLines(rep.Nemeses), "faults that could not be undone: restart 1 (last error: starting postgres-1: no such container)")
+}

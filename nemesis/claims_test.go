@@ -159,3 +159,48 @@ func TestRestartPrefersNodesThatHoldState(t *testing.T) {
 	assert.Greater(t, target.killed["store"], 140, "%v", target.killed)
 	assert.Positive(t, target.killed["adapter-1"]+target.killed["adapter-2"], "adapters are restarted sometimes too")
 }
+
+// startFails is a node whose start fails its first `fails` times.
+type startFails struct {
+	oneNode
+	fails int
+}
+
+func (s *startFails) StartNode(ctx context.Context, n string, wipe bool) error {
+	if s.fails > 0 {
+		s.fails--
+		return errors.New("the node did not answer")
+	}
+	return s.oneNode.StartNode(ctx, n, wipe)
+}
+
+// A restart whose node does not start when due stays live, its node held
+// (no pause takes a dead node), and the final heal starts it; one that
+// never starts is the heal's error.
+func TestAFaultThatCannotBeUndoneIsRetriedAtHealThenReported(t *testing.T) {
+	for _, tc := range []struct {
+		fails   int
+		healErr string
+	}{{1, ""}, {5, "restart of n1 could not be undone: the node did not answer"}} {
+		target := &startFails{fails: tc.fails}
+		var buf bytes.Buffer
+		env := &Env{Target: target, TTL: time.Second}
+		s := NewScheduler(env, history.NewRecorder(&buf), 1, []Nemesis{restart{}, pause{}})
+		ctx := context.Background()
+		rng := rand.New(rand.NewPCG(1, 2))
+		id := s.attempt(ctx, restart{}, rng)
+		require.Positive(t, id)
+		s.endOrKeep(ctx, id)
+		assert.True(t, target.down)
+		assert.EqualValues(t, busy, s.attempt(ctx, pause{}, rng), "the node is still held by the restart")
+		err := s.Heal(ctx)
+		if tc.healErr == "" {
+			require.NoError(t, err)
+			assert.False(t, target.down, "the heal started it")
+		} else {
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.healErr)
+		}
+		assert.Contains(t, buf.String(), `"action":"stop-failed"`)
+	}
+}

@@ -201,7 +201,7 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 		if !sleep(ctx, d) {
 			return // left live: Heal stops it
 		}
-		s.stop(context.WithoutCancel(ctx), id)
+		s.endOrKeep(context.WithoutCancel(ctx), id)
 	}
 }
 
@@ -251,7 +251,7 @@ func (s *Scheduler) replay(ctx context.Context, n Nemesis) {
 		if !sleep(ctx, f.Duration) {
 			return
 		}
-		s.stop(context.WithoutCancel(ctx), id)
+		s.endOrKeep(context.WithoutCancel(ctx), id)
 	}
 }
 
@@ -336,26 +336,52 @@ func (s *Scheduler) plan(f Scheduled) {
 	s.planned = append(s.planned, f)
 }
 
-func (s *Scheduler) stop(ctx context.Context, id int64) {
+func (s *Scheduler) stop(ctx context.Context, id int64) error {
+	return s.end(ctx, id, false)
+}
+
+// endOrKeep ends a fault in the main phase: one that cannot be undone now
+// stays live, its nodes held, for the final heal to try again (a node that
+// did not start may start a little later).
+func (s *Scheduler) endOrKeep(ctx context.Context, id int64) {
+	s.end(ctx, id, true)
+}
+
+// end undoes a live fault and records its stop. When that fails and keep is
+// set, the fault stays live and a stop-failed event records the error;
+// otherwise the stop event carries it, and the error is returned.
+func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 	s.mu.Lock()
 	l, ok := s.active[id]
 	delete(s.active, id)
 	s.mu.Unlock()
 	if !ok {
-		return
+		return nil
+	}
+	var err error
+	if l.fault.Stop != nil {
+		err = l.fault.Stop(ctx)
+	}
+	if err != nil && keep {
+		s.mu.Lock()
+		s.active[id] = l
+		s.mu.Unlock()
+		s.record(l.nem.Name(), "stop-failed", id, l.fault.Nodes, map[string]any{"error": err.Error()})
+		return err
 	}
 	var details map[string]any
-	if l.fault.Stop != nil {
-		if err := l.fault.Stop(ctx); err != nil {
-			details = map[string]any{"error": err.Error()}
-		}
+	if err != nil {
+		details = map[string]any{"error": err.Error()}
+		err = fmt.Errorf("%s of %s could not be undone: %w", l.nem.Name(), strings.Join(l.fault.Nodes, ","), err)
 	}
 	s.Env.claims.release(l.claim)
 	s.record(l.nem.Name(), "stop", id, l.fault.Nodes, details)
+	return err
 }
 
 // Heal stops every live fault and asks every nemesis that can to undo all
-// faults of its kind. It is the final phase's first step.
+// faults of its kind. It is the final phase's first step. Its error names
+// every fault of the run that could not be undone, then or earlier.
 func (s *Scheduler) Heal(ctx context.Context) error {
 	s.mu.Lock()
 	var ids []int64
@@ -363,10 +389,13 @@ func (s *Scheduler) Heal(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	s.mu.Unlock()
-	for _, id := range ids {
-		s.stop(ctx, id)
-	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var errs []string
+	for _, id := range ids {
+		if err := s.stop(ctx, id); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
 	for _, n := range s.Nemeses {
 		if h, ok := n.(Healer); ok {
 			if err := h.Heal(ctx, s.Env); err != nil {
