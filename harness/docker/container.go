@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
+
+	"github.com/fencecheck/fencecheck/harness/ports"
 )
 
 // ContainerSpec is one node's container.
@@ -33,7 +35,8 @@ type ContainerSpec struct {
 	// IP is the static address on the run network (Network.HostIP).
 	IP string
 	// Ports are container TCP ports to publish on 127.0.0.1, each on a free
-	// host port that stays the same across restarts. Host-side clients reach
+	// host port that stays the same across restarts (ports.Stable: Docker's
+	// own random allocation would pick a new port at every start). Host-side clients reach
 	// containers only through these, never through container IPs.
 	Ports []int
 	// HostPorts pins the host side of published ports (a container that
@@ -71,18 +74,6 @@ func (c *Container) Addr(port int) string {
 // HostUser is "uid:gid" of this process, for ContainerSpec.User.
 func HostUser() string { return fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()) }
 
-// freeLoopbackPort asks the kernel for a port nobody listens on. Docker's
-// own random allocation would pick a new port at every start, and clients
-// hold their endpoint for the whole run.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // containerName is unique per run and node; Docker allows [a-zA-Z0-9_.-].
 func (r *Runtime) containerName(node string) string {
 	return "fencecheck-" + sanitize(r.runID) + "-" + sanitize(node)
@@ -118,7 +109,7 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 		hp, pinned := spec.HostPorts[p]
 		if !pinned {
 			var err error
-			if hp, err = freeLoopbackPort(); err != nil {
+			if hp, err = ports.Stable(); err != nil {
 				return nil, fmt.Errorf("finding a host port for %s: %w", spec.Node, err)
 			}
 		}

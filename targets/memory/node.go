@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/harness/ports"
 )
 
 // Config describes one reference node.
@@ -21,7 +23,7 @@ type Config struct {
 	Name string
 	// Dir is the data directory; Restart(false) reopens it.
 	Dir string
-	// Addr is where Start listens when given ""; default 127.0.0.1:0.
+	// Addr is where Start listens when given ""; default a loopback port of ports.Stable.
 	Addr string
 	// SealKey switches on authenticated tokens (see fencing.ServerOptions).
 	// With the accept-forged bug and no key, a fixed key is used: the bug
@@ -127,7 +129,7 @@ func (n *Node) Running() bool {
 }
 
 // Start opens the data dir and listens on addr ("" means the address of the
-// previous start, else Config.Addr, else 127.0.0.1:0), returning the base
+// previous start, else Config.Addr, else a free port of ports.Stable), returning the base
 // URL. Restarts reuse the address so clients' URLs stay valid.
 func (n *Node) Start(addr string) (string, error) {
 	n.mu.Lock()
@@ -265,6 +267,12 @@ func (n *Node) defaultAddrLocked() string {
 		return n.addr
 	case n.cfg.Addr != "":
 		return n.cfg.Addr
+	}
+	// A port the node keeps across restarts: outside the kernel's
+	// ephemeral range, or an outgoing connection may take it while the
+	// node is down (ports.Stable).
+	if p, err := ports.Stable(); err == nil {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return "127.0.0.1:0"
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/ports"
 	"github.com/fencecheck/fencecheck/harness/reaper"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -425,7 +425,7 @@ func (t *Target) prepare(ctx context.Context) error {
 			}
 		case KindCommand:
 			n := t.nodes[sn.Name]
-			port, err := freeLoopbackPort()
+			port, err := ports.Stable() // kept across restarts: clients hold their endpoint for the run
 			if err != nil {
 				return fmt.Errorf("finding a port for %s: %w", sn.Name, err)
 			}
@@ -548,17 +548,6 @@ func parseHost(raw string) (string, error) {
 		return "", err
 	}
 	return u.URL.Host, nil
-}
-
-// freeLoopbackPort asks the kernel for a port nobody listens on; the node
-// keeps it across restarts because clients hold their endpoint for the run.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // env is the node's environment: the harness's, the spec's, and the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/ports"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -180,7 +181,7 @@ func TestNodeThatDiesAtStartShowsItsLog(t *testing.T) {
 // A url node is someone else's process: fencecheck neither pauses nor
 // restarts it, and says so through the nemeses' applicability.
 func TestURLNode(t *testing.T) {
-	port, err := freeLoopbackPort()
+	port, err := ports.Stable()
 	require.NoError(t, err)
 	cmd := exec.Command("python3", "../../examples/python-fence/fence.py", "--port", strconv.Itoa(port), "--data", t.TempDir())
 	require.NoError(t, cmd.Start())

@@ -1,0 +1,88 @@
+// Package ports picks the loopback ports that a run's nodes keep across
+// restarts.
+//
+// A node that is killed and started again must listen on the same port
+// (clients hold their endpoint for the whole run). A port from the kernel's
+// ephemeral range (what listening on port 0 gives) is unsafe for that:
+// while the node is down, any outgoing connection on the machine may get it
+// as its source port, and the node then cannot start ("address already in
+// use"; seen in CI, where a PostgreSQL container stayed down for the rest of
+// its run). Ports below the ephemeral range are never handed out that way.
+package ports
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// floor is the lowest port Stable picks: above the well-known and most
+// registered service ports.
+const floor = 10000
+
+// Stable returns a loopback TCP port that nothing listens on and that the
+// kernel does not hand out to outgoing connections.
+func Stable() (int, error) {
+	lo, hi := ephemeralRange()
+	var pool [][2]int // [first, last] ranges outside the ephemeral range
+	if lo-1 >= floor+1000 {
+		pool = append(pool, [2]int{floor, lo - 1})
+	}
+	if hi+1 <= 65535-1000 {
+		pool = append(pool, [2]int{hi + 1, 65535})
+	}
+	for try := 0; try < 100 && len(pool) > 0; try++ {
+		r := pool[rand.IntN(len(pool))]
+		p := r[0] + rand.IntN(r[1]-r[0]+1)
+		if free(p) {
+			return p, nil
+		}
+	}
+	// The ephemeral range covers nearly every port (an unusual setting):
+	// the kernel's pick is the best there is.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("no free loopback port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func free(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// ephemeralRange is the kernel's range of source ports for outgoing
+// connections (Linux's default when it cannot be read).
+func ephemeralRange() (lo, hi int) {
+	lo, hi = 32768, 60999
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return lo, hi
+	}
+	l, err1 := strconv.Atoi(f[0])
+	h, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || l > h {
+		return lo, hi
+	}
+	return l, h
+}
+
+// InEphemeralRange says whether the kernel may hand port out to an
+// outgoing connection.
+func InEphemeralRange(port int) bool {
+	lo, hi := ephemeralRange()
+	return port >= lo && port <= hi
+}
