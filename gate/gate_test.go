@@ -165,3 +165,27 @@ func TestHistoryRecordsANemesisThatCannotAct(t *testing.T) {
 	assert.Contains(t, na, "clock")
 	assert.NotEmpty(t, na["clock"], "with why")
 }
+
+// A server that differs from the contract in a detail that cannot let a
+// bad token through (a missing token refused with 400, not 428), run as a
+// user runs it (a spec command node): the preflight reports the deviation,
+// the fault run goes on and passes; --strict-contract stops at it.
+func TestASafeContractDeviationIsReportedAndTheRunGoesOn(t *testing.T) {
+	spec := exampleSpec(t, "", "--quirk", "missing-token-400")
+	res := run(t, Config{Target: spec, Time: 3 * time.Second, Nemesis: "restart", Seed: 2})
+	require.Equal(t, analysis.ExitValid, res.ExitCode, res.Summary())
+	assert.Positive(t, res.Faults["restart"], "the fault run went on")
+	rj, err := os.ReadFile(filepath.Join(res.Run.Dir, "results.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(rj), "contract deviation, reported", "the deviation is in results.json's notes")
+	assert.Contains(t, string(rj), "[write-missing-token] n1")
+	page, err := os.ReadFile(filepath.Join(res.Run.Dir, "report.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "[write-missing-token] n1", "and in the report")
+
+	res, err = Run(context.Background(), Config{Target: spec, Time: 2 * time.Second, Nemesis: "none",
+		StrictContract: true, Store: t.TempDir()})
+	require.Error(t, err)
+	assert.Equal(t, analysis.ExitCannot, res.ExitCode)
+	assert.Contains(t, err.Error(), "[write-missing-token] n1")
+}

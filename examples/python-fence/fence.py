@@ -28,7 +28,12 @@ Bug switches (--bug, repeatable) break it on purpose, for fencecheck's tests:
   forget-highwater   high-water marks are not persisted: after a crash the resource accepts
                      any token again (values survive)
 
-Usage: fence.py --port PORT --data DIR [--host 127.0.0.1] [--bug NAME]...
+A quirk switch (--quirk, repeatable) makes it differ from the contract in a
+detail that cannot let a bad token through, as real servers do:
+  missing-token-400  a write without a token is refused with 400 bad-request
+                     (the contract says 428 missing-token)
+
+Usage: fence.py --port PORT --data DIR [--host 127.0.0.1] [--bug NAME]... [--quirk NAME]...
 """
 
 import argparse
@@ -47,6 +52,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 TOKEN_RE = re.compile(r"^(0|[1-9][0-9]{0,19})(?:\.([A-Za-z0-9_-]{1,256}))?$")
 MAX_U64 = (1 << 64) - 1
 BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory", "no-fsync", "wallclock-tokens", "forget-highwater")
+QUIRKS = ("missing-token-400",)
 
 
 class BadRequest(Exception):
@@ -194,6 +200,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # would wait for the client's delayed ACK (40 ms) on every answer.
     disable_nagle_algorithm = True
     state = None  # set in main
+    quirks = frozenset()  # set in main (--quirk)
 
     def log_message(self, fmt, *args):
         pass  # one line per request would drown the node's log
@@ -346,6 +353,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             tok = self.headers.get("Fencing-Token", "")
             if tok == "":
                 if "missing-as-zero" not in st.bugs:
+                    if "missing-token-400" in Handler.quirks:
+                        raise BadRequest(400, "bad-request", "no token")
                     raise BadRequest(428, "missing-token", "a write needs a Fencing-Token header")
                 token = None
             else:
@@ -406,7 +415,10 @@ def main():
     ap.add_argument("--data", required=True, help="folder for the durable state")
     ap.add_argument("--bug", action="append", default=[], choices=BUGS,
                     help="break the server on purpose (repeatable)")
+    ap.add_argument("--quirk", action="append", default=[], choices=QUIRKS,
+                    help="differ from the contract in a detail that cannot let a bad token through (repeatable)")
     args = ap.parse_args()
+    Handler.quirks = frozenset(args.quirk)
     os.makedirs(args.data, exist_ok=True)
     clock = Clock(os.environ.get("FENCECHECK_CLOCK_FILE", ""))
     Handler.state = State(args.data, args.bug, clock)
