@@ -50,9 +50,9 @@ func (c *OffsetClock) Offset() time.Duration { return time.Duration(c.offset.Loa
 // the same format, so one nemesis drives both.
 const ClockFileEnv = "FENCECHECK_CLOCK_FILE"
 
-// clockFileRefresh bounds how stale a FileClock's offset may be; a few ms is
+// ClockFileRefresh bounds how stale a FileClock's offset may be; a few ms is
 // far below any lease the tests use and keeps the file out of the hot path.
-const clockFileRefresh = 5 * time.Millisecond
+const ClockFileRefresh = 5 * time.Millisecond
 
 // FileClock is real time shifted by an offset read from a file: how the
 // clock nemesis skews a containerised Go server, by rewriting the file on a
@@ -70,7 +70,7 @@ type FileClock struct {
 
 // FileOffsetClock returns a clock that follows the offset in path.
 func FileOffsetClock(path string) *FileClock {
-	c := &FileClock{path: path, refresh: clockFileRefresh}
+	c := &FileClock{path: path, refresh: ClockFileRefresh}
 	c.read(time.Now())
 	return c
 }

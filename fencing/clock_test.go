@@ -56,7 +56,7 @@ func TestFileOffsetClock(t *testing.T) {
 
 	// Half-written garbage keeps the previous offset.
 	require.NoError(t, os.WriteFile(path, []byte("12ab"), 0o644))
-	time.Sleep(3 * clockFileRefresh)
+	time.Sleep(3 * ClockFileRefresh)
 	c.Now()
 	assert.Equal(t, -30*time.Second, c.Offset())
 

@@ -71,7 +71,7 @@ func (r *Runtime) nodeClock(node string) *nodeClock {
 			if file == "" {
 				return nil
 			}
-			return fencing.WriteClockOffset(file, d)
+			return timewarp.SetPreloadOffset(file, d)
 		}
 		nc.group = timewarp.NewGroup(scope, timewarp.GroupOptions{Also: also})
 		r.clocks[node] = nc
@@ -139,7 +139,7 @@ func (r *Runtime) helperClock(ctx context.Context, node string, c *Container, st
 	file := nc.skewFile
 	r.mu.Unlock()
 	if file != "" {
-		return fencing.WriteClockOffset(file, offset)
+		return timewarp.SetPreloadOffset(file, offset)
 	}
 	return nil
 }

@@ -11,6 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
+
+	"github.com/fencecheck/fencecheck/fencing"
 )
 
 // PreloadSource is the preload library's C source (preload/fcskew.c). It is
@@ -27,6 +30,8 @@ const (
 	// program that reads that file itself (a cooperative node) must not be
 	// shifted a second time by the library.
 	PreloadFileEnv = "FENCECHECK_SKEW_FILE"
+	// PreloadRefresh is the library's default re-read interval.
+	PreloadRefresh = 5 * time.Millisecond
 	// PreloadRefreshEnv is how often (ms) the library re-reads the file
 	// (default 5).
 	PreloadRefreshEnv = "FENCECHECK_SKEW_REFRESH_MS"
@@ -49,6 +54,21 @@ func PreloadEnv(base []string, lib, offsetFile string) []string {
 		out = append(out, kv)
 	}
 	return append(out, "LD_PRELOAD="+preload, PreloadFileEnv+"="+offsetFile)
+}
+
+// SetPreloadOffset replaces the library's offset file (or a
+// fencing.FileClock's) and returns once the new offset is in force: the
+// library re-reads the file at most every PreloadRefresh (a FileClock every
+// fencing.ClockFileRefresh), and without the wait a process read its old offset for up
+// to that long after the step was recorded (seen as a lease acquired at the
+// old time right after a heal). Use it for every change of a running
+// process's offset; a file written before the process starts needs no wait.
+func SetPreloadOffset(path string, d time.Duration) error {
+	if err := fencing.WriteClockOffset(path, d); err != nil {
+		return err
+	}
+	time.Sleep(max(PreloadRefresh, fencing.ClockFileRefresh) + time.Millisecond)
+	return nil
 }
 
 // BuildPreload compiles the library into dir/fcskew.so and returns its

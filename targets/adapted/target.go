@@ -25,6 +25,7 @@ import (
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 	"github.com/fencecheck/fencecheck/targets/redis"
 )
 
@@ -538,5 +539,5 @@ func (t *Target) SetClockOffset(ctx context.Context, node string, offset time.Du
 	if err := t.known(node); err != nil {
 		return err
 	}
-	return redis.WriteClockOffset(t.clockFile(node), offset)
+	return timewarp.SetPreloadOffset(t.clockFile(node), offset)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
 // Node names and ports of a Redis target.
@@ -559,12 +560,12 @@ func (t *Target) ClockNodes() []string {
 
 // SetClockOffset implements nemesis.ClockSkewer, for Redis (the skew
 // library) and the adapters (fenced's FileOffsetClock) alike. The node sees
-// the new offset within a few milliseconds (the readers' refresh interval).
+// the new offset when it returns (timewarp.SetPreloadOffset waits out the readers' refresh interval).
 func (t *Target) SetClockOffset(ctx context.Context, node string, offset time.Duration) error {
 	if err := t.known(node); err != nil {
 		return err
 	}
-	return WriteClockOffset(t.clockFile(node), offset)
+	return timewarp.SetPreloadOffset(t.clockFile(node), offset)
 }
 
 // syncDir makes a folder's entries durable (a wipe is meant to be).

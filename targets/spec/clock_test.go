@@ -185,7 +185,9 @@ func TestClockOfAnUnmodifiedPythonServer(t *testing.T) {
 	assert.InDelta(t, 90, skewOf(t, health, false).Seconds(), 1.1)
 
 	// The example's leases follow its wall clock: a one-minute lease is
-	// over when its clock jumps two minutes ahead.
+	// over when its clock jumps two minutes ahead. Each step is in force
+	// when SetClockOffset returns: the lease acquired right after the step
+	// back to true time is taken at true time, not at +90 s.
 	require.NoError(t, cs.SetClockOffset(ctx, "n1", 0))
 	c := fencing.NewClient(n.url, nil)
 	require.Equal(t, fencing.Ok, c.Acquire(opCtx(t, 2*time.Second), "lease", "a", time.Minute).Outcome)
