@@ -49,7 +49,9 @@ type Pauser interface {
 }
 
 // Restarter kills a node hard (kill -9) and starts it again, with its data
-// kept, or wiped when wipe is true.
+// kept, or wiped when wipe is true. StartNode on a node that already runs
+// (an earlier start that started it but then failed, retried by the final
+// heal) only waits for it to answer: it never kills it.
 type Restarter interface {
 	KillNode(ctx context.Context, node string) error
 	StartNode(ctx context.Context, node string, wipe bool) error

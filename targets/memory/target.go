@@ -219,11 +219,15 @@ func (t *Target) KillNode(_ context.Context, name string) error {
 	return n.Kill()
 }
 
-// StartNode starts a killed node again from its data dir (or an empty one).
+// StartNode starts a killed node again from its data dir (or an empty one);
+// a node that already runs is left as it is.
 func (t *Target) StartNode(_ context.Context, name string, wipe bool) error {
 	n, err := t.node(name)
 	if err != nil {
 		return err
+	}
+	if n.Running() {
+		return nil
 	}
 	return n.Restart(wipe)
 }

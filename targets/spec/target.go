@@ -536,7 +536,7 @@ func (t *Target) prepareProcessClock(ctx context.Context, n *node) error {
 		if n.preload == "" {
 			return nil
 		}
-		return writeClockOffset(n.skewFile(), d)
+		return timewarp.SetPreloadOffset(n.skewFile(), d)
 	}
 	n.clock = timewarp.NewGroup(scope, timewarp.GroupOptions{Also: also})
 	return nil
@@ -828,57 +828,80 @@ func (t *Target) KillNode(ctx context.Context, name string) error {
 
 // StartNode implements nemesis.Restarter: the same command line, port and
 // data folder, or an emptied data folder when wipe is set. It returns once
-// the node answers GET /v1/health.
+// the node answers GET /v1/health (a node that already runs is only waited
+// for).
 func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 	n, err := t.node(name)
 	if err != nil {
 		return err
 	}
-	if wipe {
-		if err := emptyDir(n.workDir()); err != nil {
-			return fmt.Errorf("wiping %s: %w", name, err)
-		}
-		if n.disk != nil {
-			// A wipe is meant to last: made durable on the layer.
-			if err := syncDir(n.workDir()); err != nil {
-				return fmt.Errorf("wiping %s: %w", name, err)
-			}
-		}
-	}
-	if n.spec.Kind() == KindImage {
-		// The runtime's start hook gives the new processes the offset.
-		if err := t.rt.Start(ctx, name); err != nil {
-			return err
-		}
-		return t.waitNodes(ctx, name)
-	}
-	t.mu.Lock()
-	p := n.proc
-	t.mu.Unlock()
-	if p != nil && !p.exited() {
-		return fmt.Errorf("node %s is still running", name)
-	}
-	if err := t.startProcess(n); err != nil {
+	running, err := t.running(ctx, n)
+	if err != nil {
 		return err
 	}
-	// The start hook: the new program gets the offset in force at once, and
-	// what it started by the time it is healthy gets it too.
-	var clockErrs []error
-	if n.clock != nil {
-		_, err := n.clock.Sync()
-		clockErrs = append(clockErrs, err)
+	// A node that runs was got running by an earlier start that then
+	// failed (a retry): it is only waited for, never wiped or restarted.
+	if !running {
+		if err := t.startStopped(ctx, n, wipe); err != nil {
+			return err
+		}
 	}
 	if err := t.waitNodes(ctx, name); err != nil {
 		return err
 	}
-	if n.clock != nil {
-		_, err := n.clock.Sync()
-		clockErrs = append(clockErrs, err)
-	}
-	if err := errors.Join(clockErrs...); err != nil {
-		return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", name, err)
+	// Image nodes: the runtime's start hook gives the new processes the
+	// offset.
+	if n.clock != nil && n.spec.Kind() != KindImage {
+		if _, err := n.clock.Sync(); err != nil {
+			return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", name, err)
+		}
 	}
 	return nil
+}
+
+// startStopped starts a node that does not run, wiping its data folder
+// first when asked.
+func (t *Target) startStopped(ctx context.Context, n *node, wipe bool) error {
+	if wipe {
+		if err := emptyDir(n.workDir()); err != nil {
+			return fmt.Errorf("wiping %s: %w", n.spec.Name, err)
+		}
+		if n.disk != nil {
+			// A wipe is meant to last: made durable on the layer.
+			if err := syncDir(n.workDir()); err != nil {
+				return fmt.Errorf("wiping %s: %w", n.spec.Name, err)
+			}
+		}
+	}
+	if n.spec.Kind() == KindImage {
+		return t.rt.Start(ctx, n.spec.Name)
+	}
+	if err := t.startProcess(n); err != nil {
+		return err
+	}
+	// The new program gets the offset in force at once. This try is best
+	// effort: a launcher still exec'ing the real program (a pyenv shim, a
+	// shell's exec) replaces what was patched; the try once the node
+	// answers (StartNode) is the one that counts.
+	if n.clock != nil {
+		n.clock.Sync()
+	}
+	return nil
+}
+
+// running says whether the node's process or container runs.
+func (t *Target) running(ctx context.Context, n *node) (bool, error) {
+	if n.spec.Kind() == KindImage {
+		st, err := t.rt.State(ctx, n.spec.Name)
+		if err != nil {
+			return false, err
+		}
+		return st.Running, nil
+	}
+	t.mu.Lock()
+	p := n.proc
+	t.mu.Unlock()
+	return p != nil && !p.exited(), nil
 }
 
 func syncDir(dir string) error {

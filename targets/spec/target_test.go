@@ -104,6 +104,15 @@ func TestRestartKeepsDataAndWipeEmptiesIt(t *testing.T) {
 	rd = c.Read(opCtx(t, 2*time.Second), "k")
 	require.Equal(t, fencing.Ok, rd.Outcome)
 	assert.False(t, rd.Found, "restart-wipe starts from an empty data dir")
+
+	// A start retried on a node that runs (the final heal after a start that
+	// got it running and then failed) waits for it and keeps it: the data
+	// written since is still there, so it was not killed again.
+	require.Equal(t, fencing.Ok, c.Write(opCtx(t, 2*time.Second), "k", r2.Token, []byte("v2")).Outcome)
+	require.NoError(t, rs.StartNode(context.Background(), "n1", true), "a running node is only waited for")
+	rd = c.Read(opCtx(t, 2*time.Second), "k")
+	require.Equal(t, fencing.Ok, rd.Outcome)
+	assert.Equal(t, "v2", string(rd.Value), "not wiped, not restarted")
 }
 
 func TestPauseStopsTheProcessGroup(t *testing.T) {
