@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/fencecheck/fencecheck/history"
@@ -102,7 +101,8 @@ type Result struct {
 	// how each ended.
 	LateWrites LateWrites
 	// Leases is the lease-overlap analysis (nil when it could not run: a
-	// note says why).
+	// note says why); its Overlaps are the earliest MaxAnomaliesPerKind,
+	// Count counts them all.
 	Leases *overlap.Report
 	// Run is what the run events say about the run (nil for a history
 	// without them: an old file or another tool's).
@@ -115,8 +115,9 @@ type Result struct {
 	Notes []string
 	// End is the time of the last event (ns).
 	End int64
-	// Ops are every client operation, by invoke index (Op finds one).
-	Ops     []*history.Op
+	// Ops are every client operation, by invoke index (Op finds one), kept
+	// compactly (history.Ops).
+	Ops     *history.Ops
 	Elapsed time.Duration
 
 	checkers []Checker
@@ -124,11 +125,10 @@ type Result struct {
 
 // Op returns the operation whose invoke event has index id, or nil.
 func (r *Result) Op(id int64) *history.Op {
-	i := sort.Search(len(r.Ops), func(i int) bool { return r.Ops[i].ID >= id })
-	if i < len(r.Ops) && r.Ops[i].ID == id {
-		return r.Ops[i]
+	if r.Ops == nil {
+		return nil
 	}
-	return nil
+	return r.Ops.Op(id)
 }
 
 // Anomalies lists every check's anomalies, findings included, earliest
@@ -205,7 +205,7 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 				if size > 0 {
 					pct = 100 * float64(rd.BytesRead) / float64(size)
 				}
-				fmt.Fprintf(opts.Progress, "check: read %d lines (%.0f%%), %d operations\n", rd.Line(), pct, len(a.ops))
+				fmt.Fprintf(opts.Progress, "check: read %d lines (%.0f%%), %d operations\n", rd.Line(), pct, a.ops.Len())
 			}
 		}
 	}
@@ -213,7 +213,7 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 		a.notes = append(a.notes, fmt.Sprintf("skipped the last line (%d): it was cut short, as by a crash while it was written; everything before it was checked", rd.Line()))
 	}
 	if opts.Progress != nil && size > 64<<20 {
-		fmt.Fprintf(opts.Progress, "check: read %d lines, %d operations; checking\n", rd.Line(), len(a.ops))
+		fmt.Fprintf(opts.Progress, "check: read %d lines, %d operations; checking\n", rd.Line(), a.ops.Len())
 	}
 	if err := a.pairRest(); err != nil {
 		var pe *history.PairError
@@ -252,8 +252,11 @@ type analyzer struct {
 	sem      models.Semantics
 	checkers []Checker
 
-	pairer   *history.Pairer
-	ops      []*history.Op
+	pairer *history.Pairer
+	// ops are the paired operations, compactly; info writes wait in late
+	// until the history ends (a strip event may still change one).
+	ops      *history.Ops
+	late     []*history.Op
 	leases   *overlap.Finder
 	leaseErr error
 	faults   faultPairer
@@ -292,7 +295,7 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 	if opts.Checker == "" {
 		opts.Checker = CheckerBoth
 	}
-	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(),
+	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(), ops: &history.Ops{},
 		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
 		run:  runReader{mainAt: -1, finalAt: -1},
 		keys: map[string]bool{}, procs: map[int]bool{}}, nil
@@ -339,7 +342,11 @@ func (a *analyzer) add(e history.Event) error {
 		return err
 	}
 	if op != nil {
-		a.ops = append(a.ops, op)
+		if op.F == history.Write && op.Outcome == history.OutcomeInfo {
+			a.late = append(a.late, op)
+		} else {
+			a.ops.Add(op)
+		}
 	}
 	if a.leaseErr == nil {
 		a.leaseErr = a.leases.Add(e, op)
@@ -360,7 +367,10 @@ func (a *analyzer) pairRest() error {
 		a.pairer.DropPending()
 		rest, _ = a.pairer.Finish()
 	}
-	a.ops = append(a.ops, rest...)
+	for _, op := range append(a.late, rest...) {
+		a.ops.Add(op)
+	}
+	a.late = nil
 	return nil
 }
 
@@ -397,7 +407,7 @@ func clipNote(s string) string {
 func (a *analyzer) finish(ctx context.Context) *Result {
 	start := time.Now()
 	ops := a.ops
-	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+	ops.Sort()
 	r := &Result{Semantics: a.sem, Ops: ops, End: a.end, checkers: a.checkers,
 		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL}}
 	if a.damage > maxNotes {
@@ -426,8 +436,8 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	r.Run = a.run.record()
 
 	for _, c := range a.checkers {
-		if a.opts.Progress != nil && len(ops) > 1_000_000 {
-			fmt.Fprintf(a.opts.Progress, "check: %s on %d operations\n", c.Name(), len(ops))
+		if a.opts.Progress != nil && ops.Len() > 1_000_000 {
+			fmt.Fprintf(a.opts.Progress, "check: %s on %d operations\n", c.Name(), ops.Len())
 		}
 		r.Checks = append(r.Checks, c.Check(ctx, ops, a.sem)...)
 		if k, ok := c.(KeyResulter); ok {
@@ -437,14 +447,16 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	if a.leaseErr != nil {
 		r.Notes = append(r.Notes, "no lease-overlap analysis: "+a.leaseErr.Error())
 	} else {
-		rep := a.leases.Report()
+		// Only the earliest overlaps are listed (as anomalies); a soak has
+		// about one per lease.
+		rep := a.leases.Summary(models.MaxAnomaliesPerKind)
 		r.Leases = &rep
-		if len(rep.Overlaps) > 0 && !hasModel(r.Checks, models.ModelLease) {
+		if rep.Count > 0 && !hasModel(r.Checks, models.ModelLease) {
 			r.Checks = append(r.Checks, models.Result{Checker: models.CheckerDirect, Model: models.ModelLease,
 				Verdict: models.Valid, Anomalies: rep.FirstAnomalies(models.MaxAnomaliesPerKind), Ops: rep.Leases,
-				KindCounts:       map[string]int{models.KindLeaseOverlap: len(rep.Overlaps)},
-				OmittedAnomalies: max(0, len(rep.Overlaps)-models.MaxAnomaliesPerKind),
-				Reason:           fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", len(rep.Overlaps))})
+				KindCounts:       map[string]int{models.KindLeaseOverlap: rep.Count},
+				OmittedAnomalies: max(0, rep.Count-models.MaxAnomaliesPerKind),
+				Reason:           fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", rep.Count)})
 		}
 	}
 	// A check that passed may still list what it saw: those are findings.

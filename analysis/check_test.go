@@ -20,7 +20,7 @@ import (
 type fakeFast struct{ register, issuer models.Verdict }
 
 func (fakeFast) Name() string { return models.CheckerFast }
-func (f fakeFast) Check(context.Context, []*history.Op, models.Semantics) []models.Result {
+func (f fakeFast) Check(context.Context, *history.Ops, models.Semantics) []models.Result {
 	return []models.Result{
 		{Checker: models.CheckerFast, Model: models.ModelRegister, Verdict: f.register, Reason: "fake", Complete: true},
 		{Checker: models.CheckerFast, Model: models.ModelIssuer, Verdict: f.issuer, Reason: "fake", Complete: true},

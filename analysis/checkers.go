@@ -24,7 +24,7 @@ import (
 // its last Check.
 type Checker interface {
 	Name() string
-	Check(ctx context.Context, ops []*history.Op, sem models.Semantics) []models.Result
+	Check(ctx context.Context, ops *history.Ops, sem models.Semantics) []models.Result
 }
 
 // KeyResulter is an optional extra of a checker that decides key by key
@@ -77,7 +77,7 @@ type replay struct{ results []models.Result }
 
 func (r replay) Name() string { return "stored" }
 
-func (r replay) Check(context.Context, []*history.Op, models.Semantics) []models.Result {
+func (r replay) Check(context.Context, *history.Ops, models.Semantics) []models.Result {
 	out := make([]models.Result, 0, len(r.results))
 	for _, res := range r.results {
 		if !res.Complete && !res.Proofs {

@@ -179,10 +179,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func (a *analyzer) count(ops []*history.Op) Counts {
-	c := Counts{Events: a.events, Ops: len(ops), Keys: len(a.keys), Processes: len(a.procs),
+func (a *analyzer) count(ops *history.Ops) Counts {
+	c := Counts{Events: a.events, Ops: ops.Len(), Keys: len(a.keys), Processes: len(a.procs),
 		ByOp: map[string]map[string]int{}, TamperedWrites: a.tampered}
-	for _, o := range ops {
+	for i := range ops.Len() {
+		o := ops.At(i)
 		if o.Outcome != history.OutcomeInfo {
 			c.Definite++
 		}
@@ -210,9 +211,10 @@ type Latency struct {
 
 // latencies computes quantiles per operation and outcome over the operations
 // that completed ok or fail.
-func latencies(ops []*history.Op) []Latency {
+func latencies(ops *history.Ops) []Latency {
 	groups := map[[2]string][]int64{}
-	for _, o := range ops {
+	for i := range ops.Len() {
+		o := ops.At(i)
 		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {
 			continue
 		}

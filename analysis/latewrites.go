@@ -1,8 +1,9 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/fencecheck/fencecheck/history"
 )
@@ -53,7 +54,7 @@ func (l LateWrites) Line() string {
 }
 
 // lateWrites finds them in ops (sorted by invoke index, i.e. call time).
-func lateWrites(ops []*history.Op) LateWrites {
+func lateWrites(ops *history.Ops) LateWrites {
 	// grants are ok acquires per lock, stored ok writes per key, each by
 	// return time: what had happened before a write was sent.
 	grants, stored := map[string]*returned{}, map[string]*returned{}
@@ -63,20 +64,21 @@ func lateWrites(ops []*history.Op) LateWrites {
 		}
 		m[o.Key].ops = append(m[o.Key].ops, grant{o.Return, o.Token.N})
 	}
-	for _, o := range ops {
+	for i := range ops.Len() {
+		o := ops.At(i)
 		if o.Outcome != history.OutcomeOk || o.Token.State != history.TokenValid {
 			continue
 		}
 		switch o.F {
 		case history.Acquire:
-			add(grants, o)
+			add(grants, &o)
 		case history.Write:
-			add(stored, o)
+			add(stored, &o)
 		}
 	}
 	for _, m := range []map[string]*returned{grants, stored} {
 		for _, r := range m {
-			sort.Slice(r.ops, func(i, j int) bool { return r.ops[i].ret < r.ops[j].ret })
+			slices.SortFunc(r.ops, func(x, y grant) int { return cmp.Compare(x.ret, y.ret) })
 		}
 	}
 	type holder struct {
@@ -86,7 +88,8 @@ func lateWrites(ops []*history.Op) LateWrites {
 	held := map[holder]string{} // token the process's last ok acquire of the lock returned
 	var out LateWrites
 	var violations, others []int64
-	for _, o := range ops {
+	for i := range ops.Len() {
+		o := ops.At(i)
 		switch {
 		case o.F == history.Acquire && o.Outcome == history.OutcomeOk:
 			held[holder{o.Process, o.Key}] = o.Token.Raw

@@ -37,7 +37,7 @@ func TestCheckFileMatchesCheck(t *testing.T) {
 	assert.Equal(t, inMemory.Counts, streamed.Counts)
 	assert.Equal(t, inMemory.Latency, streamed.Latency)
 	assert.Equal(t, inMemory.FirstViolation, streamed.FirstViolation)
-	assert.Equal(t, len(inMemory.Ops), len(streamed.Ops))
+	assert.Equal(t, inMemory.Ops.All(), streamed.Ops.All())
 	require.NotNil(t, streamed.FirstViolation.Cause)
 	assert.Equal(t, "restart", streamed.FirstViolation.Cause.Nemesis, streamed.FirstViolation.Text)
 	assert.True(t, streamed.FirstViolation.Cause.Explains, streamed.FirstViolation.Text)
@@ -68,10 +68,10 @@ func TestCountsAndLatency(t *testing.T) {
 	}
 	assert.Equal(t, []string{"acquire/fail", "acquire/ok", "write/ok", "read/ok"}, got, "the lock's life, then the resource")
 	assert.Equal(t, int64(20e6), rep.Latency[2].P50)
-	for i := 1; i < len(rep.Ops); i++ {
-		assert.Less(t, rep.Ops[i-1].ID, rep.Ops[i].ID, "ops by invoke index")
+	for i := 1; i < rep.Ops.Len(); i++ {
+		assert.Less(t, rep.Ops.At(i-1).ID, rep.Ops.At(i).ID, "ops by invoke index")
 	}
-	assert.Equal(t, "b", rep.Op(rep.Ops[4].ID).Value)
+	assert.Equal(t, "b", rep.Op(rep.Ops.At(4).ID).Value)
 	assert.Nil(t, rep.Op(1000))
 }
 

@@ -71,17 +71,22 @@ func HasViolation(as []Anomaly) bool {
 
 // ByKey is a history's operations as the models see them: per register key
 // its writes (every outcome) and ok reads, per token scope (a lock, or ""
-// for scope=global) its ok acquires; each list in invoke order.
+// for scope=global) its ok acquires; each list in invoke order. It holds
+// only positions into the history's Ops: Register and Issuer copy one key's
+// operations out when asked, so a checker that goes key by key holds one
+// key's copies at a time, not the whole history's.
 type ByKey struct {
-	Register     map[string]*KeyOps
 	RegisterKeys []string // sorted
-	Issuer       map[string][]*history.Op
 	IssuerKeys   []string // sorted
-	// Acquires are every ok acquire, in invoke order.
-	Acquires []*history.Op
 	// Issued applies the forgery rule (every acquire, any outcome).
 	Issued *Issued
+
+	ops      *history.Ops
+	register map[string]*keyPos
+	issuer   map[string][]int32
 }
+
+type keyPos struct{ writes, reads []int32 }
 
 // KeyOps are one register key's operations.
 type KeyOps struct {
@@ -89,32 +94,101 @@ type KeyOps struct {
 	Reads  []*history.Op // ok only
 }
 
+// Register copies out the operations of register key k.
+func (h *ByKey) Register(k string) KeyOps {
+	p := h.register[k]
+	if p == nil {
+		return KeyOps{}
+	}
+	return KeyOps{Writes: h.copyOut(p.writes), Reads: h.copyOut(p.reads)}
+}
+
+// Issuer copies out the ok acquires of token scope k.
+func (h *ByKey) Issuer(k string) []*history.Op { return h.copyOut(h.issuer[k]) }
+
+// EachRegister calls fn with each operation of register key k in turn, in
+// invoke order, copying none out: fn must not keep op.
+func (h *ByKey) EachRegister(k string, fn func(op *history.Op)) {
+	p := h.register[k]
+	if p == nil {
+		return
+	}
+	w, r := p.writes, p.reads
+	var op history.Op // one copy, reused: fn must not keep it
+	for len(w) > 0 || len(r) > 0 {
+		var j int32
+		if len(r) == 0 || len(w) > 0 && w[0] < r[0] {
+			j, w = w[0], w[1:]
+		} else {
+			j, r = r[0], r[1:]
+		}
+		op = h.ops.At(int(j))
+		fn(&op)
+	}
+}
+
+// EachIssuer is EachRegister for the ok acquires of token scope k.
+func (h *ByKey) EachIssuer(k string, fn func(op *history.Op)) { h.each(h.issuer[k], fn) }
+
+func (h *ByKey) each(at []int32, fn func(op *history.Op)) {
+	var op history.Op // one copy, reused: fn must not keep it
+	for _, j := range at {
+		op = h.ops.At(int(j))
+		fn(&op)
+	}
+}
+
+// IssuerLen counts what Issuer would copy.
+func (h *ByKey) IssuerLen(k string) int { return len(h.issuer[k]) }
+
+// RegisterLen counts what Register would copy.
+func (h *ByKey) RegisterLen(k string) (writes, reads int) {
+	if p := h.register[k]; p != nil {
+		return len(p.writes), len(p.reads)
+	}
+	return 0, 0
+}
+
+func (h *ByKey) copyOut(at []int32) []*history.Op {
+	if len(at) == 0 {
+		return nil
+	}
+	slab := make([]history.Op, len(at))
+	out := make([]*history.Op, len(at))
+	for i, j := range at {
+		slab[i] = h.ops.At(int(j))
+		out[i] = &slab[i]
+	}
+	return out
+}
+
 // Group sorts paired operations into what the models check. Operations the
 // models ignore (renew, release, reads and acquires that did not end ok) are
 // left out.
-func Group(ops []*history.Op, sem Semantics) *ByKey {
-	h := &ByKey{Register: map[string]*KeyOps{}, Issuer: map[string][]*history.Op{}, Issued: NewIssued()}
-	reg := func(k string) *KeyOps {
-		ko := h.Register[k]
+func Group(ops *history.Ops, sem Semantics) *ByKey {
+	h := &ByKey{ops: ops, register: map[string]*keyPos{}, issuer: map[string][]int32{}, Issued: NewIssued()}
+	reg := func(k string) *keyPos {
+		ko := h.register[k]
 		if ko == nil {
-			ko = &KeyOps{}
-			h.Register[k] = ko
+			ko = &keyPos{}
+			h.register[k] = ko
 			h.RegisterKeys = append(h.RegisterKeys, k)
 		}
 		return ko
 	}
-	for _, op := range ops {
+	for i := range ops.Len() {
+		op := ops.At(i)
 		switch op.F {
 		case history.Write:
 			ko := reg(op.Key)
-			ko.Writes = append(ko.Writes, op)
+			ko.writes = append(ko.writes, int32(i))
 		case history.Read:
 			if op.Outcome == history.OutcomeOk {
 				ko := reg(op.Key)
-				ko.Reads = append(ko.Reads, op)
+				ko.reads = append(ko.reads, int32(i))
 			}
 		case history.Acquire:
-			h.Issued.Add(op)
+			h.Issued.Add(&op)
 			if op.Outcome != history.OutcomeOk {
 				continue
 			}
@@ -122,25 +196,13 @@ func Group(ops []*history.Op, sem Semantics) *ByKey {
 			if sem.Scope == ScopeGlobal {
 				scope = ""
 			}
-			if _, ok := h.Issuer[scope]; !ok {
+			if _, ok := h.issuer[scope]; !ok {
 				h.IssuerKeys = append(h.IssuerKeys, scope)
 			}
-			h.Issuer[scope] = append(h.Issuer[scope], op)
-			h.Acquires = append(h.Acquires, op)
+			h.issuer[scope] = append(h.issuer[scope], int32(i))
 		}
 	}
-	// Operations in invoke order within each key: deterministic output.
-	byID := func(ops []*history.Op) {
-		sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
-	}
-	for _, ko := range h.Register {
-		byID(ko.Writes)
-		byID(ko.Reads)
-	}
-	for _, acqs := range h.Issuer {
-		byID(acqs)
-	}
-	byID(h.Acquires)
+	// ops are in invoke order, and so is each list.
 	sort.Strings(h.RegisterKeys)
 	sort.Strings(h.IssuerKeys)
 	return h

@@ -196,7 +196,7 @@ func metrics(res *analysis.Result) map[string]any {
 		return nil
 	}
 	return map[string]any{
-		"lease_overlaps":                          len(res.Leases.Overlaps),
+		"lease_overlaps":                          res.Leases.Count,
 		"lease_overlap_ms":                        res.Leases.Total.Milliseconds(),
 		"stale_writes_fenced_off_during_overlaps": res.Leases.Rejected,
 	}

@@ -21,7 +21,10 @@ type opsView struct {
 }
 
 func newOpsView(res *analysis.Result) *opsView {
-	v := &opsView{end: res.End, ops: append([]*history.Op(nil), res.Ops...)}
+	v := &opsView{end: res.End}
+	if res.Ops != nil {
+		v.ops = res.Ops.All()
+	}
 	slices.SortFunc(v.ops, func(x, y *history.Op) int {
 		if x.Call != y.Call {
 			return cmpInt(x.Call, y.Call)

@@ -215,7 +215,8 @@ func MeasureFile(c historytest.PerfCase, path string, porcupineTimeout time.Dura
 	row.PorcupineRan = true
 	pc := porcupine.New(porcupineTimeout)
 	var pr []models.Result
-	row.Porcupine = Measure(func() { pr = pc.Check(context.Background(), ops, sem) })
+	opsLog := history.OpsOf(ops)
+	row.Porcupine = Measure(func() { pr = pc.Check(context.Background(), opsLog, sem) })
 	row.PorcupineVerdict = combined(pr)
 	for _, k := range pc.KeyResults() {
 		row.PorcupineKeys++

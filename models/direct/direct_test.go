@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/historytest"
 )
@@ -23,7 +24,7 @@ func checkDirect(t *testing.T, b *historytest.Builder, sem models.Semantics) []m
 	t.Helper()
 	ops, err := b.Ops()
 	require.NoError(t, err)
-	res := New().Check(context.Background(), ops, sem)
+	res := New().Check(context.Background(), history.OpsOf(ops), sem)
 	require.Len(t, res, 2)
 	require.Equal(t, models.ModelRegister, res[0].Model)
 	for _, r := range res {

@@ -2,6 +2,7 @@ package fast
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fencecheck/fencecheck/history"
@@ -17,18 +18,48 @@ func New() *Checker { return &Checker{} }
 // Name is "fast".
 func (*Checker) Name() string { return models.CheckerFast }
 
-// Check copies what it needs from ops (it does not modify them) into a
-// Stream and decides both models. ctx is honoured between keys: an
-// interrupted check answers Unknown, never Valid.
-func (*Checker) Check(ctx context.Context, ops []*history.Op, sem models.Semantics) []models.Result {
+// Check decides both models key by key: it copies one key's records out of
+// ops (it does not modify them), decides it and drops them before the next,
+// so it holds one key's records at a time beside ops. ctx is honoured
+// between keys: an interrupted check answers Unknown, never Valid.
+func (*Checker) Check(ctx context.Context, ops *history.Ops, sem models.Semantics) []models.Result {
 	start := time.Now()
+	h := models.Group(ops, sem)
 	c := NewStream(sem)
-	c.ctx = ctx
-	c.reserve(ops)
-	for _, op := range ops {
-		c.Add(op)
+	c.issued = h.Issued
+	reg := models.Result{Checker: models.CheckerFast, Model: models.ModelRegister, Verdict: models.Valid, Complete: true, Keys: len(h.RegisterKeys)}
+	var unknown []string
+	for i, name := range h.RegisterKeys {
+		if err := ctx.Err(); err != nil {
+			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d keys left", err, len(h.RegisterKeys)-i, len(h.RegisterKeys)))
+			break
+		}
+		w, r := h.RegisterLen(name)
+		k := &keyLog{name: name, ops: make([]record, 0, w+r)}
+		h.EachRegister(name, func(op *history.Op) { c.addRegister(k, op) })
+		reg.Ops += len(k.ops)
+		out := checkRegisterKey(k, c.sem, c.issued, c.MaxAnomaliesPerKey)
+		if out.unknown != "" {
+			unknown = append(unknown, fmt.Sprintf("key %s: %s", k.name, out.unknown))
+		}
+		reg.Anomalies = append(reg.Anomalies, out.anomalies...)
 	}
-	res := c.Results()
+	finishResult(&reg, unknown)
+
+	isr := models.Result{Checker: models.CheckerFast, Model: models.ModelIssuer, Verdict: models.Valid, Complete: true, Keys: len(h.IssuerKeys)}
+	unknown = nil
+	for i, name := range h.IssuerKeys {
+		if err := ctx.Err(); err != nil {
+			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d locks left", err, len(h.IssuerKeys)-i, len(h.IssuerKeys)))
+			break
+		}
+		k := &keyLog{name: name, ops: make([]record, 0, h.IssuerLen(name))}
+		h.EachIssuer(name, func(op *history.Op) { addAcquire(k, op) })
+		isr.Ops += len(k.ops)
+		isr.Anomalies = append(isr.Anomalies, checkIssuerScope(k, c.sem, c.MaxAnomaliesPerKey)...)
+	}
+	finishResult(&isr, unknown)
+	res := []models.Result{reg, isr}
 	for i := range res {
 		res[i].Duration = time.Since(start)
 	}

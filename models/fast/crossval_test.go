@@ -524,7 +524,7 @@ func cvCheckOne(t testing.TB, events []history.Event, sem models.Semantics, desc
 	}
 	ops, err := history.Pair(events)
 	require.NoError(t, err)
-	for _, r := range porcupine.New(5*time.Second).Check(context.Background(), ops, sem) {
+	for _, r := range porcupine.New(5*time.Second).Check(context.Background(), history.OpsOf(ops), sem) {
 		st.colleague++
 		if r.Verdict == models.Unknown {
 			st.colleagueUnknown++

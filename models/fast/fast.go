@@ -221,70 +221,13 @@ func fnv64(s string) uint64 {
 	return h
 }
 
-// reserve sizes the per-key slices for ops (Add's keys, in Add's order), so
-// that they are allocated once instead of grown by doubling.
-func (c *Stream) reserve(ops []*history.Op) {
-	type need struct{ n, text int }
-	keys, locks := map[*keyLog]*need{}, map[*keyLog]*need{}
-	for _, op := range ops {
-		switch {
-		case op.F == history.Write || (op.F == history.Read && op.Outcome == history.OutcomeOk):
-			k := c.keys[op.Key]
-			if k == nil {
-				k = &keyLog{name: op.Key}
-				c.keys[op.Key] = k
-				c.keyOrder = append(c.keyOrder, k)
-				keys[k] = &need{}
-			}
-			if n := keys[k]; n != nil {
-				n.n++
-				n.text += len(op.Value)
-			}
-		case op.F == history.Acquire && op.Outcome == history.OutcomeOk:
-			scope := op.Key
-			if c.sem.Scope == models.ScopeGlobal {
-				scope = ""
-			}
-			k := c.locks[scope]
-			if k == nil {
-				k = &keyLog{name: scope}
-				c.locks[scope] = k
-				c.lockOrder = append(c.lockOrder, k)
-				locks[k] = &need{}
-			}
-			if n := locks[k]; n != nil {
-				n.n++
-				n.text += len(op.Key)
-			}
-		}
-	}
-	for _, m := range []map[*keyLog]*need{keys, locks} {
-		for k, n := range m {
-			k.ops = make([]record, 0, n.n)
-			k.text = make([]byte, 0, n.text)
-		}
-	}
-}
-
 // Add records one paired operation. Operations the models ignore (failed
 // or unknown reads, renew, release, failed or unknown acquires) are dropped.
 func (c *Stream) Add(op *history.Op) {
 	switch op.F {
 	case history.Write, history.Read:
-		var kind opKind
-		switch {
-		case op.F == history.Read && op.Outcome == history.OutcomeOk:
-			kind = readOk
-		case op.F == history.Read:
+		if op.F == history.Read && op.Outcome != history.OutcomeOk {
 			return
-		case op.Outcome == history.OutcomeOk:
-			kind = writeOk
-		case op.Outcome == history.OutcomeInfo:
-			kind = writeInfo
-		case op.Error == "stale":
-			kind = writeStale
-		default:
-			kind = writeFail
 		}
 		k := c.keys[op.Key]
 		if k == nil {
@@ -292,23 +235,7 @@ func (c *Stream) Add(op *history.Op) {
 			c.keys[op.Key] = k
 			c.keyOrder = append(c.keyOrder, k)
 		}
-		ret := op.Return
-		if op.Outcome == history.OutcomeInfo {
-			ret = history.Never
-		}
-		rec := record{id: op.ID, call: op.Call, ret: ret, tok: op.Token.N, val: fnv64(op.Value),
-			off: uint32(len(k.text)), n: uint32(len(op.Value)), kind: kind, ts: op.Token.State, tampered: op.Tampered != "", sealed: op.Token.Seal != ""}
-		if rec.sealed {
-			rec.tokh = models.TokenHash(op.Token.Raw)
-		}
-		if kind == writeStale && op.HighWater != "" {
-			rec.hwState = hwBad
-			if hw := history.ParseToken(op.HighWater); hw.State == history.TokenValid && hw.Seal == "" {
-				rec.hwState, rec.hw = hwNumber, hw.N
-			}
-		}
-		k.ops = append(k.ops, rec)
-		k.text = append(k.text, op.Value...)
+		c.addRegister(k, op)
 		c.regOps++
 	case history.Acquire:
 		c.issued.Add(op)
@@ -325,11 +252,50 @@ func (c *Stream) Add(op *history.Op) {
 			c.locks[scope] = k
 			c.lockOrder = append(c.lockOrder, k)
 		}
-		k.ops = append(k.ops, record{id: op.ID, call: op.Call, ret: op.Return, tok: op.Token.N,
-			off: uint32(len(k.text)), n: uint32(len(op.Key)), kind: acquireOk, ts: op.Token.State})
-		k.text = append(k.text, op.Key...)
+		addAcquire(k, op)
 		c.acqOps++
 	}
+}
+
+// addRegister records a write (any outcome) or an ok read on its key.
+func (c *Stream) addRegister(k *keyLog, op *history.Op) {
+	var kind opKind
+	switch {
+	case op.F == history.Read:
+		kind = readOk
+	case op.Outcome == history.OutcomeOk:
+		kind = writeOk
+	case op.Outcome == history.OutcomeInfo:
+		kind = writeInfo
+	case op.Error == "stale":
+		kind = writeStale
+	default:
+		kind = writeFail
+	}
+	ret := op.Return
+	if op.Outcome == history.OutcomeInfo {
+		ret = history.Never
+	}
+	rec := record{id: op.ID, call: op.Call, ret: ret, tok: op.Token.N, val: fnv64(op.Value),
+		off: uint32(len(k.text)), n: uint32(len(op.Value)), kind: kind, ts: op.Token.State, tampered: op.Tampered != "", sealed: op.Token.Seal != ""}
+	if rec.sealed {
+		rec.tokh = models.TokenHash(op.Token.Raw)
+	}
+	if kind == writeStale && op.HighWater != "" {
+		rec.hwState = hwBad
+		if hw := history.ParseToken(op.HighWater); hw.State == history.TokenValid && hw.Seal == "" {
+			rec.hwState, rec.hw = hwNumber, hw.N
+		}
+	}
+	k.ops = append(k.ops, rec)
+	k.text = append(k.text, op.Value...)
+}
+
+// addAcquire records an ok acquire in its token scope.
+func addAcquire(k *keyLog, op *history.Op) {
+	k.ops = append(k.ops, record{id: op.ID, call: op.Call, ret: op.Return, tok: op.Token.N,
+		off: uint32(len(k.text)), n: uint32(len(op.Key)), kind: acquireOk, ts: op.Token.State})
+	k.text = append(k.text, op.Key...)
 }
 
 // Results decides both models over everything added so far.

@@ -279,7 +279,7 @@ func TestFastFindsPlantedStaleReadPorcupineCannot(t *testing.T) {
 
 	ops, err := history.Pair(events)
 	require.NoError(t, err)
-	for _, r := range porcupine.New(time.Second).Check(context.Background(), ops, reject) {
+	for _, r := range porcupine.New(time.Second).Check(context.Background(), history.OpsOf(ops), reject) {
 		if r.Model == models.ModelRegister {
 			assert.Equal(t, models.Unknown, r.Verdict, "porcupine is not expected to decide 3000 operations of 50 clients on one key in 1 s")
 		}
@@ -340,7 +340,7 @@ func TestFastChecker(t *testing.T) {
 	require.NoError(t, err)
 	c := New()
 	assert.Equal(t, models.CheckerFast, c.Name())
-	res := c.Check(context.Background(), ops, reject)
+	res := c.Check(context.Background(), history.OpsOf(ops), reject)
 	require.Len(t, res, 2)
 	assert.Equal(t, models.Invalid, res[0].Verdict)
 	for _, r := range res {
@@ -349,6 +349,6 @@ func TestFastChecker(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res = c.Check(ctx, ops, reject)
+	res = c.Check(ctx, history.OpsOf(ops), reject)
 	assert.Equal(t, models.Unknown, res[0].Verdict)
 }

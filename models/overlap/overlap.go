@@ -106,7 +106,10 @@ func (o Overlap) Text() string {
 
 // Report is what Find returns.
 type Report struct {
-	Leases   int       `json:"leases"`
+	Leases int `json:"leases"`
+	// Count is the number of overlaps; Overlaps lists them all (Report) or
+	// only the earliest (Summary).
+	Count    int       `json:"count"`
 	Overlaps []Overlap `json:"overlaps"`
 	// Total is the summed duration of all overlaps.
 	Total time.Duration `json:"total_ns"`
@@ -126,39 +129,51 @@ func (r Report) Anomalies() []models.Anomaly {
 	return out
 }
 
+// earlier orders overlaps as FirstAnomalies and Summary keep them.
+func earlier(x, y *Overlap) bool {
+	if x.Start != y.Start {
+		return x.Start < y.Start
+	}
+	if x.Key != y.Key {
+		return x.Key < y.Key
+	}
+	if x.Older.AcquireID != y.Older.AcquireID {
+		return x.Older.AcquireID < y.Older.AcquireID
+	}
+	return x.Newer.AcquireID < y.Newer.AcquireID
+}
+
+// firstN keeps the n earliest of the overlaps it is offered, sorted (n is
+// small).
+type firstN struct {
+	n    int
+	kept []Overlap
+}
+
+// offer reports whether o is kept (for now).
+func (f *firstN) offer(o *Overlap) bool {
+	if f.n <= 0 || len(f.kept) == f.n && !earlier(o, &f.kept[f.n-1]) {
+		return false
+	}
+	at := sort.Search(len(f.kept), func(k int) bool { return earlier(o, &f.kept[k]) })
+	if len(f.kept) < f.n {
+		f.kept = append(f.kept, Overlap{})
+	}
+	copy(f.kept[at+1:], f.kept[at:len(f.kept)-1])
+	f.kept[at] = *o
+	return true
+}
+
 // FirstAnomalies is Anomalies capped as models.CapAnomalies caps them (the
 // earliest n), worded only for those kept: a long soak has an overlap per
 // lease, and words for each cost more than finding them.
 func (r Report) FirstAnomalies(n int) []models.Anomaly {
-	less := func(i, j int) bool {
-		x, y := &r.Overlaps[i], &r.Overlaps[j]
-		if x.Start != y.Start {
-			return x.Start < y.Start
-		}
-		if x.Key != y.Key {
-			return x.Key < y.Key
-		}
-		if x.Older.AcquireID != y.Older.AcquireID {
-			return x.Older.AcquireID < y.Older.AcquireID
-		}
-		return x.Newer.AcquireID < y.Newer.AcquireID
-	}
-	// The n earliest, kept sorted (n is small).
-	var idx []int
+	first := firstN{n: n}
 	for i := range r.Overlaps {
-		if len(idx) == n && (n == 0 || !less(i, idx[n-1])) {
-			continue
-		}
-		at := sort.Search(len(idx), func(k int) bool { return less(i, idx[k]) })
-		if len(idx) < n {
-			idx = append(idx, 0)
-		}
-		copy(idx[at+1:], idx[at:len(idx)-1])
-		idx[at] = i
+		first.offer(&r.Overlaps[i])
 	}
-	out := make([]models.Anomaly, 0, len(idx))
-	for _, i := range idx {
-		o := r.Overlaps[i]
+	out := make([]models.Anomaly, 0, len(first.kept))
+	for _, o := range first.kept {
 		ids := append([]int64{o.Older.AcquireID, o.Newer.AcquireID}, o.WriteIDs...)
 		out = append(out, models.Anomaly{Kind: models.KindLeaseOverlap, Model: models.ModelLease, Key: o.Key,
 			Text: o.Text(), Ops: ids, At: o.Start, Finding: true})
@@ -183,7 +198,7 @@ type Finder struct {
 	done   []Lease
 	// writes are each process's writes in call order (a process runs one
 	// operation at a time), so an overlap finds its writes by binary search.
-	writes map[int][]*history.Op
+	writes map[int][]write
 	last   int64
 	err    error
 }
@@ -191,7 +206,18 @@ type Finder struct {
 // NewFinder returns an empty Finder.
 func NewFinder(opts Options) *Finder {
 	return &Finder{opts: opts, ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
-		writes: map[int][]*history.Op{}}
+		writes: map[int][]write{}}
+}
+
+// write is what countWrites needs of a write: what the client sent is
+// settled when the write completes (a later strip event changes only what
+// the resource received).
+type write struct {
+	id, call int64
+	key      string
+	sent     string // the token the client sent
+	outcome  history.Outcome
+	stale    bool
 }
 
 // Find pairs a whole history and runs a Finder over it.
@@ -314,7 +340,12 @@ func (f *Finder) apply(op *history.Op) {
 	ttl := f.ttls[op.ID]
 	delete(f.ttls, op.ID)
 	if op.F == history.Write {
-		f.writes[op.Process] = append(f.writes[op.Process], op)
+		sent := op.Token.Raw
+		if op.Tampered != "" {
+			sent = op.SentByClient
+		}
+		f.writes[op.Process] = append(f.writes[op.Process], write{id: op.ID, call: op.Call, key: op.Key,
+			sent: sent, outcome: op.Outcome, stale: op.Error == "stale"})
 	}
 	l := f.active[op.Process]
 	if l != nil && op.Key == l.Key {
@@ -375,8 +406,23 @@ func (f *Finder) Leases() []Lease {
 }
 
 // Report computes the overlaps of every lease seen so far.
-func (f *Finder) Report() Report {
+func (f *Finder) Report() Report { return f.report(-1) }
+
+// Summary is Report keeping only the earliest n overlaps (in
+// FirstAnomalies' order) in Overlaps; the counts and totals are of all. A
+// soak has about an overlap per lease, each a few hundred bytes.
+func (f *Finder) Summary(n int) Report { return f.report(max(n, 0)) }
+
+// report keeps every overlap when keep < 0, else the earliest keep.
+func (f *Finder) report(keep int) Report {
 	leases := f.Leases()
+	if keep >= 0 {
+		first := firstN{n: keep}
+		rep := Report{Leases: len(leases)}
+		f.overlaps(leases, &rep, func(o *Overlap) { first.offer(o) })
+		rep.Overlaps = first.kept
+		return rep
+	}
 	// Count first: an Overlap holds two leases, and a soak has one per
 	// lease, so growing the slice would copy them over and over.
 	n := 0
@@ -389,12 +435,19 @@ func (f *Finder) Report() Report {
 		}
 	}
 	rep := Report{Leases: len(leases), Overlaps: make([]Overlap, 0, n)}
+	f.overlaps(leases, &rep, func(o *Overlap) { rep.Overlaps = append(rep.Overlaps, *o) })
+	return rep
+}
+
+// overlaps finds the overlaps of leases (sorted as Leases sorts them),
+// counts them into rep and hands each to keep.
+func (f *Finder) overlaps(leases []Lease, rep *Report, keep func(*Overlap)) {
 	for i := range leases {
-		a := leases[i]
+		a := &leases[i]
 		// Leases are sorted by key then start: only later leases that start
 		// before a ends can overlap it.
 		for j := i + 1; j < len(leases) && leases[j].Key == a.Key && leases[j].Start < a.End; j++ {
-			b := leases[j]
+			b := &leases[j]
 			if b.Process == a.Process {
 				continue
 			}
@@ -402,43 +455,36 @@ func (f *Finder) Report() Report {
 			if b.tokenN < a.tokenN {
 				older, newer = b, a
 			}
-			o := Overlap{Key: a.Key, Older: older, Newer: newer,
+			o := Overlap{Key: a.Key, Older: *older, Newer: *newer,
 				OlderProcess: older.Process, OlderToken: older.Token,
 				NewerProcess: newer.Process, NewerToken: newer.Token,
 				Start: b.Start, End: min(a.End, b.End)}
 			f.countWrites(&o)
-			rep.Overlaps = append(rep.Overlaps, o)
+			rep.Count++
 			rep.Total += o.Duration()
 			rep.Rejected += o.Rejected
+			keep(&o)
 		}
 	}
-	return rep
 }
 
 // countWrites finds the older holder's writes sent during the overlap.
 func (f *Finder) countWrites(o *Overlap) {
 	ws := f.writes[o.Older.Process]
-	first := sort.Search(len(ws), func(i int) bool { return ws[i].Call >= o.Start })
+	first := sort.Search(len(ws), func(i int) bool { return ws[i].call >= o.Start })
 	for _, w := range ws[first:] {
-		if w.Call > o.End {
+		if w.call > o.End {
 			break
 		}
-		if w.Key != o.Key {
+		if w.key != o.Key || w.sent != o.Older.Token {
 			continue
 		}
-		sent := w.Token.Raw
-		if w.Tampered != "" {
-			sent = w.SentByClient
-		}
-		if sent != o.Older.Token {
-			continue
-		}
-		o.WriteIDs = append(o.WriteIDs, w.ID)
-		switch w.Outcome {
+		o.WriteIDs = append(o.WriteIDs, w.id)
+		switch w.outcome {
 		case history.OutcomeOk:
 			o.Accepted++
 		case history.OutcomeFail:
-			if w.Error == "stale" {
+			if w.stale {
 				o.Rejected++
 			} else {
 				o.Unknown++

@@ -274,3 +274,23 @@ func TestFirstAnomaliesAsCapped(t *testing.T) {
 		}
 	}
 }
+
+// Summary counts every overlap as Report does and keeps the earliest.
+func TestSummaryKeepsTheEarliest(t *testing.T) {
+	h := &hist{}
+	for p := 1; p <= 6; p++ {
+		at := int64(p * 10)
+		tok := strconv.Itoa(p)
+		h.invoke(at, p, history.Acquire, "k", "", 1000).complete(at+1, p, history.Ok, history.Acquire, "k", tok, "")
+	}
+	all := finderFrom(t, h).Report()
+	require.Len(t, all.Overlaps, 10, "the last lease starts as the history ends")
+	assert.Equal(t, 10, all.Count)
+	sum := finderFrom(t, h).Summary(4)
+	assert.Equal(t, all.Count, sum.Count)
+	assert.Equal(t, all.Total, sum.Total)
+	assert.Equal(t, all.Leases, sum.Leases)
+	require.Len(t, sum.Overlaps, 4)
+	assert.Equal(t, all.FirstAnomalies(4), sum.FirstAnomalies(4))
+	assert.Empty(t, finderFrom(t, h).Summary(0).Overlaps)
+}

@@ -20,13 +20,14 @@ func benchmarkCheckPorcupine(b *testing.B, ops int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	pairedOps := history.OpsOf(paired)
 	sem := models.DefaultSemantics()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var porc time.Duration
 	for b.Loop() {
 		c := New(10 * time.Minute)
-		for _, r := range c.Check(context.Background(), paired, sem) {
+		for _, r := range c.Check(context.Background(), pairedOps, sem) {
 			if r.Verdict != models.Valid {
 				b.Fatalf("%s: %s: %s", r.Model, r.Verdict, r.Reason)
 			}
@@ -75,13 +76,15 @@ func BenchmarkMatrix(b *testing.B) {
 				b.Fatal(err)
 			}
 			events = nil
+			opsLog := history.OpsOf(ops)
+			ops = nil
 			b.ResetTimer() // the check alone, not writing and reading the file
 			var peak uint64
 			timedOut := 0.0
 			for i := 0; i < b.N; i++ {
 				peak = historytest.PeakHeap(func() {
 					pc := New(timeout)
-					pc.Check(context.Background(), ops, sem)
+					pc.Check(context.Background(), opsLog, sem)
 					timedOut = 0
 					for _, k := range pc.KeyResults() {
 						if k.Verdict == models.Unknown {

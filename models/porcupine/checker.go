@@ -54,7 +54,7 @@ func (c *Checker) timeout() time.Duration {
 func pkKey(model, key string) string { return model + "\x00" + key }
 
 // Check runs Porcupine on every key and sums up per model.
-func (c *Checker) Check(ctx context.Context, ops []*history.Op, sem models.Semantics) []models.Result {
+func (c *Checker) Check(ctx context.Context, ops *history.Ops, sem models.Semantics) []models.Result {
 	h := models.Group(ops, sem)
 	timeout := c.timeout()
 	start := time.Now()
@@ -64,11 +64,11 @@ func (c *Checker) Check(ctx context.Context, ops []*history.Op, sem models.Seman
 	}
 	var keys []*porcupineKey
 	for _, k := range h.RegisterKeys {
-		ko := h.Register[k]
+		ko := h.Register(k)
 		keys = append(keys, &porcupineKey{model: models.ModelRegister, key: k, writes: ko.Writes, reads: ko.Reads, sem: sem, issued: h.Issued})
 	}
 	for _, k := range h.IssuerKeys {
-		keys = append(keys, &porcupineKey{model: models.ModelIssuer, key: k, acquires: h.Issuer[k], sem: sem})
+		keys = append(keys, &porcupineKey{model: models.ModelIssuer, key: k, acquires: h.Issuer(k), sem: sem})
 	}
 	runPorcupine(ctx, keys, deadline)
 	elapsed := time.Since(start)

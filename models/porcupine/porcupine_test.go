@@ -97,7 +97,7 @@ func checkEvents(t *testing.T, events []history.Event, sem models.Semantics) che
 	ops, err := history.Pair(events)
 	require.NoError(t, err)
 	p := New(testBudget)
-	c := checked{porcupine: p.Check(context.Background(), ops, sem), direct: direct.New().Check(context.Background(), ops, sem)}
+	c := checked{porcupine: p.Check(context.Background(), history.OpsOf(ops), sem), direct: direct.New().Check(context.Background(), history.OpsOf(ops), sem)}
 	c.Keys = p.KeyResults()
 	return c
 }

@@ -1,0 +1,275 @@
+package history
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"unsafe"
+)
+
+// Ops holds a history's paired operations compactly, so that a history of
+// millions stays small and cheap for the garbage collector: one fixed-size
+// record per operation with no pointers in it (never scanned), the token
+// and value text in an append-only arena of large chunks, the key, f,
+// error and node names interned, and the rarely set fields (tampering, a
+// reported high-water mark) in a side table. About 100 bytes per operation
+// plus its token and value.
+//
+// Add copies an operation in; once sorted (Sort, or the first reader),
+// At(i) gives back the i-th by invoke index as the Pairer made it. The
+// strings of an Op from At share the arena: no copy is made.
+//
+// An Ops is not safe for concurrent use until it is sorted.
+type Ops struct {
+	recs   [][]opRec // chunks of opsChunk records, in Add order
+	n      int
+	order  []uint32 // Add positions by invoke index
+	sorted bool
+	text   [][]byte // arena chunks; never reallocated, so strings made from them stay valid
+	names  []string // interned names; 0 is ""
+	nameIx map[string]uint32
+	rare   []rareFields // 0 is unused
+}
+
+const (
+	opsChunkBits = 14
+	opsChunk     = 1 << opsChunkBits
+	textChunk    = 1 << 20
+)
+
+// opRec is one operation. Its token, value and high-water text are adjacent
+// in the arena: text[chunk][off:off+tokLen] is Token.Raw, the valLen bytes
+// after it Value, the hwLen bytes after those HighWater.
+type opRec struct {
+	id, completeID      int64
+	call, ret, complete int64
+	process             int64
+	tokN                uint64
+	chunk, off          uint32
+	valLen              uint32
+	tokLen, hwLen       uint16
+	f, key, err, node   uint32
+	rare                uint32 // index into Ops.rare, 0 for none
+	outcome             Outcome
+	tokState            TokenState
+	sealAt              uint16 // 1 + the index of the seal's dot, 0 when unsealed
+}
+
+// rareFields are the fields most operations leave empty.
+type rareFields struct {
+	tampered, sentByClient string
+	// Only when the token does not fit the record (a malformed one of 64
+	// KiB or more, a high-water mark as long), or its seal is not its own:
+	raw, highWater, seal string
+}
+
+// OpRecordBytes is the fixed size of one operation in Ops (without its text).
+const OpRecordBytes = int(unsafe.Sizeof(opRec{}))
+
+// OpsOf copies ops into a sorted Ops (tests, tools).
+func OpsOf(ops []*Op) *Ops {
+	o := &Ops{}
+	for _, op := range ops {
+		o.Add(op)
+	}
+	o.Sort()
+	return o
+}
+
+// Len is the number of operations.
+func (o *Ops) Len() int { return o.n }
+
+func (o *Ops) name(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if o.nameIx == nil {
+		o.nameIx = map[string]uint32{}
+		o.names = []string{""}
+	}
+	if i, ok := o.nameIx[s]; ok {
+		return i
+	}
+	i := uint32(len(o.names))
+	o.names = append(o.names, s)
+	o.nameIx[s] = i
+	return i
+}
+
+// put appends a, b and c adjacent in the arena and returns where they
+// start.
+func (o *Ops) put(a, b, c string) (chunk, off uint32) {
+	n := len(a) + len(b) + len(c)
+	last := len(o.text) - 1
+	if last < 0 || cap(o.text[last])-len(o.text[last]) < n {
+		o.text = append(o.text, make([]byte, 0, max(textChunk, n)))
+		last++
+	}
+	t := o.text[last]
+	off = uint32(len(t))
+	t = append(t, a...)
+	t = append(t, b...)
+	t = append(t, c...)
+	o.text[last] = t
+	return uint32(last), off
+}
+
+func (o *Ops) str(chunk, off, n uint32) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&o.text[chunk][off], n)
+}
+
+// Add copies one operation in.
+func (o *Ops) Add(op *Op) {
+	rf := rareFields{tampered: op.Tampered, sentByClient: op.SentByClient}
+	raw, hw := op.Token.Raw, op.HighWater
+	if len(raw) > math.MaxUint16 || len(hw) > math.MaxUint16 {
+		rf.raw, rf.highWater = raw, hw
+		raw, hw = "", ""
+	}
+	chunk, off := o.put(raw, op.Value, hw)
+	r := opRec{id: op.ID, completeID: op.CompleteID, call: op.Call, ret: op.Return, complete: op.Completed,
+		process: int64(op.Process), tokN: op.Token.N, chunk: chunk, off: off,
+		tokLen: uint16(len(raw)), valLen: uint32(len(op.Value)), hwLen: uint16(len(hw)),
+		f: o.name(op.F), key: o.name(op.Key), err: o.name(op.Error), node: o.name(op.Node),
+		outcome: op.Outcome, tokState: op.Token.State}
+	if op.Token.State == TokenValid {
+		if i := strings.IndexByte(op.Token.Raw, '.'); i >= 0 && i < math.MaxUint16 {
+			r.sealAt = uint16(i + 1)
+		}
+	}
+	if op.Token.Seal != sealAt(op.Token.Raw, r.sealAt) {
+		rf.seal = op.Token.Seal
+	}
+	if rf != (rareFields{}) {
+		if len(o.rare) == 0 {
+			o.rare = append(o.rare, rareFields{})
+		}
+		r.rare = uint32(len(o.rare))
+		o.rare = append(o.rare, rf)
+	}
+	if o.n>>opsChunkBits == len(o.recs) {
+		o.recs = append(o.recs, make([]opRec, 0, opsChunk))
+	}
+	o.recs[o.n>>opsChunkBits] = append(o.recs[o.n>>opsChunkBits], r)
+	o.n++
+	o.sorted = false
+}
+
+func sealAt(raw string, at uint16) string {
+	if at == 0 {
+		return ""
+	}
+	return raw[at:]
+}
+
+func (o *Ops) rec(pos uint32) *opRec { return &o.recs[pos>>opsChunkBits][pos&(opsChunk-1)] }
+
+// Sort orders the operations by invoke index (At's order).
+func (o *Ops) Sort() {
+	if o.sorted {
+		return
+	}
+	type pos struct {
+		id int64
+		at uint32
+	}
+	ps := make([]pos, o.n)
+	for i := range ps {
+		ps[i] = pos{o.rec(uint32(i)).id, uint32(i)}
+	}
+	slices.SortFunc(ps, func(a, b pos) int {
+		switch {
+		case a.id < b.id:
+			return -1
+		case a.id > b.id:
+			return 1
+		}
+		return int(a.at) - int(b.at)
+	})
+	if cap(o.order) < o.n {
+		o.order = make([]uint32, o.n)
+	}
+	o.order = o.order[:o.n]
+	for i, p := range ps {
+		o.order[i] = p.at
+	}
+	o.sorted = true
+}
+
+// At is the i-th operation by invoke index. Its strings share the arena.
+func (o *Ops) At(i int) Op {
+	o.Sort()
+	r := o.rec(o.order[i])
+	tl := uint32(r.tokLen)
+	raw := o.str(r.chunk, r.off, tl)
+	op := Op{ID: r.id, Process: int(r.process), F: o.names[r.f], Key: o.names[r.key],
+		Token: Token{N: r.tokN, State: r.tokState, Raw: raw},
+		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome, Error: o.names[r.err],
+		HighWater: o.str(r.chunk, r.off+tl+r.valLen, uint32(r.hwLen)),
+		Call:      r.call, Return: r.ret, Completed: r.complete, CompleteID: r.completeID, Node: o.names[r.node]}
+	if r.sealAt != 0 {
+		op.Token.Seal = raw[r.sealAt:]
+	}
+	if r.rare != 0 {
+		rf := &o.rare[r.rare]
+		op.Tampered, op.SentByClient = rf.tampered, rf.sentByClient
+		if rf.raw != "" || rf.highWater != "" {
+			op.Token.Raw, op.HighWater = rf.raw, rf.highWater
+		}
+		if rf.seal != "" {
+			op.Token.Seal = rf.seal
+		}
+	}
+	return op
+}
+
+// F is the i-th operation's f (At without the rest).
+func (o *Ops) F(i int) string {
+	o.Sort()
+	return o.names[o.rec(o.order[i]).f]
+}
+
+// Find is the index (for At) of the operation whose invoke has history
+// index id, or -1.
+func (o *Ops) Find(id int64) int {
+	o.Sort()
+	i, ok := slices.BinarySearchFunc(o.order, id, func(p uint32, id int64) int {
+		switch x := o.rec(p).id; {
+		case x < id:
+			return -1
+		case x > id:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// Op returns a copy of the operation whose invoke has history index id, or
+// nil.
+func (o *Ops) Op(id int64) *Op {
+	i := o.Find(id)
+	if i < 0 {
+		return nil
+	}
+	op := o.At(i)
+	return &op
+}
+
+// All returns a copy of every operation, by invoke index (small histories,
+// tests).
+func (o *Ops) All() []*Op {
+	out := make([]*Op, o.Len())
+	slab := make([]Op, o.Len())
+	for i := range slab {
+		slab[i] = o.At(i)
+		out[i] = &slab[i]
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+package history
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Ops gives back every operation as it was added, by invoke index, rare
+// and oversized fields included.
+func TestOpsRoundTrip(t *testing.T) {
+	long := strings.Repeat("x", 70_000)
+	ops := []*Op{
+		{ID: 7, Process: 2, F: Write, Key: "r1", Token: ParseToken("12.ab-c"), Value: "v1", Outcome: OutcomeFail,
+			Error: "stale", HighWater: "13", Call: 5, Return: 9, Completed: 9, CompleteID: 8, Node: "n1"},
+		{ID: 1, Process: -5, F: Acquire, Key: "l1", Token: ParseToken("3"), Call: 1, Return: Never, Completed: Never, CompleteID: -1, Outcome: OutcomeInfo},
+		{ID: 3, Process: 4, F: Write, Key: "r1", Token: ParseToken("4"), Tampered: "garble", SentByClient: "9", Value: "",
+			Outcome: OutcomeOk, Call: 2, Return: 4, Completed: 4, CompleteID: 4},
+		{ID: 5, Process: 1, F: Write, Key: "r2", Token: ParseToken(long), HighWater: long, Value: long, Outcome: OutcomeFail, Error: "malformed"},
+		{ID: 2, Process: 1, F: Read, Key: "r2", Token: Token{N: 1, State: TokenValid, Raw: "1", Seal: "odd"}},
+	}
+	o := OpsOf(ops)
+	require.Equal(t, len(ops), o.Len())
+	want := []*Op{ops[1], ops[4], ops[2], ops[3], ops[0]}
+	assert.Equal(t, want, o.All())
+	assert.Equal(t, ops[0], o.Op(7))
+	assert.Nil(t, o.Op(6))
+	assert.Equal(t, Write, o.F(4))
+	assert.Equal(t, 3, o.Find(5))
+}
