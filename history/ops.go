@@ -40,24 +40,46 @@ const (
 // opRec is one operation. Its token, value and high-water text are adjacent
 // in the arena: text[chunk][off:off+tokLen] is Token.Raw, the valLen bytes
 // after it Value, the hwLen bytes after those HighWater.
+//
+// Return is not stored when it is what the Pairer makes it (Never for info,
+// else Completed), nor Process when it fits 32 bits, nor F when it is a
+// client operation: else they are in the side table.
 type opRec struct {
-	id, completeID      int64
-	call, ret, complete int64
-	process             int64
-	tokN                uint64
-	chunk, off          uint32
-	valLen              uint32
-	tokLen, hwLen       uint16
-	f, key, err, node   uint32
-	rare                uint32 // index into Ops.rare, 0 for none
-	outcome             Outcome
-	tokState            TokenState
-	sealAt              uint16 // 1 + the index of the seal's dot, 0 when unsealed
+	id, completeID int64
+	call, complete int64
+	tokN           uint64
+	chunk, off     uint32
+	valLen         uint32
+	key, err, node uint32
+	rare           uint32 // index into Ops.rare, 0 for none
+	process        int32
+	tokLen, hwLen  uint16
+	sealAt         uint16 // 1 + the index of the seal's dot, 0 when unsealed
+	f              uint8  // index into opNames, 0: in rare
+	outcome        Outcome
+	tokState       TokenState
+}
+
+// opNames are the client operations a record names by number.
+var opNames = [...]string{"", Acquire, Renew, Release, Write, Read}
+
+func opNumber(f string) uint8 {
+	for i, n := range opNames[1:] {
+		if n == f {
+			return uint8(i + 1)
+		}
+	}
+	return 0
 }
 
 // rareFields are the fields most operations leave empty.
 type rareFields struct {
 	tampered, sentByClient string
+	// Only when the record cannot hold them (see opRec):
+	f       string
+	process int
+	ret     int64
+	ownRet  bool
 	// Only when the token does not fit the record (a malformed one of 64
 	// KiB or more, a high-water mark as long), or its seal is not its own:
 	raw, highWater, seal string
@@ -130,11 +152,20 @@ func (o *Ops) Add(op *Op) {
 		raw, hw = "", ""
 	}
 	chunk, off := o.put(raw, op.Value, hw)
-	r := opRec{id: op.ID, completeID: op.CompleteID, call: op.Call, ret: op.Return, complete: op.Completed,
-		process: int64(op.Process), tokN: op.Token.N, chunk: chunk, off: off,
+	r := opRec{id: op.ID, completeID: op.CompleteID, call: op.Call, complete: op.Completed,
+		process: int32(op.Process), tokN: op.Token.N, chunk: chunk, off: off,
 		tokLen: uint16(len(raw)), valLen: uint32(len(op.Value)), hwLen: uint16(len(hw)),
-		f: o.name(op.F), key: o.name(op.Key), err: o.name(op.Error), node: o.name(op.Node),
+		f: opNumber(op.F), key: o.name(op.Key), err: o.name(op.Error), node: o.name(op.Node),
 		outcome: op.Outcome, tokState: op.Token.State}
+	if r.f == 0 {
+		rf.f = op.F
+	}
+	if int(r.process) != op.Process {
+		rf.process, r.process = op.Process, 0
+	}
+	if op.Return != pairedReturn(op.Outcome, op.Completed) {
+		rf.ret, rf.ownRet = op.Return, true
+	}
 	if op.Token.State == TokenValid {
 		if i := strings.IndexByte(op.Token.Raw, '.'); i >= 0 && i < math.MaxUint16 {
 			r.sealAt = uint16(i + 1)
@@ -156,6 +187,14 @@ func (o *Ops) Add(op *Op) {
 	o.recs[o.n>>opsChunkBits] = append(o.recs[o.n>>opsChunkBits], r)
 	o.n++
 	o.sorted = false
+}
+
+// pairedReturn is the Return the Pairer gives an operation.
+func pairedReturn(o Outcome, completed int64) int64 {
+	if o == OutcomeInfo {
+		return Never
+	}
+	return completed
 }
 
 func sealAt(raw string, at uint16) string {
@@ -205,17 +244,26 @@ func (o *Ops) At(i int) Op {
 	r := o.rec(o.order[i])
 	tl := uint32(r.tokLen)
 	raw := o.str(r.chunk, r.off, tl)
-	op := Op{ID: r.id, Process: int(r.process), F: o.names[r.f], Key: o.names[r.key],
+	op := Op{ID: r.id, Process: int(r.process), F: opNames[r.f], Key: o.names[r.key],
 		Token: Token{N: r.tokN, State: r.tokState, Raw: raw},
 		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome, Error: o.names[r.err],
 		HighWater: o.str(r.chunk, r.off+tl+r.valLen, uint32(r.hwLen)),
-		Call:      r.call, Return: r.ret, Completed: r.complete, CompleteID: r.completeID, Node: o.names[r.node]}
+		Call:      r.call, Return: pairedReturn(r.outcome, r.complete), Completed: r.complete, CompleteID: r.completeID, Node: o.names[r.node]}
 	if r.sealAt != 0 {
 		op.Token.Seal = raw[r.sealAt:]
 	}
 	if r.rare != 0 {
 		rf := &o.rare[r.rare]
 		op.Tampered, op.SentByClient = rf.tampered, rf.sentByClient
+		if r.f == 0 {
+			op.F = rf.f
+		}
+		if rf.process != 0 {
+			op.Process = rf.process
+		}
+		if rf.ownRet {
+			op.Return = rf.ret
+		}
 		if rf.raw != "" || rf.highWater != "" {
 			op.Token.Raw, op.HighWater = rf.raw, rf.highWater
 		}
@@ -229,7 +277,10 @@ func (o *Ops) At(i int) Op {
 // F is the i-th operation's f (At without the rest).
 func (o *Ops) F(i int) string {
 	o.Sort()
-	return o.names[o.rec(o.order[i]).f]
+	if r := o.rec(o.order[i]); r.f != 0 || r.rare == 0 {
+		return opNames[r.f]
+	}
+	return o.At(i).F
 }
 
 // Find is the index (for At) of the operation whose invoke has history

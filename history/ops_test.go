@@ -30,3 +30,14 @@ func TestOpsRoundTrip(t *testing.T) {
 	assert.Equal(t, Write, o.F(4))
 	assert.Equal(t, 3, o.Find(5))
 }
+
+// What the record leaves out when it is the usual (see opRec) comes back
+// from the side table when it is not.
+func TestOpsUnusualFields(t *testing.T) {
+	ops := []*Op{
+		{ID: 1, Process: 1 << 40, F: "other", Key: "k", Call: 1, Return: 3, Completed: 5, Outcome: OutcomeOk},
+		{ID: 2, Process: 3, F: Read, Key: "k", Call: 1, Return: 7, Completed: 9, Outcome: OutcomeInfo},
+	}
+	assert.Equal(t, ops, OpsOf(ops).All())
+	assert.Equal(t, "other", OpsOf(ops).F(0))
+}

@@ -20,11 +20,14 @@
 package overlap
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencecheck/fencecheck/history"
@@ -60,6 +63,9 @@ type Lease struct {
 
 	expiry int64
 	tokenN uint64
+	// writes are the holder's writes on the lock's key with its token,
+	// sent while this lease was its lease, in call order.
+	writes []write
 }
 
 // Overlap is a period in which two leases on one key were both believed
@@ -196,26 +202,18 @@ type Finder struct {
 	ttls   map[int64]time.Duration // invoke index -> ttl from extra
 	active map[int]*Lease          // by process
 	done   []Lease
-	// writes are each process's writes in call order (a process runs one
-	// operation at a time), so an overlap finds its writes by binary search.
-	writes map[int][]write
 	last   int64
 	err    error
 }
 
 // NewFinder returns an empty Finder.
 func NewFinder(opts Options) *Finder {
-	return &Finder{opts: opts, ttls: map[int64]time.Duration{}, active: map[int]*Lease{},
-		writes: map[int][]write{}}
+	return &Finder{opts: opts, ttls: map[int64]time.Duration{}, active: map[int]*Lease{}}
 }
 
-// write is what countWrites needs of a write: what the client sent is
-// settled when the write completes (a later strip event changes only what
-// the resource received).
+// write is what countWrites needs of a write by a lease's holder.
 type write struct {
 	id, call int64
-	key      string
-	sent     string // the token the client sent
 	outcome  history.Outcome
 	stale    bool
 }
@@ -339,15 +337,22 @@ func (f *Finder) end(l *Lease, t int64, reason string) {
 func (f *Finder) apply(op *history.Op) {
 	ttl := f.ttls[op.ID]
 	delete(f.ttls, op.ID)
-	if op.F == history.Write {
+	l := f.active[op.Process]
+	if op.F == history.Write && l != nil && op.Key == l.Key {
+		// Only a write sent with the lease's token, while it was the
+		// process's lease, can fall in an overlap of it (the overlap lies
+		// within the lease, and a process runs one operation at a time, so
+		// its lease at the completion is its lease at the call). What the
+		// client sent is settled by now: a later strip event changes only
+		// what the resource received.
 		sent := op.Token.Raw
 		if op.Tampered != "" {
 			sent = op.SentByClient
 		}
-		f.writes[op.Process] = append(f.writes[op.Process], write{id: op.ID, call: op.Call, key: op.Key,
-			sent: sent, outcome: op.Outcome, stale: op.Error == "stale"})
+		if sent == l.Token {
+			l.writes = append(l.writes, write{id: op.ID, call: op.Call, outcome: op.Outcome, stale: op.Error == "stale"})
+		}
 	}
-	l := f.active[op.Process]
 	if l != nil && op.Key == l.Key {
 		switch {
 		case op.F == history.Release:
@@ -381,7 +386,21 @@ func satAdd(a, b int64) int64 {
 
 // Leases returns every lease seen so far, closed at the history's end.
 func (f *Finder) Leases() []Lease {
-	out := append([]Lease(nil), f.done...)
+	ps := f.sortedLeases()
+	out := make([]Lease, len(ps))
+	for i, l := range ps {
+		out[i] = *l
+	}
+	return out
+}
+
+// sortedLeases is Leases without the copies (of all but the open ones),
+// sorted by key, then start, then acquire.
+func (f *Finder) sortedLeases() []*Lease {
+	out := make([]*Lease, 0, len(f.done)+len(f.active))
+	for i := range f.done {
+		out = append(out, &f.done[i])
+	}
 	for _, l := range f.active {
 		c := *l
 		if c.expiry <= f.last {
@@ -390,17 +409,17 @@ func (f *Finder) Leases() []Lease {
 			c.End, c.EndReason = f.last, EndHistoryEnded
 		}
 		if c.End > c.Start {
-			out = append(out, c)
+			out = append(out, &c)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Key != out[j].Key {
-			return out[i].Key < out[j].Key
+	slices.SortFunc(out, func(x, y *Lease) int {
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
 		}
-		if out[i].Start != out[j].Start {
-			return out[i].Start < out[j].Start
+		if c := cmp.Compare(x.Start, y.Start); c != 0 {
+			return c
 		}
-		return out[i].AcquireID < out[j].AcquireID
+		return cmp.Compare(x.AcquireID, y.AcquireID)
 	})
 	return out
 }
@@ -415,7 +434,7 @@ func (f *Finder) Summary(n int) Report { return f.report(max(n, 0)) }
 
 // report keeps every overlap when keep < 0, else the earliest keep.
 func (f *Finder) report(keep int) Report {
-	leases := f.Leases()
+	leases := f.sortedLeases()
 	if keep >= 0 {
 		first := firstN{n: keep}
 		rep := Report{Leases: len(leases)}
@@ -441,13 +460,13 @@ func (f *Finder) report(keep int) Report {
 
 // overlaps finds the overlaps of leases (sorted as Leases sorts them),
 // counts them into rep and hands each to keep.
-func (f *Finder) overlaps(leases []Lease, rep *Report, keep func(*Overlap)) {
+func (f *Finder) overlaps(leases []*Lease, rep *Report, keep func(*Overlap)) {
 	for i := range leases {
-		a := &leases[i]
+		a := leases[i]
 		// Leases are sorted by key then start: only later leases that start
 		// before a ends can overlap it.
 		for j := i + 1; j < len(leases) && leases[j].Key == a.Key && leases[j].Start < a.End; j++ {
-			b := &leases[j]
+			b := leases[j]
 			if b.Process == a.Process {
 				continue
 			}
@@ -470,14 +489,11 @@ func (f *Finder) overlaps(leases []Lease, rep *Report, keep func(*Overlap)) {
 
 // countWrites finds the older holder's writes sent during the overlap.
 func (f *Finder) countWrites(o *Overlap) {
-	ws := f.writes[o.Older.Process]
+	ws := o.Older.writes
 	first := sort.Search(len(ws), func(i int) bool { return ws[i].call >= o.Start })
 	for _, w := range ws[first:] {
 		if w.call > o.End {
 			break
-		}
-		if w.key != o.Key || w.sent != o.Older.Token {
-			continue
 		}
 		o.WriteIDs = append(o.WriteIDs, w.id)
 		switch w.outcome {
