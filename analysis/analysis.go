@@ -434,6 +434,15 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	}
 	r.Nemeses = a.nemeses
 	r.Run = a.run.record()
+	// The lease summary before the checkers: the finder's leases are then
+	// garbage while they run.
+	var rep overlap.Report
+	if a.leaseErr == nil {
+		// Only the earliest overlaps are listed (as anomalies); a soak has
+		// about one per lease.
+		rep = a.leases.Summary(models.MaxAnomaliesPerKind)
+	}
+	a.leases, a.pairer = nil, nil
 
 	for _, c := range a.checkers {
 		if a.opts.Progress != nil && ops.Len() > 1_000_000 {
@@ -447,9 +456,6 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	if a.leaseErr != nil {
 		r.Notes = append(r.Notes, "no lease-overlap analysis: "+a.leaseErr.Error())
 	} else {
-		// Only the earliest overlaps are listed (as anomalies); a soak has
-		// about one per lease.
-		rep := a.leases.Summary(models.MaxAnomaliesPerKind)
 		r.Leases = &rep
 		if rep.Count > 0 && !hasModel(r.Checks, models.ModelLease) {
 			r.Checks = append(r.Checks, models.Result{Checker: models.CheckerDirect, Model: models.ModelLease,

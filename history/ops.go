@@ -42,17 +42,20 @@ const (
 // after it Value, the hwLen bytes after those HighWater.
 //
 // Return is not stored when it is what the Pairer makes it (Never for info,
-// else Completed), nor Process when it fits 32 bits, nor F when it is a
-// client operation: else they are in the side table.
+// else Completed); CompleteID is stored as its distance from ID, Process,
+// Error and Node in 32 and 16 bits, F as a client operation's number: what
+// does not fit is in the side table.
 type opRec struct {
-	id, completeID int64
+	id             int64
 	call, complete int64
 	tokN           uint64
 	chunk, off     uint32
 	valLen         uint32
-	key, err, node uint32
+	key            uint32
 	rare           uint32 // index into Ops.rare, 0 for none
 	process        int32
+	doneAt         int32 // CompleteID - ID (noCompletion: -1)
+	err, node      uint16
 	tokLen, hwLen  uint16
 	sealAt         uint16 // 1 + the index of the seal's dot, 0 when unsealed
 	f              uint8  // index into opNames, 0: in rare
@@ -76,10 +79,13 @@ func opNumber(f string) uint8 {
 type rareFields struct {
 	tampered, sentByClient string
 	// Only when the record cannot hold them (see opRec):
-	f       string
-	process int
-	ret     int64
-	ownRet  bool
+	f                 string
+	process           int
+	completeID        int64
+	ownCompleteID     bool
+	errName, nodeName string
+	ret               int64
+	ownRet            bool
 	// Only when the token does not fit the record (a malformed one of 64
 	// KiB or more, a high-water mark as long), or its seal is not its own:
 	raw, highWater, seal string
@@ -152,13 +158,31 @@ func (o *Ops) Add(op *Op) {
 		raw, hw = "", ""
 	}
 	chunk, off := o.put(raw, op.Value, hw)
-	r := opRec{id: op.ID, completeID: op.CompleteID, call: op.Call, complete: op.Completed,
+	r := opRec{id: op.ID, call: op.Call, complete: op.Completed,
 		process: int32(op.Process), tokN: op.Token.N, chunk: chunk, off: off,
 		tokLen: uint16(len(raw)), valLen: uint32(len(op.Value)), hwLen: uint16(len(hw)),
-		f: opNumber(op.F), key: o.name(op.Key), err: o.name(op.Error), node: o.name(op.Node),
+		f: opNumber(op.F), key: o.name(op.Key),
 		outcome: op.Outcome, tokState: op.Token.State}
 	if r.f == 0 {
 		rf.f = op.F
+	}
+	switch d := op.CompleteID - op.ID; {
+	case op.CompleteID == -1:
+		r.doneAt = noCompletion
+	case d > math.MinInt32 && d <= math.MaxInt32:
+		r.doneAt = int32(d)
+	default:
+		rf.completeID, rf.ownCompleteID = op.CompleteID, true
+	}
+	if e := o.name(op.Error); e < math.MaxUint16 {
+		r.err = uint16(e)
+	} else {
+		rf.errName = op.Error
+	}
+	if n := o.name(op.Node); n < math.MaxUint16 {
+		r.node = uint16(n)
+	} else {
+		rf.nodeName = op.Node
 	}
 	if int(r.process) != op.Process {
 		rf.process, r.process = op.Process, 0
@@ -188,6 +212,9 @@ func (o *Ops) Add(op *Op) {
 	o.n++
 	o.sorted = false
 }
+
+// noCompletion is opRec.doneAt of an operation without a completion.
+const noCompletion = math.MinInt32
 
 // pairedReturn is the Return the Pairer gives an operation.
 func pairedReturn(o Outcome, completed int64) int64 {
@@ -248,7 +275,10 @@ func (o *Ops) At(i int) Op {
 		Token: Token{N: r.tokN, State: r.tokState, Raw: raw},
 		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome, Error: o.names[r.err],
 		HighWater: o.str(r.chunk, r.off+tl+r.valLen, uint32(r.hwLen)),
-		Call:      r.call, Return: pairedReturn(r.outcome, r.complete), Completed: r.complete, CompleteID: r.completeID, Node: o.names[r.node]}
+		Call:      r.call, Return: pairedReturn(r.outcome, r.complete), Completed: r.complete, CompleteID: r.id + int64(r.doneAt), Node: o.names[r.node]}
+	if r.doneAt == noCompletion {
+		op.CompleteID = -1
+	}
 	if r.sealAt != 0 {
 		op.Token.Seal = raw[r.sealAt:]
 	}
@@ -263,6 +293,15 @@ func (o *Ops) At(i int) Op {
 		}
 		if rf.ownRet {
 			op.Return = rf.ret
+		}
+		if rf.ownCompleteID {
+			op.CompleteID = rf.completeID
+		}
+		if rf.errName != "" {
+			op.Error = rf.errName
+		}
+		if rf.nodeName != "" {
+			op.Node = rf.nodeName
 		}
 		if rf.raw != "" || rf.highWater != "" {
 			op.Token.Raw, op.HighWater = rf.raw, rf.highWater

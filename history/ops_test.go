@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,4 +41,15 @@ func TestOpsUnusualFields(t *testing.T) {
 	}
 	assert.Equal(t, ops, OpsOf(ops).All())
 	assert.Equal(t, "other", OpsOf(ops).F(0))
+}
+
+// Far completions and many names leave the record too.
+func TestOpsFarAndMany(t *testing.T) {
+	var ops []*Op
+	for i := range 70_000 {
+		ops = append(ops, &Op{ID: int64(i), F: Write, Key: "k", Error: fmt.Sprint("e", i), Node: fmt.Sprint("n", i),
+			CompleteID: int64(i) + 1<<40, Outcome: OutcomeFail, Completed: 3, Return: 3})
+	}
+	ops = append(ops, &Op{ID: 1 << 41, F: Read, CompleteID: -1, Completed: Never, Return: Never, Outcome: OutcomeInfo})
+	assert.Equal(t, ops, OpsOf(ops).All())
 }

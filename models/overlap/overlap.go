@@ -201,7 +201,8 @@ type Finder struct {
 	opts   Options
 	ttls   map[int64]time.Duration // invoke index -> ttl from extra
 	active map[int]*Lease          // by process
-	done   []Lease
+	done   [][]Lease               // closed leases, in chunks
+	leases int                     // in done
 	last   int64
 	err    error
 }
@@ -330,7 +331,14 @@ func (f *Finder) end(l *Lease, t int64, reason string) {
 		l.End, l.EndReason = t, reason
 	}
 	if l.End > l.Start {
-		f.done = append(f.done, *l)
+		// In chunks: one slice grown by doubling would hold up to twice
+		// the leases' bytes (a soak has hundreds of thousands).
+		if len(f.done) == 0 || len(f.done[len(f.done)-1]) == cap(f.done[len(f.done)-1]) {
+			f.done = append(f.done, make([]Lease, 0, 4096))
+		}
+		last := &f.done[len(f.done)-1]
+		*last = append(*last, *l)
+		f.leases++
 	}
 }
 
@@ -397,9 +405,11 @@ func (f *Finder) Leases() []Lease {
 // sortedLeases is Leases without the copies (of all but the open ones),
 // sorted by key, then start, then acquire.
 func (f *Finder) sortedLeases() []*Lease {
-	out := make([]*Lease, 0, len(f.done)+len(f.active))
-	for i := range f.done {
-		out = append(out, &f.done[i])
+	out := make([]*Lease, 0, f.leases+len(f.active))
+	for _, c := range f.done {
+		for i := range c {
+			out = append(out, &c[i])
+		}
 	}
 	for _, l := range f.active {
 		c := *l
