@@ -249,18 +249,19 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 			continue
 		}
 		w := f.op
-		lead := nameWrite(w) + " " + tokenPhrase(w) + " " + appliedPhrase(f)
+		// Worded only for an anomaly: most writes have none.
+		lead := func() string { return nameWrite(w) + " " + tokenPhrase(w) + " " + appliedPhrase(f) }
 		switch {
 		case w.Token.State == history.TokenNone:
-			sink.add(models.KindMissingTokenAccepted, f.appliedBy, lead+": a write without a token must be rejected", f.factOps()...)
+			sink.add(models.KindMissingTokenAccepted, f.appliedBy, lead()+": a write without a token must be rejected", f.factOps()...)
 		case w.Token.State == history.TokenMalformed:
-			sink.add(models.KindMalformedTokenAccepted, f.appliedBy, lead+": a malformed token must be rejected", f.factOps()...)
+			sink.add(models.KindMalformedTokenAccepted, f.appliedBy, lead()+": a malformed token must be rejected", f.factOps()...)
 		case sem.Authenticated && w.Token.Seal == "":
-			sink.add(models.KindForgedTokenAccepted, f.appliedBy, lead+": the token carries no seal, and the target declares authenticated tokens", f.factOps()...)
+			sink.add(models.KindForgedTokenAccepted, f.appliedBy, lead()+": the token carries no seal, and the target declares authenticated tokens", f.factOps()...)
 		case sem.Authenticated && !auth.Authentic(w, sem):
-			sink.add(models.KindForgedTokenAccepted, f.appliedBy, fmt.Sprintf("%s: no acquire returned the sealed token %s (nor had one whose answer was lost been invoked before), and the target declares authenticated tokens", lead, w.Token.Raw), f.factOps()...)
+			sink.add(models.KindForgedTokenAccepted, f.appliedBy, fmt.Sprintf("%s: no acquire returned the sealed token %s (nor had one whose answer was lost been invoked before), and the target declares authenticated tokens", lead(), w.Token.Raw), f.factOps()...)
 		case !sem.Authenticated && iss.any && w.Token.N > iss.max && !iss.raw[w.Token.Raw]:
-			text := fmt.Sprintf("%s: no acquire ever returned token %d (the highest issued was %d)", lead, w.Token.N, iss.max)
+			text := fmt.Sprintf("%s: no acquire ever returned token %d (the highest issued was %d)", lead(), w.Token.N, iss.max)
 			if sem.Authenticated {
 				sink.add(models.KindForgedTokenAccepted, f.appliedBy, text+", and the target declares authenticated tokens", f.factOps()...)
 			} else {
@@ -491,16 +492,19 @@ func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, s
 			continue
 		}
 		hw := history.ParseToken(w.HighWater)
-		lead := fmt.Sprintf("%s with token %s was rejected as stale at %s with high-water %q", nameWrite(w), w.Token.Raw, models.Secs(w.Return), w.HighWater)
+		// Worded only for an anomaly: most rejections have none.
+		lead := func() string {
+			return fmt.Sprintf("%s with token %s was rejected as stale at %s with high-water %q", nameWrite(w), w.Token.Raw, models.Secs(w.Return), w.HighWater)
+		}
 		switch {
 		case hw.State != history.TokenValid || hw.Seal != "":
-			sink.add(models.KindWrongHighWater, w.Completed, lead+", which is not a token number", w.ID)
+			sink.add(models.KindWrongHighWater, w.Completed, lead()+", which is not a token number", w.ID)
 			continue
 		case hw.N < w.Token.N:
-			sink.add(models.KindWrongHighWater, w.Completed, lead+", below the rejected token: a mark below the token would have accepted it", w.ID)
+			sink.add(models.KindWrongHighWater, w.Completed, lead()+", below the rejected token: a mark below the token would have accepted it", w.ID)
 			continue
 		case hw.N == w.Token.N && sem.Equal == models.EqualAccept:
-			sink.add(models.KindFalseStaleRejection, w.Completed, lead+": under equal=accept a mark equal to the token accepts it", w.ID)
+			sink.add(models.KindFalseStaleRejection, w.Completed, lead()+": under equal=accept a mark equal to the token accepts it", w.ID)
 			continue
 		}
 		if firstCall == nil {
@@ -520,7 +524,7 @@ func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, s
 					at = max(at, o.Completed)
 				}
 			}
-			sink.add(models.KindWrongHighWater, at, fmt.Sprintf("%s, but no write with token %d that could have been accepted was invoked before then", lead, hw.N), w.ID)
+			sink.add(models.KindWrongHighWater, at, fmt.Sprintf("%s, but no write with token %d that could have been accepted was invoked before then", lead(), hw.N), w.ID)
 		}
 	}
 }
