@@ -3,6 +3,7 @@ package history
 import (
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"unsafe"
 )
@@ -21,9 +22,8 @@ import (
 //
 // An Ops is not safe for concurrent use until it is sorted.
 type Ops struct {
-	recs   [][]opRec // chunks of opsChunk records, in Add order
+	recs   [][]opRec // chunks of opsChunk records, by invoke index once sorted
 	n      int
-	order  []uint32 // Add positions by invoke index
 	sorted bool
 	text   [][]byte // arena chunks; never reallocated, so strings made from them stay valid
 	names  []string // interned names; 0 is ""
@@ -255,12 +255,27 @@ func (o *Ops) Sort() {
 		}
 		return int(a.at) - int(b.at)
 	})
-	if cap(o.order) < o.n {
-		o.order = make([]uint32, o.n)
-	}
-	o.order = o.order[:o.n]
-	for i, p := range ps {
-		o.order[i] = p.at
+	// Move the records into place, cycle by cycle (position i gets the
+	// record at ps[i].at): At then reads them in memory order, which is
+	// what the hardware prefetches (through a permutation, even a nearly
+	// sorted one, reading a million records took three times as long).
+	done := make([]uint64, (o.n+63)/64)
+	for i := range ps {
+		if done[i/64]&(1<<(i%64)) != 0 {
+			continue
+		}
+		tmp := *o.rec(uint32(i))
+		j := i
+		for {
+			done[j/64] |= 1 << (j % 64)
+			k := int(ps[j].at)
+			if k == i {
+				*o.rec(uint32(j)) = tmp
+				break
+			}
+			*o.rec(uint32(j)) = *o.rec(uint32(k))
+			j = k
+		}
 	}
 	o.sorted = true
 }
@@ -268,7 +283,7 @@ func (o *Ops) Sort() {
 // At is the i-th operation by invoke index. Its strings share the arena.
 func (o *Ops) At(i int) Op {
 	o.Sort()
-	r := o.rec(o.order[i])
+	r := o.rec(uint32(i))
 	tl := uint32(r.tokLen)
 	raw := o.str(r.chunk, r.off, tl)
 	op := Op{ID: r.id, Process: int(r.process), F: opNames[r.f], Key: o.names[r.key],
@@ -316,7 +331,7 @@ func (o *Ops) At(i int) Op {
 // F is the i-th operation's f (At without the rest).
 func (o *Ops) F(i int) string {
 	o.Sort()
-	if r := o.rec(o.order[i]); r.f != 0 || r.rare == 0 {
+	if r := o.rec(uint32(i)); r.f != 0 || r.rare == 0 {
 		return opNames[r.f]
 	}
 	return o.At(i).F
@@ -326,16 +341,8 @@ func (o *Ops) F(i int) string {
 // index id, or -1.
 func (o *Ops) Find(id int64) int {
 	o.Sort()
-	i, ok := slices.BinarySearchFunc(o.order, id, func(p uint32, id int64) int {
-		switch x := o.rec(p).id; {
-		case x < id:
-			return -1
-		case x > id:
-			return 1
-		}
-		return 0
-	})
-	if !ok {
+	i := sort.Search(o.n, func(i int) bool { return o.rec(uint32(i)).id >= id })
+	if i == o.n || o.rec(uint32(i)).id != id {
 		return -1
 	}
 	return i

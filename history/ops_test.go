@@ -53,3 +53,25 @@ func TestOpsFarAndMany(t *testing.T) {
 	ops = append(ops, &Op{ID: 1 << 41, F: Read, CompleteID: -1, Completed: Never, Return: Never, Outcome: OutcomeInfo})
 	assert.Equal(t, ops, OpsOf(ops).All())
 }
+
+// BenchmarkOpsAt reads every operation of a 100k-operation history once,
+// as each pass of the analysis does.
+func BenchmarkOpsAt(b *testing.B) {
+	o := &Ops{}
+	for i := range 100_000 {
+		// Completion order, as the Pairer yields them: a little out of
+		// invoke order.
+		id := int64(i ^ 7)
+		o.Add(&Op{ID: id, F: Write, Key: "k", Token: ParseToken("12"), Value: "v", Call: id, Completed: id + 1, Return: id + 1})
+	}
+	o.Sort()
+	b.ResetTimer()
+	var n int64
+	for b.Loop() {
+		for i := range o.Len() {
+			op := o.At(i)
+			n += op.Call
+		}
+	}
+	_ = n
+}
