@@ -75,3 +75,11 @@ func BenchmarkOpsAt(b *testing.B) {
 	}
 	_ = n
 }
+
+// Indexes far apart, or repeated (a hand-made list), sort as well.
+func TestOpsSortAnyIndexes(t *testing.T) {
+	ops := []*Op{{ID: 1 << 62, F: Read}, {ID: -(1 << 62), F: Read}, {ID: 5, F: Write}, {ID: 5, F: Read}}
+	assert.Equal(t, []*Op{ops[1], ops[2], ops[3], ops[0]}, OpsOf(ops).All())
+	ops = []*Op{{ID: 3, F: Read}, {ID: 3, F: Write}, {ID: 1, F: Read}}
+	assert.Equal(t, []*Op{ops[2], ops[0], ops[1]}, OpsOf(ops).All())
+}
