@@ -63,9 +63,10 @@ type Lease struct {
 
 	expiry int64
 	tokenN uint64
-	// writes are the holder's writes on the lock's key with its token,
-	// sent while this lease was its lease, in call order.
-	writes []write
+	// first and last are the holder's writes on the lock's key with its
+	// token, sent while this lease was its lease: a list in call order
+	// through the Finder's writes (1-based; 0: none).
+	first, last int32
 }
 
 // Overlap is a period in which two leases on one key were both believed
@@ -202,9 +203,12 @@ type Finder struct {
 	ttls   map[int64]time.Duration // invoke index -> ttl from extra
 	active map[int]*Lease          // by process
 	done   [][]Lease               // closed leases, in chunks
-	leases int                     // in done
-	last   int64
-	err    error
+	// writes are the leases' writes (Lease.first), in chunks.
+	writes  [][]write
+	nwrites int
+	leases  int // in done
+	last    int64
+	err     error
 }
 
 // NewFinder returns an empty Finder.
@@ -215,8 +219,34 @@ func NewFinder(opts Options) *Finder {
 // write is what countWrites needs of a write by a lease's holder.
 type write struct {
 	id, call int64
+	next     int32 // the lease's next write (1-based; 0: none)
 	outcome  history.Outcome
 	stale    bool
+}
+
+const writesChunk = 8192
+
+// write is the i-th (1-based) write.
+func (f *Finder) write(i int32) *write {
+	i--
+	return &f.writes[i/writesChunk][i%writesChunk]
+}
+
+// addWrite appends w to l's writes.
+func (f *Finder) addWrite(l *Lease, w write) {
+	if f.nwrites%writesChunk == 0 {
+		f.writes = append(f.writes, make([]write, 0, writesChunk))
+	}
+	c := &f.writes[len(f.writes)-1]
+	*c = append(*c, w)
+	f.nwrites++
+	i := int32(f.nwrites)
+	if l.last != 0 {
+		f.write(l.last).next = i
+	} else {
+		l.first = i
+	}
+	l.last = i
 }
 
 // Find pairs a whole history and runs a Finder over it.
@@ -358,7 +388,7 @@ func (f *Finder) apply(op *history.Op) {
 			sent = op.SentByClient
 		}
 		if sent == l.Token {
-			l.writes = append(l.writes, write{id: op.ID, call: op.Call, outcome: op.Outcome, stale: op.Error == "stale"})
+			f.addWrite(l, write{id: op.ID, call: op.Call, outcome: op.Outcome, stale: op.Error == "stale"})
 		}
 	}
 	if l != nil && op.Key == l.Key {
@@ -499,9 +529,11 @@ func (f *Finder) overlaps(leases []*Lease, rep *Report, keep func(*Overlap)) {
 
 // countWrites finds the older holder's writes sent during the overlap.
 func (f *Finder) countWrites(o *Overlap) {
-	ws := o.Older.writes
-	first := sort.Search(len(ws), func(i int) bool { return ws[i].call >= o.Start })
-	for _, w := range ws[first:] {
+	for i := o.Older.first; i != 0; i = f.write(i).next {
+		w := f.write(i)
+		if w.call < o.Start {
+			continue
+		}
 		if w.call > o.End {
 			break
 		}
