@@ -43,8 +43,9 @@ const (
 //
 // Return is not stored when it is what the Pairer makes it (Never for info,
 // else Completed); CompleteID is stored as its distance from ID, Process,
-// Error and Node in 32 and 16 bits, F as a client operation's number: what
-// does not fit is in the side table.
+// Error and Node in 32 and 16 bits, F as a client operation's number (what
+// does not fit is in the side table), and F, Outcome and the token's State
+// share a byte (the two enums have three values each).
 type opRec struct {
 	id             int64
 	call, complete int64
@@ -58,10 +59,13 @@ type opRec struct {
 	err, node      uint16
 	tokLen, hwLen  uint16
 	sealAt         uint16 // 1 + the index of the seal's dot, 0 when unsealed
-	f              uint8  // index into opNames, 0: in rare
-	outcome        Outcome
-	tokState       TokenState
+	kind           uint8  // f (index into opNames, 0: in rare) | outcome<<3 | tokState<<5
 }
+
+func (r *opRec) f() uint8                           { return r.kind & 7 }
+func (r *opRec) outcome() Outcome                   { return Outcome(r.kind >> 3 & 3) }
+func (r *opRec) tokState() TokenState               { return TokenState(r.kind >> 5 & 3) }
+func kindOf(f uint8, o Outcome, t TokenState) uint8 { return f | uint8(o&3)<<3 | uint8(t&3)<<5 }
 
 // opNames are the client operations a record names by number.
 var opNames = [...]string{"", Acquire, Renew, Release, Write, Read}
@@ -161,9 +165,8 @@ func (o *Ops) Add(op *Op) {
 	r := opRec{id: op.ID, call: op.Call, complete: op.Completed,
 		process: int32(op.Process), tokN: op.Token.N, chunk: chunk, off: off,
 		tokLen: uint16(len(raw)), valLen: uint32(len(op.Value)), hwLen: uint16(len(hw)),
-		f: opNumber(op.F), key: o.name(op.Key),
-		outcome: op.Outcome, tokState: op.Token.State}
-	if r.f == 0 {
+		kind: kindOf(opNumber(op.F), op.Outcome, op.Token.State), key: o.name(op.Key)}
+	if r.f() == 0 {
 		rf.f = op.F
 	}
 	switch d := op.CompleteID - op.ID; {
@@ -332,11 +335,11 @@ func (o *Ops) At(i int) Op {
 	r := o.rec(uint32(i))
 	tl := uint32(r.tokLen)
 	raw := o.str(r.chunk, r.off, tl)
-	op := Op{ID: r.id, Process: int(r.process), F: opNames[r.f], Key: o.names[r.key],
-		Token: Token{N: r.tokN, State: r.tokState, Raw: raw},
-		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome, Error: o.names[r.err],
+	op := Op{ID: r.id, Process: int(r.process), F: opNames[r.f()], Key: o.names[r.key],
+		Token: Token{N: r.tokN, State: r.tokState(), Raw: raw},
+		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome(), Error: o.names[r.err],
 		HighWater: o.str(r.chunk, r.off+tl+r.valLen, uint32(r.hwLen)),
-		Call:      r.call, Return: pairedReturn(r.outcome, r.complete), Completed: r.complete, CompleteID: r.id + int64(r.doneAt), Node: o.names[r.node]}
+		Call:      r.call, Return: pairedReturn(r.outcome(), r.complete), Completed: r.complete, CompleteID: r.id + int64(r.doneAt), Node: o.names[r.node]}
 	if r.doneAt == noCompletion {
 		op.CompleteID = -1
 	}
@@ -346,7 +349,7 @@ func (o *Ops) At(i int) Op {
 	if r.rare != 0 {
 		rf := &o.rare[r.rare]
 		op.Tampered, op.SentByClient = rf.tampered, rf.sentByClient
-		if r.f == 0 {
+		if r.f() == 0 {
 			op.F = rf.f
 		}
 		if rf.process != 0 {
@@ -377,8 +380,8 @@ func (o *Ops) At(i int) Op {
 // F is the i-th operation's f (At without the rest).
 func (o *Ops) F(i int) string {
 	o.Sort()
-	if r := o.rec(uint32(i)); r.f != 0 || r.rare == 0 {
-		return opNames[r.f]
+	if r := o.rec(uint32(i)); r.f() != 0 || r.rare == 0 {
+		return opNames[r.f()]
 	}
 	return o.At(i).F
 }
