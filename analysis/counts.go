@@ -182,8 +182,9 @@ func sortedKeys[V any](m map[string]V) []string {
 func (a *analyzer) count(ops *history.Ops) Counts {
 	c := Counts{Events: a.events, Ops: ops.Len(), Keys: len(a.keys), Processes: len(a.procs),
 		ByOp: map[string]map[string]int{}, TamperedWrites: a.tampered}
+	var o history.Op
 	for i := range ops.Len() {
-		o := ops.At(i)
+		ops.Load(i, &o)
 		if o.Outcome != history.OutcomeInfo {
 			c.Definite++
 		}
@@ -213,8 +214,9 @@ type Latency struct {
 // that completed ok or fail.
 func latencies(ops *history.Ops) []Latency {
 	groups := map[[2]string][]int64{}
+	var o history.Op
 	for i := range ops.Len() {
-		o := ops.At(i)
+		ops.Load(i, &o)
 		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {
 			continue
 		}

@@ -64,8 +64,9 @@ func lateWrites(ops *history.Ops) LateWrites {
 		}
 		m[o.Key].ops = append(m[o.Key].ops, grant{o.Return, o.Token.N})
 	}
+	var o history.Op
 	for i := range ops.Len() {
-		o := ops.At(i)
+		ops.Load(i, &o)
 		if o.Outcome != history.OutcomeOk || o.Token.State != history.TokenValid {
 			continue
 		}
@@ -89,7 +90,7 @@ func lateWrites(ops *history.Ops) LateWrites {
 	var out LateWrites
 	var violations, others []int64
 	for i := range ops.Len() {
-		o := ops.At(i)
+		ops.Load(i, &o)
 		switch {
 		case o.F == history.Acquire && o.Outcome == history.OutcomeOk:
 			held[holder{o.Process, o.Key}] = o.Token.Raw

@@ -331,11 +331,19 @@ func (o *Ops) placeBySort() []uint32 {
 
 // At is the i-th operation by invoke index. Its strings share the arena.
 func (o *Ops) At(i int) Op {
+	var op Op
+	o.Load(i, &op)
+	return op
+}
+
+// Load is At into op (no copy of the result: the analysis's passes read
+// millions).
+func (o *Ops) Load(i int, op *Op) {
 	o.Sort()
 	r := o.rec(uint32(i))
 	tl := uint32(r.tokLen)
 	raw := o.str(r.chunk, r.off, tl)
-	op := Op{ID: r.id, Process: int(r.process), F: opNames[r.f()], Key: o.names[r.key],
+	*op = Op{ID: r.id, Process: int(r.process), F: opNames[r.f()], Key: o.names[r.key],
 		Token: Token{N: r.tokN, State: r.tokState(), Raw: raw},
 		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome(), Error: o.names[r.err],
 		HighWater: o.str(r.chunk, r.off+tl+r.valLen, uint32(r.hwLen)),
@@ -374,7 +382,6 @@ func (o *Ops) At(i int) Op {
 			op.Token.Seal = rf.seal
 		}
 	}
-	return op
 }
 
 // F is the i-th operation's f (At without the rest).

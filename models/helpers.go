@@ -122,7 +122,7 @@ func (h *ByKey) EachRegister(k string, fn func(op *history.Op)) {
 		} else {
 			j, r = r[0], r[1:]
 		}
-		op = h.ops.At(int(j))
+		h.ops.Load(int(j), &op)
 		fn(&op)
 	}
 }
@@ -133,7 +133,7 @@ func (h *ByKey) EachIssuer(k string, fn func(op *history.Op)) { h.each(h.issuer[
 func (h *ByKey) each(at []int32, fn func(op *history.Op)) {
 	var op history.Op // one copy, reused: fn must not keep it
 	for _, j := range at {
-		op = h.ops.At(int(j))
+		h.ops.Load(int(j), &op)
 		fn(&op)
 	}
 }
@@ -156,7 +156,7 @@ func (h *ByKey) copyOut(at []int32) []*history.Op {
 	slab := make([]history.Op, len(at))
 	out := make([]*history.Op, len(at))
 	for i, j := range at {
-		slab[i] = h.ops.At(int(j))
+		h.ops.Load(int(j), &slab[i])
 		out[i] = &slab[i]
 	}
 	return out
@@ -176,8 +176,9 @@ func Group(ops *history.Ops, sem Semantics) *ByKey {
 		}
 		return ko
 	}
+	var op history.Op
 	for i := range ops.Len() {
-		op := ops.At(i)
+		ops.Load(i, &op)
 		switch op.F {
 		case history.Write:
 			ko := reg(op.Key)

@@ -157,6 +157,12 @@ type firstN struct {
 	kept []Overlap
 }
 
+// wants reports whether offer would keep an overlap that sorts as o (by
+// Start, Key and the leases' AcquireIDs).
+func (f *firstN) wants(o *Overlap) bool {
+	return f.n > 0 && (len(f.kept) < f.n || earlier(o, &f.kept[f.n-1]))
+}
+
 // offer reports whether o is kept (for now).
 func (f *firstN) offer(o *Overlap) bool {
 	if f.n <= 0 || len(f.kept) == f.n && !earlier(o, &f.kept[f.n-1]) {
@@ -478,7 +484,7 @@ func (f *Finder) report(keep int) Report {
 	if keep >= 0 {
 		first := firstN{n: keep}
 		rep := Report{Leases: len(leases)}
-		f.overlaps(leases, &rep, func(o *Overlap) { first.offer(o) })
+		f.overlaps(leases, &rep, first.wants, func(o *Overlap) { first.offer(o) })
 		rep.Overlaps = first.kept
 		return rep
 	}
@@ -494,13 +500,14 @@ func (f *Finder) report(keep int) Report {
 		}
 	}
 	rep := Report{Leases: len(leases), Overlaps: make([]Overlap, 0, n)}
-	f.overlaps(leases, &rep, func(o *Overlap) { rep.Overlaps = append(rep.Overlaps, *o) })
+	f.overlaps(leases, &rep, func(*Overlap) bool { return true }, func(o *Overlap) { rep.Overlaps = append(rep.Overlaps, *o) })
 	return rep
 }
 
 // overlaps finds the overlaps of leases (sorted as Leases sorts them),
-// counts them into rep and hands each to keep.
-func (f *Finder) overlaps(leases []*Lease, rep *Report, keep func(*Overlap)) {
+// counts them into rep and hands to keep each that wants (given its key,
+// times and leases only) takes: the others are counted, never made.
+func (f *Finder) overlaps(leases []*Lease, rep *Report, wants func(*Overlap) bool, keep func(*Overlap)) {
 	for i := range leases {
 		a := leases[i]
 		// Leases are sorted by key then start: only later leases that start
@@ -514,17 +521,40 @@ func (f *Finder) overlaps(leases []*Lease, rep *Report, keep func(*Overlap)) {
 			if b.tokenN < a.tokenN {
 				older, newer = b, a
 			}
+			start, end := b.Start, min(a.End, b.End)
+			rep.Count++
+			rep.Total += time.Duration(end - start)
+			probe := Overlap{Key: a.Key, Start: start}
+			probe.Older.AcquireID, probe.Newer.AcquireID = older.AcquireID, newer.AcquireID
+			if !wants(&probe) {
+				rep.Rejected += f.rejected(older, start, end)
+				continue
+			}
 			o := Overlap{Key: a.Key, Older: *older, Newer: *newer,
 				OlderProcess: older.Process, OlderToken: older.Token,
 				NewerProcess: newer.Process, NewerToken: newer.Token,
-				Start: b.Start, End: min(a.End, b.End)}
+				Start: start, End: end}
 			f.countWrites(&o)
-			rep.Count++
-			rep.Total += o.Duration()
 			rep.Rejected += o.Rejected
 			keep(&o)
 		}
 	}
+}
+
+// rejected counts what countWrites counts as Rejected for an overlap of
+// older from start to end.
+func (f *Finder) rejected(older *Lease, start, end int64) int {
+	n := 0
+	for i := older.first; i != 0; i = f.write(i).next {
+		w := f.write(i)
+		if w.call > end {
+			break
+		}
+		if w.call >= start && w.outcome == history.OutcomeFail && w.stale {
+			n++
+		}
+	}
+	return n
 }
 
 // countWrites finds the older holder's writes sent during the overlap.
