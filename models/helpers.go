@@ -106,6 +106,55 @@ func (h *ByKey) Register(k string) KeyOps {
 // Issuer copies out the ok acquires of token scope k.
 func (h *ByKey) Issuer(k string) []*history.Op { return h.copyOut(h.issuer[k]) }
 
+// Scratch copies out one key at a time into buffers it reuses, for a
+// checker that is done with a key before it asks for the next: what
+// Register and Issuer return is valid until its next call.
+type Scratch struct {
+	h     *ByKey
+	slab  []history.Op
+	ptrs  []*history.Op
+	reads []*history.Op
+}
+
+// Scratch returns an empty Scratch over h.
+func (h *ByKey) Scratch() *Scratch { return &Scratch{h: h} }
+
+func (s *Scratch) fill(at []int32, into []*history.Op, slab []history.Op) []*history.Op {
+	into = into[:0]
+	for i, j := range at {
+		s.h.ops.Load(int(j), &slab[i])
+		into = append(into, &slab[i])
+	}
+	return into
+}
+
+func (s *Scratch) grow(n int) {
+	if cap(s.slab) < n {
+		s.slab = make([]history.Op, n)
+		s.ptrs, s.reads = nil, nil
+	}
+}
+
+// Register is ByKey.Register into the buffers.
+func (s *Scratch) Register(k string) KeyOps {
+	p := s.h.register[k]
+	if p == nil {
+		return KeyOps{}
+	}
+	s.grow(len(p.writes) + len(p.reads))
+	s.ptrs = s.fill(p.writes, s.ptrs, s.slab[:len(p.writes)])
+	s.reads = s.fill(p.reads, s.reads, s.slab[len(p.writes):len(p.writes)+len(p.reads)])
+	return KeyOps{Writes: s.ptrs, Reads: s.reads}
+}
+
+// Issuer is ByKey.Issuer into the buffers.
+func (s *Scratch) Issuer(k string) []*history.Op {
+	at := s.h.issuer[k]
+	s.grow(len(at))
+	s.ptrs = s.fill(at, s.ptrs, s.slab[:len(at)])
+	return s.ptrs
+}
+
 // EachRegister calls fn with each operation of register key k in turn, in
 // invoke order, copying none out: fn must not keep op.
 func (h *ByKey) EachRegister(k string, fn func(op *history.Op)) {

@@ -128,7 +128,9 @@ func notFound(r *history.Op) bool { return r.Value == "" && r.Token.State == his
 
 func check(ctx context.Context, h *models.ByKey, sem models.Semantics) []models.Result {
 	// The issuer first: its acquires are what the register's forgery rule
-	// needs (issuedTokens), one key's copies at a time.
+	// needs (issuedTokens), one key's copies at a time (no anomaly keeps
+	// an operation).
+	scratch := h.Scratch()
 	start := time.Now()
 	iss := issuedTokens{raw: map[string]bool{}}
 	isr := models.Result{Checker: models.CheckerDirect, Model: models.ModelIssuer, Keys: len(h.IssuerKeys), Proofs: true, Complete: true}
@@ -136,7 +138,7 @@ func check(ctx context.Context, h *models.ByKey, sem models.Semantics) []models.
 		if ctx.Err() != nil {
 			break
 		}
-		acqs := h.Issuer(k)
+		acqs := scratch.Issuer(k)
 		iss.collect(acqs)
 		isr.Ops += len(acqs)
 		isr.Anomalies = append(isr.Anomalies, issuerAnomalies(k, acqs)...)
@@ -149,7 +151,7 @@ func check(ctx context.Context, h *models.ByKey, sem models.Semantics) []models.
 		if ctx.Err() != nil {
 			break
 		}
-		kh := h.Register(k)
+		kh := scratch.Register(k)
 		reg.Ops += len(kh.Writes) + len(kh.Reads)
 		reg.Anomalies = append(reg.Anomalies, registerAnomalies(k, kh.Writes, kh.Reads, sem, iss, h.Issued)...)
 	}
