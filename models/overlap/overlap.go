@@ -138,16 +138,21 @@ func (r Report) Anomalies() []models.Anomaly {
 
 // earlier orders overlaps as FirstAnomalies and Summary keep them.
 func earlier(x, y *Overlap) bool {
-	if x.Start != y.Start {
-		return x.Start < y.Start
+	return sortsBefore(x.Start, x.Key, x.Older.AcquireID, x.Newer.AcquireID, y)
+}
+
+// sortsBefore is earlier for an overlap given by its sort fields.
+func sortsBefore(start int64, key string, older, newer int64, y *Overlap) bool {
+	if start != y.Start {
+		return start < y.Start
 	}
-	if x.Key != y.Key {
-		return x.Key < y.Key
+	if key != y.Key {
+		return key < y.Key
 	}
-	if x.Older.AcquireID != y.Older.AcquireID {
-		return x.Older.AcquireID < y.Older.AcquireID
+	if older != y.Older.AcquireID {
+		return older < y.Older.AcquireID
 	}
-	return x.Newer.AcquireID < y.Newer.AcquireID
+	return newer < y.Newer.AcquireID
 }
 
 // firstN keeps the n earliest of the overlaps it is offered, sorted (n is
@@ -157,10 +162,10 @@ type firstN struct {
 	kept []Overlap
 }
 
-// wants reports whether offer would keep an overlap that sorts as o (by
-// Start, Key and the leases' AcquireIDs).
-func (f *firstN) wants(o *Overlap) bool {
-	return f.n > 0 && (len(f.kept) < f.n || earlier(o, &f.kept[f.n-1]))
+// wants reports whether offer would keep an overlap with these Start, Key
+// and leases' AcquireIDs.
+func (f *firstN) wants(start int64, key string, older, newer int64) bool {
+	return f.n > 0 && (len(f.kept) < f.n || sortsBefore(start, key, older, newer, &f.kept[f.n-1]))
 }
 
 // offer reports whether o is kept (for now).
@@ -500,14 +505,14 @@ func (f *Finder) report(keep int) Report {
 		}
 	}
 	rep := Report{Leases: len(leases), Overlaps: make([]Overlap, 0, n)}
-	f.overlaps(leases, &rep, func(*Overlap) bool { return true }, func(o *Overlap) { rep.Overlaps = append(rep.Overlaps, *o) })
+	f.overlaps(leases, &rep, func(int64, string, int64, int64) bool { return true }, func(o *Overlap) { rep.Overlaps = append(rep.Overlaps, *o) })
 	return rep
 }
 
 // overlaps finds the overlaps of leases (sorted as Leases sorts them),
 // counts them into rep and hands to keep each that wants (given its key,
 // times and leases only) takes: the others are counted, never made.
-func (f *Finder) overlaps(leases []*Lease, rep *Report, wants func(*Overlap) bool, keep func(*Overlap)) {
+func (f *Finder) overlaps(leases []*Lease, rep *Report, wants func(start int64, key string, older, newer int64) bool, keep func(*Overlap)) {
 	for i := range leases {
 		a := leases[i]
 		// Leases are sorted by key then start: only later leases that start
@@ -524,9 +529,7 @@ func (f *Finder) overlaps(leases []*Lease, rep *Report, wants func(*Overlap) boo
 			start, end := b.Start, min(a.End, b.End)
 			rep.Count++
 			rep.Total += time.Duration(end - start)
-			probe := Overlap{Key: a.Key, Start: start}
-			probe.Older.AcquireID, probe.Newer.AcquireID = older.AcquireID, newer.AcquireID
-			if !wants(&probe) {
+			if !wants(start, a.Key, older.AcquireID, newer.AcquireID) {
 				rep.Rejected += f.rejected(older, start, end)
 				continue
 			}
