@@ -29,6 +29,22 @@ type Ops struct {
 	names  []string // interned names; 0 is ""
 	nameIx map[string]uint32
 	rare   []rareFields // 0 is unused
+	memo   map[any]any
+}
+
+// Memo returns what build returned the first time it was asked for key on
+// these operations (a view of them that every checker needs, computed once:
+// models.Group). Adding an operation forgets every memo.
+func (o *Ops) Memo(key any, build func() any) any {
+	if v, ok := o.memo[key]; ok {
+		return v
+	}
+	if o.memo == nil {
+		o.memo = map[any]any{}
+	}
+	v := build()
+	o.memo[key] = v
+	return v
 }
 
 const (
@@ -214,6 +230,7 @@ func (o *Ops) Add(op *Op) {
 	o.recs[o.n>>opsChunkBits] = append(o.recs[o.n>>opsChunkBits], r)
 	o.n++
 	o.sorted = false
+	o.memo = nil
 }
 
 // noCompletion is opRec.doneAt of an operation without a completion.

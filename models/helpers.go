@@ -214,7 +214,16 @@ func (h *ByKey) copyOut(at []int32) []*history.Op {
 // Group sorts paired operations into what the models check. Operations the
 // models ignore (renew, release, reads and acquires that did not end ok) are
 // left out.
+//
+// The grouping is computed once per operations and token scope, and shared
+// (ops.Memo): it must not be modified.
 func Group(ops *history.Ops, sem Semantics) *ByKey {
+	return ops.Memo(groupKey{sem.Scope == ScopeGlobal}, func() any { return group(ops, sem) }).(*ByKey)
+}
+
+type groupKey struct{ global bool }
+
+func group(ops *history.Ops, sem Semantics) *ByKey {
 	h := &ByKey{ops: ops, register: map[string]*keyPos{}, issuer: map[string][]int32{}, Issued: NewIssued()}
 	reg := func(k string) *keyPos {
 		ko := h.register[k]
