@@ -306,8 +306,6 @@ func (a *analyzer) add(e history.Event) error {
 	a.end = max(a.end, e.Time)
 	switch {
 	case e.IsClient():
-		a.keys[e.Key] = true
-		a.procs[e.Process] = true
 		if a.run.inMain(e.Time) {
 			a.service.add(e, a.run.mainAt)
 		}
@@ -338,18 +336,26 @@ func (a *analyzer) add(e history.Event) error {
 		}
 	}
 	op, err := a.pairer.Add(e)
+	if e.IsClient() && (e.Type == history.Invoke || err != nil) {
+		// A completion the pairer takes has its invoke's key and process.
+		a.keys[e.Key] = true
+		a.procs[e.Process] = true
+	}
 	if err != nil {
 		return err
 	}
-	if op != nil {
-		if op.F == history.Write && op.Outcome == history.OutcomeInfo {
-			a.late = append(a.late, op)
-		} else {
-			a.ops.Add(op)
-		}
-	}
 	if a.leaseErr == nil {
 		a.leaseErr = a.leases.Add(e, op)
+	}
+	switch {
+	case op == nil:
+	case op.F == history.Write && op.Outcome == history.OutcomeInfo:
+		a.late = append(a.late, op)
+	default:
+		// Copied, and no one else holds it (the lease finder copies what
+		// it needs): the pairer may reuse it.
+		a.ops.Add(op)
+		a.pairer.Recycle(op)
 	}
 	return nil
 }

@@ -88,6 +88,7 @@ type Pairer struct {
 	retired map[int]bool // processes that saw info
 	seen    indexSet
 	count   int
+	free    []*Op // operations the caller gave back (Recycle)
 	// Line is the caller's line number of the event being added (for
 	// errors found later, in Finish); 0 when unknown.
 	Line int
@@ -143,7 +144,13 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		if p.retired[e.Process] {
 			return nil, p.errorf(p.Line, "event %d: process %d invokes %s after an info outcome; a process that saw info must not be reused", e.Index, e.Process, e.F)
 		}
-		op := &Op{ID: e.Index, Process: e.Process, F: e.F, Key: e.Key, Call: e.Time,
+		var op *Op
+		if n := len(p.free); n > 0 {
+			op, p.free = p.free[n-1], p.free[:n-1]
+		} else {
+			op = new(Op)
+		}
+		*op = Op{ID: e.Index, Process: e.Process, F: e.F, Key: e.Key, Call: e.Time,
 			Return: Never, Completed: Never, CompleteID: -1, Node: e.Node}
 		if e.F != Acquire && e.F != Read {
 			op.Token = ParseToken(e.Token)
@@ -223,6 +230,17 @@ func (p *Pairer) Add(e Event) (*Op, error) {
 		p.infos[k] = append(p.infos[k], op)
 	}
 	return op, nil
+}
+
+// Recycle gives back an operation Add returned that the caller has copied
+// and no longer holds, for Add to reuse: a history of millions then
+// allocates one per client, not one per operation. An info write must not
+// be given back (a later strip event may still change it).
+func (p *Pairer) Recycle(op *Op) {
+	if op.F == Write && op.Outcome == OutcomeInfo {
+		return
+	}
+	p.free = append(p.free, op)
 }
 
 // inFlight are the writes a strip event on key with value may have

@@ -83,3 +83,27 @@ func TestOpsSortAnyIndexes(t *testing.T) {
 	ops = []*Op{{ID: 3, F: Read}, {ID: 3, F: Write}, {ID: 1, F: Read}}
 	assert.Equal(t, []*Op{ops[2], ops[0], ops[1]}, OpsOf(ops).All())
 }
+
+// A recycled operation is reused for the next invoke, fully reset; an info
+// write is never recycled (a late strip event may still change it).
+func TestPairerRecycle(t *testing.T) {
+	p := NewPairer()
+	add := func(e Event) *Op {
+		op, err := p.Add(e)
+		require.NoError(t, err)
+		return op
+	}
+	add(Event{Index: 0, Process: 1, Type: Invoke, F: Write, Key: "k", Token: "1", Value: "a"})
+	first := add(Event{Index: 1, Time: 5, Process: 1, Type: Fail, F: Write, Key: "k", Token: "1", Value: "a", Error: "stale"})
+	require.NotNil(t, first)
+	p.Recycle(first)
+	add(Event{Index: 2, Time: 6, Process: 1, Type: Invoke, F: Read, Key: "k"})
+	second := add(Event{Index: 3, Time: 7, Process: 1, Type: Ok, F: Read, Key: "k"})
+	assert.Same(t, first, second)
+	assert.Equal(t, &Op{ID: 2, Process: 1, F: Read, Key: "k", Call: 6, Return: 7, Completed: 7, CompleteID: 3}, second)
+
+	add(Event{Index: 4, Time: 8, Process: 1, Type: Invoke, F: Write, Key: "k", Token: "2", Value: "b"})
+	info := add(Event{Index: 5, Time: 9, Process: 1, Type: Info, F: Write, Key: "k"})
+	p.Recycle(info)
+	assert.Empty(t, p.free)
+}
