@@ -30,6 +30,7 @@ type Ops struct {
 	nameIx map[string]uint32
 	rare   []rareFields // 0 is unused
 	memo   map[any]any
+	recent [16]recentName // name's cache
 }
 
 // Memo returns what build returned the first time it was asked for key on
@@ -135,13 +136,25 @@ func (o *Ops) name(s string) uint32 {
 	if s == "" {
 		return 0
 	}
-	if i, ok := o.nameIx[s]; ok {
-		return i
+	// The reader interns keys (and the same error words recur): the same
+	// string, by its bytes' address, is most often one seen just before.
+	c := &o.recent[(uintptr(unsafe.Pointer(unsafe.StringData(s)))>>3)%uintptr(len(o.recent))]
+	if unsafe.StringData(c.s) == unsafe.StringData(s) && len(c.s) == len(s) {
+		return c.i
 	}
-	i := uint32(len(o.names))
-	o.names = append(o.names, s)
-	o.nameIx[s] = i
+	i, ok := o.nameIx[s]
+	if !ok {
+		i = uint32(len(o.names))
+		o.names = append(o.names, s)
+		o.nameIx[s] = i
+	}
+	*c = recentName{s, i}
 	return i
+}
+
+type recentName struct {
+	s string
+	i uint32
 }
 
 // put appends a, b and c adjacent in the arena and returns where they

@@ -211,7 +211,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem models.Seman
 				fmt.Sprintf("%s answered 200 at %s with %s: a 200 carries the token of the write that stored the value (a key never written answers 404)", nameRead(r), models.Secs(r.Return), what), r.ID)
 			// Its value still says which write took effect.
 		}
-		if notFound(r) || ambiguous[r.Value] {
+		if notFound(r) || len(ambiguous) > 0 && ambiguous[r.Value] {
 			continue
 		}
 		f := byValue[r.Value]
