@@ -182,11 +182,17 @@ func sortedKeys[V any](m map[string]V) []string {
 func (a *analyzer) count(ops *history.Ops) Counts {
 	c := Counts{Events: a.events, Ops: ops.Len(), Keys: len(a.keys), Processes: len(a.procs),
 		ByOp: map[string]map[string]int{}, TamperedWrites: a.tampered}
-	var o history.Op
+	// By OpOrder and outcome (ok, fail, other) first: two map updates per
+	// operation cost more than the rest of the pass.
+	var n [6][3]int
 	for i := range ops.Len() {
-		ops.Load(i, &o)
+		o := ops.Brief(i)
 		if o.Outcome != history.OutcomeInfo {
 			c.Definite++
+		}
+		if f := OpOrder(o.F); f < 5 {
+			n[f][outcomeSlot(o.Outcome)]++
+			continue
 		}
 		m := c.ByOp[o.F]
 		if m == nil {
@@ -195,8 +201,38 @@ func (a *analyzer) count(ops *history.Ops) Counts {
 		}
 		m[o.Outcome.String()]++
 	}
+	for f := range 5 {
+		for s, k := range n[f] {
+			if k == 0 {
+				continue
+			}
+			m := c.ByOp[opByOrder[f]]
+			if m == nil {
+				m = map[string]int{}
+				c.ByOp[opByOrder[f]] = m
+			}
+			m[slotOutcome[s]] += k
+		}
+	}
 	return c
 }
+
+// opByOrder are the client operations by OpOrder.
+var opByOrder = [...]string{history.Acquire, history.Renew, history.Release, history.Write, history.Read}
+
+// outcomeSlot indexes outcomes as their words tell them apart (every
+// value but ok and fail reads "info").
+func outcomeSlot(o history.Outcome) int {
+	switch o {
+	case history.OutcomeOk:
+		return 0
+	case history.OutcomeFail:
+		return 1
+	}
+	return 2
+}
+
+var slotOutcome = [...]string{history.OutcomeOk.String(), history.OutcomeFail.String(), history.OutcomeInfo.String()}
 
 // Latency is how long completed operations of one kind took. Info operations
 // have no latency (their effect may come at any time) and are only counted.
@@ -214,14 +250,26 @@ type Latency struct {
 // that completed ok or fail.
 func latencies(ops *history.Ops) []Latency {
 	groups := map[[2]string][]int64{}
-	var o history.Op
+	var byOrder [5][3][]int64 // the client operations' first: no map per operation
 	for i := range ops.Len() {
-		ops.Load(i, &o)
+		o := ops.Brief(i)
 		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {
+			continue
+		}
+		if f := OpOrder(o.F); f < 5 {
+			s := &byOrder[f][outcomeSlot(o.Outcome)]
+			*s = append(*s, o.Completed-o.Call)
 			continue
 		}
 		k := [2]string{o.F, o.Outcome.String()}
 		groups[k] = append(groups[k], o.Completed-o.Call)
+	}
+	for f := range byOrder {
+		for s, ds := range byOrder[f] {
+			if len(ds) > 0 {
+				groups[[2]string{opByOrder[f], slotOutcome[s]}] = ds
+			}
+		}
 	}
 	var out []Latency
 	for k, ds := range groups {

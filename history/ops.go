@@ -414,6 +414,27 @@ func (o *Ops) Load(i int, op *Op) {
 	}
 }
 
+// Brief is what the analysis's counting passes read of an operation.
+type Brief struct {
+	F, Key string
+	// KeyID is the same for every operation on Key, and small: an index
+	// into what Ops interned.
+	KeyID           uint32
+	Outcome         Outcome
+	Call, Completed int64
+}
+
+// Brief is the i-th operation's Brief: Load without the rest.
+func (o *Ops) Brief(i int) Brief {
+	o.Sort()
+	r := o.rec(uint32(i))
+	b := Brief{F: opNames[r.f()], Key: o.names[r.key], KeyID: r.key, Outcome: r.outcome(), Call: r.call, Completed: r.complete}
+	if r.f() == 0 && r.rare != 0 {
+		b.F = o.rare[r.rare].f
+	}
+	return b
+}
+
 // F is the i-th operation's f (At without the rest).
 func (o *Ops) F(i int) string {
 	o.Sort()

@@ -234,19 +234,30 @@ func group(ops *history.Ops, sem Semantics) *ByKey {
 		}
 		return ko
 	}
+	var byID []*keyPos // reg by Brief.KeyID: no map per operation
+	regOf := func(b history.Brief) *keyPos {
+		for int(b.KeyID) >= len(byID) {
+			byID = append(byID, nil)
+		}
+		if byID[b.KeyID] == nil {
+			byID[b.KeyID] = reg(b.Key)
+		}
+		return byID[b.KeyID]
+	}
 	var op history.Op
 	for i := range ops.Len() {
-		ops.Load(i, &op)
-		switch op.F {
+		b := ops.Brief(i)
+		switch b.F {
 		case history.Write:
-			ko := reg(op.Key)
+			ko := regOf(b)
 			ko.writes = append(ko.writes, int32(i))
 		case history.Read:
-			if op.Outcome == history.OutcomeOk {
-				ko := reg(op.Key)
+			if b.Outcome == history.OutcomeOk {
+				ko := regOf(b)
 				ko.reads = append(ko.reads, int32(i))
 			}
 		case history.Acquire:
+			ops.Load(i, &op)
 			h.Issued.Add(&op)
 			if op.Outcome != history.OutcomeOk {
 				continue
