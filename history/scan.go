@@ -150,10 +150,33 @@ func scanEvent(b []byte, keys map[string]string) (e Event, ok bool) {
 var fieldNames = [...]string{"index", "time", "process", "type", "f", "key", "token", "value", "error", "high_water", "node", "extra"}
 
 func fieldBit(name []byte) uint16 {
-	for i, f := range fieldNames {
-		if f == string(name) {
-			return 1 << i
-		}
+	// A switch, not a loop over fieldNames: it runs for every field of
+	// every line.
+	switch string(name) {
+	case "index":
+		return 1 << 0
+	case "time":
+		return 1 << 1
+	case "process":
+		return 1 << 2
+	case "type":
+		return 1 << 3
+	case "f":
+		return 1 << 4
+	case "key":
+		return 1 << 5
+	case "token":
+		return 1 << 6
+	case "value":
+		return 1 << 7
+	case "error":
+		return 1 << 8
+	case "high_water":
+		return 1 << 9
+	case "node":
+		return 1 << 10
+	case "extra":
+		return 1 << 11
 	}
 	return 0
 }

@@ -74,3 +74,15 @@ func FuzzScanEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkScan(t, b) })
 }
+
+// fieldBit numbers the fields as fieldNames lists them.
+func TestFieldBitFollowsFieldNames(t *testing.T) {
+	for i, f := range fieldNames {
+		if got := fieldBit([]byte(f)); got != 1<<i {
+			t.Errorf("%s: %b, want %b", f, got, 1<<i)
+		}
+	}
+	if fieldBit([]byte("Index")) != 0 {
+		t.Error("fieldBit folds case")
+	}
+}
