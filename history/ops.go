@@ -10,17 +10,18 @@ import (
 
 // Ops holds a history's paired operations compactly, so that a history of
 // millions stays small and cheap for the garbage collector: one fixed-size
-// record per operation with no pointers in it (never scanned), the token
-// and value text in an append-only arena of large chunks, the key, f,
-// error and node names interned, and the rarely set fields (tampering, a
-// reported high-water mark) in a side table. About 100 bytes per operation
-// plus its token and value.
+// record per operation with no pointers in it (never scanned), the token,
+// value and high-water text in an append-only arena of large chunks, the
+// key, error and node names interned, and the rarely set fields (tampering,
+// what the record cannot hold) in a side table: OpRecordBytes (72) per
+// operation plus its text.
 //
 // Add copies an operation in; once sorted (Sort, or the first reader),
 // At(i) gives back the i-th by invoke index as the Pairer made it. The
 // strings of an Op from At share the arena: no copy is made.
 //
-// An Ops is not safe for concurrent use until it is sorted.
+// An Ops is not safe for concurrent use until it is sorted, and Memo never
+// is.
 type Ops struct {
 	recs   [][]opRec // chunks of opsChunk records, by invoke index once sorted
 	n      int
