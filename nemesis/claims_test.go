@@ -204,3 +204,24 @@ func TestAFaultThatCannotBeUndoneIsRetriedAtHealThenReported(t *testing.T) {
 		assert.Contains(t, buf.String(), `"action":"stop-failed"`)
 	}
 }
+
+// slowPause is a node whose pause is still being applied when the main
+// phase ends: the engine's call returns the context's error.
+type slowPause struct{ oneNode }
+
+func (s *slowPause) PauseNode(ctx context.Context, _ string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A fault cut off by the end of the main phase is not a failure to apply:
+// neither the history nor the count says so (they are read side by side).
+func TestAFaultCutOffByTheEndOfTheMainPhaseIsNotAFailure(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewScheduler(&Env{Target: &slowPause{}, TTL: time.Second}, history.NewRecorder(&buf), 1, []Nemesis{pause{}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	assert.Negative(t, s.attempt(ctx, pause{}, rand.New(rand.NewPCG(1, 2))))
+	assert.Zero(t, s.Counts["pause"].Failed)
+	assert.NotContains(t, buf.String(), `"action":"error"`)
+}

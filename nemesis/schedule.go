@@ -268,8 +268,15 @@ func (s *Scheduler) count(n Nemesis, fn func(*Count)) {
 	fn(s.Counts[n.Name()])
 }
 
-// failed counts and records a fault that could not be drawn or started.
+// failed counts and records a fault that could not be drawn or started. A
+// try cut off by the end of the main phase (its context ended while the
+// engine was still applying it) is neither: the history does not record it,
+// and the count, which the gate and the tests read beside the history's,
+// must say the same.
 func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
+	if ctx.Err() != nil {
+		return
+	}
 	var ae *ApplyError
 	mode, nodes := "", []string(nil)
 	if errors.As(err, &ae) {
@@ -282,13 +289,11 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 		mc.Failed++
 		mc.Error = err.Error()
 	})
-	if ctx.Err() == nil {
-		details := map[string]any{"error": err.Error()}
-		if mode != "" {
-			details["mode"] = mode
-		}
-		s.record(n.Name(), "error", -1, nodes, details)
+	details := map[string]any{"error": err.Error()}
+	if mode != "" {
+		details["mode"] = mode
 	}
+	s.record(n.Name(), "error", -1, nodes, details)
 }
 
 // start claims p's nodes when it takes them over, starts the fault and
