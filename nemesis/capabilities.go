@@ -105,6 +105,28 @@ type HolderPauser interface {
 	Lease() (granted, late time.Duration)
 }
 
+// Stragglers is the workload's side of a restart (an optional extra of
+// Env.Holders): once a node is back from a restart or a power loss,
+// AfterRestart sends writes with tokens older than the high-water marks the
+// resource had accepted before it, as an expired holder's request held up
+// across the restart would. A resource that forgets its marks on a restart
+// accepts them; nothing else in the traffic shows that reliably, since the
+// stale write must come after the restart and before any newer one.
+type Stragglers interface {
+	AfterRestart(node string)
+}
+
+// startedAgain restarts node, then tells the workload's stragglers.
+func startedAgain(ctx context.Context, env *Env, rs Restarter, node string, wipe bool) error {
+	if err := rs.StartNode(ctx, node, wipe); err != nil {
+		return err
+	}
+	if s, ok := env.Holders.(Stragglers); ok {
+		s.AfterRestart(node)
+	}
+	return nil
+}
+
 // PowerCutter is a target whose nodes keep their data on a layer that can
 // lose power (package lazyfs): CutPower kills a node hard and drops
 // everything it wrote that was not made durable (data not fsynced, folder

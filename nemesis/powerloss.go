@@ -94,7 +94,7 @@ func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return nil, applyFailed("", []string{node}, err)
 	}
 	return &Fault{Nodes: p.Nodes, Details: map[string]any{"lost_files": loss.Files, "lost_entries": loss.Entries},
-		Stop: func(ctx context.Context) error { return rs.StartNode(ctx, node, false) }}, nil
+		Stop: func(ctx context.Context) error { return startedAgain(ctx, env, rs, node, false) }}, nil
 }
 
 func (powerLoss) CheckPlan(env *Env, p Plan) error {

@@ -79,3 +79,44 @@ func TestPowerLossNotApplicableSaysWhy(t *testing.T) {
 	assert.Empty(t, sel.Active)
 	assert.Contains(t, sel.NotApplicable, "power-loss")
 }
+
+// stragglers is a workload that notes the restarts it is told of.
+type stragglers struct {
+	holders
+	after []string
+}
+
+func (s *stragglers) AfterRestart(node string) { s.after = append(s.after, node) }
+
+// A node back from a power loss or a restart is the moment for the
+// workload's stragglers (writes with tokens older than the marks the
+// resource had accepted): they are told once the node is up, not before,
+// and not at all when it did not come back.
+func TestTheWorkloadIsToldOfANodeBackFromARestart(t *testing.T) {
+	d := &disks{onLayer: []string{"n2"}}
+	wl := &stragglers{}
+	env := &Env{Target: d, Holders: wl}
+	f, err := drawStart(context.Background(), powerLoss{}, env, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	assert.Empty(t, wl.after, "not while the node is down")
+	require.NoError(t, f.Stop(context.Background()))
+	assert.Equal(t, []string{"n2"}, wl.after)
+
+	o := &oneNode{}
+	env = &Env{Target: o, Holders: wl}
+	f, err = drawStart(context.Background(), restart{}, env, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	require.NoError(t, f.Stop(context.Background()))
+	assert.Len(t, wl.after, 2, "a restart tells it too")
+
+	d.fail = nil
+	f, err = drawStart(context.Background(), powerLoss{}, &Env{Target: &noStart{d}, Holders: wl}, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	assert.Error(t, f.Stop(context.Background()))
+	assert.Len(t, wl.after, 2, "a node that did not come back has no stragglers")
+}
+
+// noStart is disks whose nodes do not start again.
+type noStart struct{ *disks }
+
+func (noStart) StartNode(context.Context, string, bool) error { return errors.New("did not start") }

@@ -79,7 +79,7 @@ func (r restart) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return nil, applyFailed("", []string{node}, err)
 	}
 	return &Fault{Nodes: p.Nodes, Details: map[string]any{"wipe": r.wipe},
-		Stop: func(ctx context.Context) error { return rs.StartNode(ctx, node, r.wipe) }}, nil
+		Stop: func(ctx context.Context) error { return startedAgain(ctx, env, rs, node, r.wipe) }}, nil
 }
 
 func (restart) CheckPlan(_ *Env, p Plan) error {

@@ -49,6 +49,8 @@ type recorder struct {
 	procs *Processes
 	proc  int
 	opTO  time.Duration
+	// marks, when set, learns of every accepted write (straggler.go).
+	marks *marks
 }
 
 func newRecorder(rec *history.Recorder, procs *Processes, opTimeout time.Duration) *recorder {
@@ -81,6 +83,9 @@ func (r *recorder) do(ctx context.Context, inv history.Event, call func(ctx cont
 		done.Extra = grantedExtra(rep.TTL)
 	}
 	r.rec.Record(done)
+	if r.marks != nil && inv.F == history.Write && done.Type == history.Ok {
+		r.marks.accepted(inv.Key, inv.Token)
+	}
 	if done.Type == history.Info {
 		r.proc = r.procs.Next()
 	}

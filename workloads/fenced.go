@@ -67,6 +67,22 @@ type Fenced struct {
 	mix      []Profile
 	keys     []string
 	stormers [][]*recorder
+	// marks are the tokens accepted per key; runCtx and rec are the
+	// running workload's, for the stragglers sent after a restart
+	// (straggler.go), which Run waits for.
+	marks      marks
+	runMu      sync.Mutex
+	runCtx     context.Context
+	rec        *history.Recorder
+	stragglers sync.WaitGroup
+}
+
+// newRecorder is a recorder of one of the workload's clients: its accepted
+// writes are noted in the marks.
+func (w *Fenced) newRecorder(rec *history.Recorder) *recorder {
+	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	r.marks = &w.marks
+	return r
 }
 
 // ClientClockNode names the clients' wall clock for the clock nemesis.
@@ -129,6 +145,15 @@ func Key(i int) string { return fmt.Sprintf("k%d", i) }
 // Run drives the clients until ctx ends.
 func (w *Fenced) Run(ctx context.Context, rec *history.Recorder) error {
 	g, ctx := errgroup.WithContext(ctx)
+	w.runMu.Lock()
+	w.runCtx, w.rec = ctx, rec
+	w.runMu.Unlock()
+	defer func() {
+		w.runMu.Lock()
+		w.runCtx = nil
+		w.runMu.Unlock()
+		w.stragglers.Wait()
+	}()
 	for i := 0; i < w.cfg.Clients; i++ {
 		g.Go(func() error { w.writer(ctx, rec, i); return nil })
 	}
@@ -152,7 +177,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 	rng := w.rng(worker)
 	prof := w.mix[worker]
 	keys := newPicker(prof, w.cfg.Keys, rng)
-	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	r := w.newRecorder(rec)
 	issuer := w.cfg.Issuers[worker%len(w.cfg.Issuers)]
 	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
 	first := true
@@ -315,7 +340,7 @@ func (w *Fenced) holdLong(ctx context.Context, r *recorder, issuer, resource Con
 func (w *Fenced) storm(ctx context.Context, rec *history.Recorder, worker int, prof Profile, key string, rng *rand.Rand) {
 	if w.stormers[worker] == nil {
 		for i := 0; i < prof.storm; i++ {
-			w.stormers[worker] = append(w.stormers[worker], newRecorder(rec, w.procs, w.cfg.OpTimeout))
+			w.stormers[worker] = append(w.stormers[worker], w.newRecorder(rec))
 		}
 	}
 	var wg sync.WaitGroup
@@ -351,7 +376,7 @@ func (w *Fenced) storm(ctx context.Context, rec *history.Recorder, worker int, p
 
 func (w *Fenced) reader(ctx context.Context, rec *history.Recorder, worker int) {
 	rng := w.rng(worker)
-	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	r := w.newRecorder(rec)
 	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
 	for ctx.Err() == nil {
 		key := w.keys[rng.IntN(len(w.keys))]
@@ -373,7 +398,7 @@ func (w *Fenced) FinalReads(ctx context.Context, rec *history.Recorder) error {
 		go func(i int) {
 			defer wg.Done()
 			res := w.cfg.Resources[i%len(w.cfg.Resources)]
-			r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+			r := w.newRecorder(rec)
 			for try := 0; try < 5 && ctx.Err() == nil; try++ {
 				rep := r.do(ctx, history.Event{F: history.Read, Key: key, Node: res.Node()},
 					func(c context.Context) Reply { return res.Read(c, key) })

@@ -203,7 +203,7 @@ func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker 
 func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int, key string, expiry time.Time, granted time.Duration, wrote chan struct{}, holderDone <-chan struct{}) {
 	wroteOnce := sync.OnceFunc(func() { close(wrote) })
 	defer wroteOnce()
-	r := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	r := w.newRecorder(rec)
 	issuer := w.cfg.Issuers[(worker+1)%len(w.cfg.Issuers)]
 	resource := w.cfg.Resources[(worker+1)%len(w.cfg.Resources)]
 	_, late := w.Lease()
