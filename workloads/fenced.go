@@ -75,6 +75,9 @@ type Fenced struct {
 	runCtx     context.Context
 	rec        *history.Recorder
 	stragglers sync.WaitGroup
+	// stalledHolders are the paused holders still at work, which Run
+	// waits for.
+	stalledHolders sync.WaitGroup
 }
 
 // newRecorder is a recorder of one of the workload's clients: its accepted
@@ -162,6 +165,7 @@ func (w *Fenced) Run(ctx context.Context, rec *history.Recorder) error {
 	}
 	err := g.Wait()
 	w.endPauses()
+	w.stalledHolders.Wait()
 	return err
 }
 
@@ -238,7 +242,6 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			}
 			continue
 		}
-		unclaim := func() {}
 		paused := w.claimPause(key)
 		if paused == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
 			// A holder of a cold key stalls long: its key sits idle after
@@ -248,41 +251,30 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			paused = w.claimLongPause(key, d, max(between(rng, 3*time.Second, 15*time.Second)-d, time.Second))
 		}
 		if paused != nil {
-			// The GC pause: the lease runs out meanwhile and another client
-			// takes the lock. The holder decided to write before it, so it
-			// still believes in the lease it checked when it wakes.
-			t0 := time.Now()
-			woke := w.stallHolder(ctx, rec, worker, paused, key, sent, granted)
-			belief = stalledExtra(left, time.Since(t0))
-			p := paused
-			unclaim = func() { woke(); w.unclaim(p, key) }
+			// The GC pause: the holder (this process) stalls in a goroutine
+			// of its own, and the writer goes on as a new process, so a
+			// pause freezes holders, not the traffic the other faults act
+			// on, and stalls as many holders as it has locks for.
+			h := stalled{r: r, p: paused, issuer: issuer, resource: resource, worker: worker,
+				key: key, owner: owner, token: token, sent: sent, granted: granted, left: left}
+			w.stalledHolders.Add(1)
+			go func() { defer w.stalledHolders.Done(); w.stalledHolder(ctx, rec, h) }()
+			r = w.newRecorder(rec)
+			continue
 		}
 		if ctx.Err() != nil {
-			unclaim()
 			return
 		}
 		v := w.value(r)
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
-		// A woken holder whose write found nothing listening (the server
-		// restarting) tries again shortly, as a client with work to do
-		// does: the write then meets the restarted server's state.
-		for try := 0; paused != nil && try < 3 && wr.Type == history.Fail && wr.Error == fencing.ErrWordRefused && ctx.Err() == nil; try++ {
-			sleepCtx(ctx, 300*time.Millisecond)
-			v = w.value(r)
-			wr = r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
-				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
-		}
-		// A woken holder writes again with its token (its work goes on, as
-		// it believes it holds the lock); others sometimes retry an
-		// accepted write (a replay).
-		if ctx.Err() == nil && wr.Type != history.Info && (paused != nil || writes == 1 && wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare) {
+		// Others sometimes retry an accepted write (a replay).
+		if ctx.Err() == nil && writes == 1 && wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare {
 			v2 := w.value(r)
 			r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v2, Node: resource.Node(), Extra: belief},
 				func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v2)) })
 		}
-		unclaim()
-		if paused == nil && writes > 1 && wr.Type != history.Info {
+		if writes > 1 && wr.Type != history.Info {
 			if wr = w.holdLong(ctx, r, issuer, resource, key, owner, token, granted, writes-1, rng); wr.Type == history.Info {
 				continue // retired: a process that saw info does nothing more
 			}
@@ -298,6 +290,63 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
 				func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
 		}
+	}
+}
+
+// stalled is a paused holder: its process (r) and lease, handed over by its
+// writer.
+type stalled struct {
+	r                *recorder
+	p                *holderPause
+	issuer, resource Conn
+	worker           int
+	key, owner       string
+	token            string
+	sent             time.Time
+	granted, left    time.Duration
+}
+
+// stalledHolder is the rest of a paused holder's cycle: the stall (while a
+// taker takes the lock and writes: scenario.go), then its late writes with
+// its old token, and its release.
+func (w *Fenced) stalledHolder(ctx context.Context, rec *history.Recorder, h stalled) {
+	r, key, token, resource := h.r, h.key, h.token, h.resource
+	// The holder decided to write before the stall, so it still believes
+	// in the lease it checked when it wakes.
+	t0 := time.Now()
+	woke := w.stallHolder(ctx, rec, h.worker, h.p, key, h.sent, h.granted)
+	// Once it wrote, the taker may release, and the pause counts this
+	// holder as done.
+	ended := sync.OnceFunc(func() { woke(); w.unclaim(h.p, key) })
+	defer ended()
+	belief := stalledExtra(h.left, time.Since(t0))
+	if ctx.Err() != nil {
+		return
+	}
+	write := func() Reply {
+		v := w.value(r)
+		return r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
+			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+	}
+	wr := write()
+	// A woken holder whose write found nothing listening (the server
+	// restarting) tries again, as a client with work to do does, for as
+	// long as a restart takes (a few seconds, waiting twice as long each
+	// time): the write then meets the restarted server's state, the one a
+	// resource that forgets its high-water marks on a restart gets wrong.
+	for t0, wait := time.Now(), 300*time.Millisecond; time.Since(t0) < refusedRetries && wr.Type == history.Fail && wr.Error == fencing.ErrWordRefused && ctx.Err() == nil; wait *= 2 {
+		sleepCtx(ctx, wait)
+		wr = write()
+	}
+	if wr.Type == history.Info || ctx.Err() != nil {
+		return // retired: a process that saw info does nothing more
+	}
+	// Its work goes on, as it believes it holds the lock: a second write.
+	wr = write()
+	ended()
+	if wr.Type != history.Info && ctx.Err() == nil {
+		r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: h.issuer.Node()},
+			func(c context.Context) Reply { return h.issuer.Release(c, key, h.owner, token) })
 	}
 }
 
@@ -419,6 +468,10 @@ func (w *Fenced) FinalReads(ctx context.Context, rec *history.Recorder) error {
 	}
 	return nil
 }
+
+// refusedRetries is how long a woken holder goes on trying a write that
+// found nothing listening (a node's restart and start-up).
+const refusedRetries = 4 * time.Second
 
 func backoff(ctx context.Context, rng *rand.Rand) {
 	sleepCtx(ctx, time.Duration(5+rng.IntN(30))*time.Millisecond)

@@ -63,9 +63,30 @@ func (w *Fenced) PauseHolders(n int, d, idle time.Duration) (<-chan struct{}, fu
 	return p.done, drop
 }
 
-// MaxPaused is how many holders can stall at once: one per lock, leaving at
-// least one writer free.
-func (w *Fenced) MaxPaused() int { return max(1, min(w.cfg.Keys, w.cfg.Clients-1)) }
+// MaxPaused is how many holders can stall at once: one per lock, at most
+// maxStalled. A stalled holder is a process of its own (its writer goes on
+// as a new one), so the bound is the locks, not the writers. Storm writers
+// never stall (their holders are processes of their own too, all on one
+// lock); profiles' keys are their own, so a mix stalls more holders than
+// --keys.
+func (w *Fenced) MaxPaused() int {
+	keys := 0
+	seen := map[string]bool{}
+	for _, p := range w.mix {
+		if p.storm <= 1 && !seen[p.Name] {
+			seen[p.Name] = true
+			keys += p.keys(w.cfg.Keys)
+		}
+	}
+	return max(1, min(keys, maxStalled))
+}
+
+// maxStalled bounds the holders one pause stalls (each with its taker).
+const maxStalled = 8
+
+// takerLeases is how many granted leases past the lease's end a taker goes
+// on asking for the lock.
+const takerLeases = 5
 
 // Lease reports the longest granted lease and the latest takeover seen.
 func (w *Fenced) Lease() (granted, late time.Duration) {
@@ -83,8 +104,8 @@ func (p *holderPause) close() {
 func (w *Fenced) claimPause(key string) *holderPause {
 	w.pz.mu.Lock()
 	defer w.pz.mu.Unlock()
-	if w.pz.keys[key] {
-		return nil
+	if w.pz.keys[key] || len(w.pz.keys) >= maxStalled {
+		return nil // one holder per lock; holders of earlier pauses may still stall
 	}
 	for len(w.pz.queue) > 0 && w.pz.queue[0].left == 0 {
 		w.pz.queue = w.pz.queue[1:]
@@ -208,7 +229,11 @@ func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int
 	resource := w.cfg.Resources[(worker+1)%len(w.cfg.Resources)]
 	_, late := w.Lease()
 	sleepCtx(ctx, time.Until(expiry.Add(late)))
-	deadline := expiry.Add(late + 2*granted + w.cfg.OpTimeout)
+	// It keeps asking for several leases: under other faults a system may
+	// grant nothing for seconds (etcd revokes no lease without a quorum,
+	// and a new leader renews them all), and a holder that wakes before
+	// any newer token was granted shows nothing.
+	deadline := expiry.Add(late + takerLeases*granted + w.cfg.OpTimeout)
 	for try := 0; ctx.Err() == nil && time.Now().Before(deadline); try++ {
 		sentAt := time.Now()
 		owner := fmt.Sprintf("t%d-p%d", worker, r.proc)
@@ -220,10 +245,16 @@ func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int
 		}
 		g := max(acq.TTL, w.cfg.TTL)
 		w.learnGranted(acq.TTL)
-		// The lock was free by the first try's send, or came free between
-		// the last refusal and this answer.
+		// A lock that came after refusals came free between the last
+		// refusal and this answer: a sample of the lateness. One got at
+		// the first try was free by the time this taker chose to ask,
+		// which is all it says: the lateness learned so far may be too
+		// long (a takeover a restart delayed), so it halves and the next
+		// taker asks sooner. (Taking the wait itself as the sample kept a
+		// lateness once inflated by a fault for the rest of the run, every
+		// later pause a lease longer than needed.)
 		if try == 0 {
-			w.learnLate(sentAt.Sub(expiry), g)
+			w.learnLate(0, g)
 		} else {
 			w.learnLate(time.Since(expiry), g)
 		}
