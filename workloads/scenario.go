@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencecheck/fencecheck/history"
@@ -199,11 +200,19 @@ func (w *Fenced) learnLate(d, granted time.Duration) {
 // their beliefs then holds the late writes fencing must stop.
 func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker int, p *holderPause, key string, sent time.Time, granted time.Duration) (woke func()) {
 	wrote, done := make(chan struct{}), make(chan struct{})
-	go w.takeOver(ctx, rec, worker, key, sent.Add(granted), granted, wrote, done)
+	var took atomic.Bool
+	go w.takeOver(ctx, rec, worker, key, sent.Add(granted), granted, &took, wrote, done)
 	t0 := time.Now()
 	select {
 	case <-wrote:
 	case <-ctx.Done():
+	}
+	if !took.Load() {
+		// The taker gave up (the system granted it nothing for several
+		// leases): the holder writes now, sleeping no idle time, so its
+		// lock is not kept from the next pause.
+		close(done)
+		return func() {}
 	}
 	if p.idle > 0 {
 		// The taker releases at once; the key sits idle until the stale
@@ -221,7 +230,7 @@ func (w *Fenced) stallHolder(ctx context.Context, rec *history.Recorder, worker 
 // takeOver is the second client of the scenario: from the lease's end (plus
 // the lateness learned so far) it asks for the lock until it gets it, writes
 // with its newer token and releases.
-func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int, key string, expiry time.Time, granted time.Duration, wrote chan struct{}, holderDone <-chan struct{}) {
+func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int, key string, expiry time.Time, granted time.Duration, took *atomic.Bool, wrote chan struct{}, holderDone <-chan struct{}) {
 	wroteOnce := sync.OnceFunc(func() { close(wrote) })
 	defer wroteOnce()
 	r := w.newRecorder(rec)
@@ -243,6 +252,7 @@ func (w *Fenced) takeOver(ctx context.Context, rec *history.Recorder, worker int
 			sleepCtx(ctx, 40*time.Millisecond)
 			continue
 		}
+		took.Store(true)
 		g := max(acq.TTL, w.cfg.TTL)
 		w.learnGranted(acq.TTL)
 		// A lock that came after refusals came free between the last
