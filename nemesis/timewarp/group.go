@@ -145,7 +145,7 @@ func (g *Group) apply() (Report, error) {
 			case Preloaded(pid, PreloadName):
 				m = &member{start: st}
 			default:
-				if st2, serr := startTime(pid); serr != nil || st2 != st {
+				if exitedSince(pid, st) {
 					continue // it exited meanwhile
 				}
 				errs = append(errs, fmt.Sprintf("pid %d: %v", pid, err))
@@ -174,7 +174,7 @@ func (g *Group) apply() (Report, error) {
 			}
 		}
 		if err != nil {
-			if st2, serr := startTime(pid); serr != nil || st2 != st {
+			if exitedSince(pid, st) {
 				delete(g.procs, pid)
 				continue // it exited meanwhile
 			}
@@ -196,4 +196,13 @@ func (g *Group) apply() (Report, error) {
 		return rep, fmt.Errorf("the clock of %d of %d processes could not be moved: %s", len(errs), len(errs)+rep.Processes, strings.Join(errs, "; "))
 	}
 	return rep, nil
+}
+
+// exitedSince says whether the process with pid and start time st is gone or
+// going: another process has the pid, or it is a zombie or exiting (it was
+// live when the scope was listed; ptrace then refuses it with EPERM, which
+// is no failure of the fault).
+func exitedSince(pid int, st uint64) bool {
+	st2, err := startTime(pid)
+	return err != nil || st2 != st || !live(pid)
 }

@@ -22,3 +22,6 @@ func PIDNamespace(int) Scope { return func() ([]int, error) { return nil, errNoP
 
 // Reachable says why Inject cannot patch process pid.
 func Reachable(int) error { return ErrUnsupported }
+
+// live: no process can be inspected here.
+func live(int) bool { return false }
