@@ -60,7 +60,10 @@ func (lp *linuxProcess) withStopped(fn func(*stopped) error) error {
 			done <- err
 			return // still locked: the thread exits
 		}
-		s.detach()
+		if !s.detach() {
+			done <- err
+			return // a tracee this thread could not let go: the thread exits
+		}
 		runtime.UnlockOSThread()
 		done <- err
 	}()

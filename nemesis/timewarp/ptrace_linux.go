@@ -1,6 +1,7 @@
 package timewarp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -53,7 +54,10 @@ func stopAll(pid int, timeout time.Duration) (*stopped, error) {
 	for {
 		tids, err := threadIDs(pid)
 		if err != nil {
-			s.detach()
+			if !s.detach() {
+				s.running = true
+				return s, fmt.Errorf("listing the threads of pid %d: %w", pid, err)
+			}
 			return nil, fmt.Errorf("listing the threads of pid %d: %w", pid, err)
 		}
 		var fresh []int
@@ -65,7 +69,10 @@ func stopAll(pid int, timeout time.Duration) (*stopped, error) {
 				if errors.Is(err, unix.ESRCH) {
 					continue // exited meanwhile
 				}
-				s.detach()
+				if !s.detach() {
+					s.running = true
+					return s, permissionError(pid, err)
+				}
 				return nil, permissionError(pid, err)
 			}
 			s.threads[tid] = &thread{tid: tid}
@@ -216,18 +223,41 @@ func (s *stopped) step(t *thread) error {
 }
 
 // detach lets every thread go, with the signal it was about to take.
-func (s *stopped) detach() {
+//
+// It reports false when a thread that still exists could not be detached
+// (PTRACE_DETACH needs the tracee in a stop): the caller's OS thread must
+// then exit instead of going back to Go, since a tracer's exit is what
+// detaches its tracees for sure. Returned to Go, it would keep the tracee
+// stopped, and a later kill -9 would leave it unreaped (seen once: a
+// reference node that no SIGKILL ended).
+func (s *stopped) detach() bool {
 	if s == nil {
-		return
+		return true
 	}
+	clean := true
 	for _, tid := range s.order {
 		t := s.threads[tid]
-		_, _, _ = unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(t.pending), 0, 0)
+		_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(t.pending), 0, 0)
+		if errno != 0 && threadExists(s.pid, tid) {
+			clean = false
+		}
 		for _, sig := range t.extra {
 			_ = unix.Tgkill(s.pid, tid, sig)
 		}
 	}
 	s.threads, s.order = map[int]*thread{}, nil
+	return clean
+}
+
+// threadExists says whether thread tid of pid is still there (a zombie
+// thread is gone for this purpose: there is nothing to detach).
+func threadExists(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // permissionError explains a failed PTRACE_SEIZE.
