@@ -1,16 +1,13 @@
 package analysis
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/models/historytest"
 )
@@ -64,33 +61,9 @@ func BenchmarkCheckVsDecode(b *testing.B) {
 	if err := historytest.WritePerfHistory(c, path); err != nil {
 		b.Fatal(err)
 	}
-	type plain struct {
-		Index     int64                      `json:"index"`
-		Time      int64                      `json:"time"`
-		Process   int                        `json:"process"`
-		Type      string                     `json:"type"`
-		F         string                     `json:"f"`
-		Key       string                     `json:"key"`
-		Token     string                     `json:"token"`
-		Value     string                     `json:"value"`
-		Error     string                     `json:"error"`
-		HighWater string                     `json:"high_water"`
-		Node      string                     `json:"node"`
-		Extra     map[string]json.RawMessage `json:"extra"`
-	}
 	decode := func() {
-		f, err := os.Open(path)
-		if err != nil {
+		if _, err := historytest.PlainDecode(path); err != nil {
 			b.Fatal(err)
-		}
-		defer f.Close()
-		s := bufio.NewScanner(f)
-		s.Buffer(make([]byte, 64<<10), history.MaxLine)
-		for s.Scan() {
-			var e plain
-			if err := json.Unmarshal(s.Bytes(), &e); err != nil {
-				b.Fatal(err)
-			}
 		}
 	}
 	var dec, chk time.Duration

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
@@ -27,39 +24,13 @@ import (
 // because Go starts a child sharing its memory until the exec, and Linux
 // carries that high-water mark over).
 
-// plainEvent is the struct of the plain decode: the schema's fields.
-type plainEvent struct {
-	Index     int64                      `json:"index"`
-	Time      int64                      `json:"time"`
-	Process   int                        `json:"process"`
-	Type      string                     `json:"type"`
-	F         string                     `json:"f"`
-	Key       string                     `json:"key"`
-	Token     string                     `json:"token"`
-	Value     string                     `json:"value"`
-	Error     string                     `json:"error"`
-	HighWater string                     `json:"high_water"`
-	Node      string                     `json:"node"`
-	Extra     map[string]json.RawMessage `json:"extra"`
-}
-
 // child runs one side in this process and prints what it found.
 func child(mode, path string) {
 	switch mode {
 	case "decode":
-		f, err := os.Open(path)
+		n, err := historytest.PlainDecode(path)
 		if err != nil {
 			fail(err)
-		}
-		s := bufio.NewScanner(f)
-		s.Buffer(make([]byte, 64<<10), history.MaxLine)
-		n := 0
-		for s.Scan() {
-			var e plainEvent
-			if err := json.Unmarshal(s.Bytes(), &e); err != nil {
-				fail(err)
-			}
-			n++
 		}
 		fmt.Println(n)
 		printHWM()

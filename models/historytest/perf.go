@@ -1,12 +1,16 @@
 package historytest
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"sync"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // PerfCase is one history shape of the performance matrix, shared by the
@@ -112,4 +116,42 @@ func PeakHeap(fn func()) uint64 {
 	close(stop)
 	wg.Wait()
 	return max(peak, heapBytes()) - base
+}
+
+// plainEvent is the plain decode's struct: the history schema's fields.
+type plainEvent struct {
+	Index     int64                      `json:"index"`
+	Time      int64                      `json:"time"`
+	Process   int                        `json:"process"`
+	Type      string                     `json:"type"`
+	F         string                     `json:"f"`
+	Key       string                     `json:"key"`
+	Token     string                     `json:"token"`
+	Value     string                     `json:"value"`
+	Error     string                     `json:"error"`
+	HighWater string                     `json:"high_water"`
+	Node      string                     `json:"node"`
+	Extra     map[string]json.RawMessage `json:"extra"`
+}
+
+// PlainDecode is the baseline the whole check is measured against (issue
+// 12): an encoding/json decode of every line of the file at path into a
+// struct of the schema's fields, nothing else. It returns the line count.
+func PlainDecode(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 64<<10), history.MaxLine)
+	n := 0
+	for s.Scan() {
+		var e plainEvent
+		if err := json.Unmarshal(s.Bytes(), &e); err != nil {
+			return n, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		n++
+	}
+	return n, s.Err()
 }
