@@ -512,6 +512,12 @@ func (m *Matrix) Markdown() string {
 	fmt.Fprintf(&b, "    %s\n\n", c.Command)
 	fmt.Fprintf(&b, "Every row is the embedded memory reference (`fencecheck test --target memory --nemesis %s --time %s --seed S`), with the row's `--bug` switch and flags (and the nemesis it names instead, for a fault `all` leaves out: `power-loss`), or a container target with the nemesis it names (`--target T --nemesis N`), over seeds %d..%d; %d runs at a time on a machine with %d CPUs; the whole matrix took %s (%s).\n\n",
 		c.Nemesis, c.Time, c.FirstSeed, c.FirstSeed+uint64(c.Seeds)-1, c.Parallel, runtime.NumCPU(), m.Elapsed.Round(time.Second), m.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	for _, r := range m.Rows {
+		if r.Spec != "" {
+			fmt.Fprintf(&b, "Rows `spec-*` and `python-*` (the user's path) run instead an external process through a spec (`--target spec:FILE`, a command node): `fencecheck reference --bug X` or examples/python-fence with its `--bug X`, as a user runs a system no one here wrote.\n\n")
+			break
+		}
+	}
 	if m.Interrupted {
 		fmt.Fprintf(&b, "**Interrupted**: only the runs counted below were done.\n\n")
 	}
@@ -563,7 +569,7 @@ func (m *Matrix) Markdown() string {
 		}
 		other := len(m.Outcomes[r.Name]) - n[0] - n[1] - n[2]
 		conf := r.Mode
-		if r.Target != "" {
+		if r.Target != "" || r.Spec != "" {
 			conf = r.label() + ": " + r.Mode
 		}
 		fmt.Fprintf(&b, "| %s%s | %d/%d | %d | %d | %d |\n", conf, flagsNote(r), n[0], len(m.Outcomes[r.Name]), n[1], n[2], other)
@@ -592,9 +598,13 @@ func (m *Matrix) Markdown() string {
 	return b.String()
 }
 
-// label names the row in the tables: the bug switch, or the target and
-// the fault it runs under.
+// label names the row in the tables: a user-path row's name (its bug runs
+// in the spec's process), the bug switch, or the target and the fault it
+// runs under.
 func (r Row) label() string {
+	if r.Spec != "" {
+		return "`" + r.Name + "`"
+	}
 	if r.Target != "" {
 		return fmt.Sprintf("`--target %s` (`--nemesis %s`)", r.Target, r.Nemesis)
 	}
