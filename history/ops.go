@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -344,15 +345,7 @@ func (o *Ops) placeBySort() []uint32 {
 	for i := range ps {
 		ps[i] = pos{o.rec(uint32(i)).id, uint32(i)}
 	}
-	slices.SortFunc(ps, func(a, b pos) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return int(a.at) - int(b.at)
-	})
+	slices.SortFunc(ps, func(a, b pos) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.at, b.at)) })
 	from := make([]uint32, o.n)
 	for i, p := range ps {
 		from[i] = p.at
