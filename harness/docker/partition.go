@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/docker/docker/api/types/container"
 )
 
 // PartitionChain is the iptables chain, inside a container's own network
@@ -86,7 +88,10 @@ func (r *Runtime) reapplyPartition(ctx context.Context, node string) error {
 
 // applyPartition sets node's cut to exactly peers, from this machine or
 // through a helper (faultpath.go). A node that is not running has no
-// namespace; its rules are applied when it starts.
+// namespace; its rules are applied when it starts. A node that another
+// fault stops or restarts while the rules go in (its namespace gone under
+// nsenter) is looked at again: stopped, its start applies them; started
+// anew, they go into its new namespace.
 func (r *Runtime) applyPartition(ctx context.Context, node string, peers []string) error {
 	c, err := r.Container(node)
 	if err != nil {
@@ -96,9 +101,33 @@ func (r *Runtime) applyPartition(ctx context.Context, node string, peers []strin
 	if err != nil {
 		return err
 	}
-	if !st.Running || st.Pid == 0 {
-		return nil
+	return onTheNodesProcess(st, func(st *container.State) error { return r.partitionNamespace(ctx, node, c, st, peers) },
+		func() (*container.State, error) { return r.State(ctx, node) })
+}
+
+// onTheNodesProcess applies a change to the process st names, looking again
+// when it fails: a node no longer running needs nothing (its start
+// applies the change); one started anew gets it in its new process, up to
+// three tries; the same process failing is a real failure.
+func onTheNodesProcess(st *container.State, apply func(*container.State) error, state func() (*container.State, error)) error {
+	for try := 0; ; try++ {
+		if !st.Running || st.Pid == 0 {
+			return nil
+		}
+		err := apply(st)
+		if err == nil || try == 2 {
+			return err
+		}
+		now, serr := state()
+		if serr != nil || (now.Running && now.Pid == st.Pid && now.StartedAt == st.StartedAt) {
+			return err
+		}
+		st = now
 	}
+}
+
+// partitionNamespace sets the cut in the namespace of the process st names.
+func (r *Runtime) partitionNamespace(ctx context.Context, node string, c *Container, st *container.State, peers []string) error {
 	if r.faultPath(faultPartition, c, st.Pid) == PathAPI {
 		return r.helperPartition(ctx, node, c, st.StartedAt, peers)
 	}
