@@ -93,19 +93,19 @@ func TestAHolderPauseIsSizedFromTheGrantedLease(t *testing.T) {
 func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
 	target := &oneNode{}
 	env := &Env{Target: target, TTL: time.Second}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, pause{}})
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, &pause{}})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 
 	restartID := s.attempt(ctx, restart{}, rng)
 	require.Positive(t, restartID)
-	assert.EqualValues(t, busy, s.attempt(ctx, pause{}, rng), "the node is down: pause must wait")
+	assert.EqualValues(t, busy, s.attempt(ctx, &pause{}, rng), "the node is down: pause must wait")
 	assert.Zero(t, s.Counts["pause"].Failed, "waiting for a node is not a failure")
 	assert.Equal(t, 1, s.Counts["pause"].Waited, "but it is counted")
 	assert.Equal(t, map[string]int{"pause": 1}, s.Waited())
 
 	s.stop(ctx, restartID)
-	pauseID := s.attempt(ctx, pause{}, rng)
+	pauseID := s.attempt(ctx, &pause{}, rng)
 	require.Positive(t, pauseID, "the node is back: pause takes it")
 	assert.True(t, target.frozen)
 	assert.EqualValues(t, busy, s.attempt(ctx, restart{}, rng), "a frozen node is not killed under the pause")
@@ -119,12 +119,12 @@ func TestANodeHeldByOneFaultIsNotTakenByAnother(t *testing.T) {
 func TestPauseFallsBackToAHolderWhenEveryNodeIsHeld(t *testing.T) {
 	wl := &holders{}
 	env := &Env{Target: &oneNode{}, Holders: wl, TTL: time.Second}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, pause{}})
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, &pause{}})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	require.Positive(t, s.attempt(ctx, restart{}, rng))
 	for i := 0; i < 10; i++ { // either mode may be drawn; none may fail
-		id := s.attempt(ctx, pause{}, rng)
+		id := s.attempt(ctx, &pause{}, rng)
 		require.Positive(t, id)
 		s.stop(ctx, id)
 	}
@@ -185,14 +185,14 @@ func TestAFaultThatCannotBeUndoneIsRetriedAtHealThenReported(t *testing.T) {
 		target := &startFails{fails: tc.fails}
 		var buf bytes.Buffer
 		env := &Env{Target: target, TTL: time.Second}
-		s := NewScheduler(env, history.NewRecorder(&buf), 1, []Nemesis{restart{}, pause{}})
+		s := NewScheduler(env, history.NewRecorder(&buf), 1, []Nemesis{restart{}, &pause{}})
 		ctx := context.Background()
 		rng := rand.New(rand.NewPCG(1, 2))
 		id := s.attempt(ctx, restart{}, rng)
 		require.Positive(t, id)
 		s.endOrKeep(ctx, id)
 		assert.True(t, target.down)
-		assert.EqualValues(t, busy, s.attempt(ctx, pause{}, rng), "the node is still held by the restart")
+		assert.EqualValues(t, busy, s.attempt(ctx, &pause{}, rng), "the node is still held by the restart")
 		err := s.Heal(ctx)
 		if tc.healErr == "" {
 			require.NoError(t, err)
@@ -218,10 +218,75 @@ func (s *slowPause) PauseNode(ctx context.Context, _ string) error {
 // neither the history nor the count says so (they are read side by side).
 func TestAFaultCutOffByTheEndOfTheMainPhaseIsNotAFailure(t *testing.T) {
 	var buf bytes.Buffer
-	s := NewScheduler(&Env{Target: &slowPause{}, TTL: time.Second}, history.NewRecorder(&buf), 1, []Nemesis{pause{}})
+	s := NewScheduler(&Env{Target: &slowPause{}, TTL: time.Second}, history.NewRecorder(&buf), 1, []Nemesis{&pause{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	assert.Negative(t, s.attempt(ctx, pause{}, rand.New(rand.NewPCG(1, 2))))
+	assert.Negative(t, s.attempt(ctx, &pause{}, rand.New(rand.NewPCG(1, 2))))
 	assert.Zero(t, s.Counts["pause"].Failed)
 	assert.NotContains(t, buf.String(), `"action":"error"`)
+}
+
+// A quiet holder pause waits for the outage that is live (a restart) to end,
+// and holds new outages back while its takers need the lock service; the
+// other nemeses wait (counted), they do not fail.
+func TestAQuietHolderPauseHoldsOutagesBack(t *testing.T) {
+	wl := &holders{}
+	env := &Env{Target: &oneNode{}, Holders: wl, TTL: 200 * time.Millisecond}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, &pause{}})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	restartID := s.attempt(ctx, restart{}, rng)
+	require.Positive(t, restartID)
+
+	quiet := Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: 300, Quiet: true}}
+	started := make(chan int64)
+	go func() {
+		id, _ := s.start(ctx, &pause{}, quiet, func() time.Duration { return time.Second }, time.Time{})
+		started <- id
+	}()
+	select {
+	case <-started:
+		t.Fatal("the quiet pause started while the restart was live")
+	case <-time.After(150 * time.Millisecond):
+	}
+	assert.Empty(t, wl.paused, "no holder stalls before the system is whole")
+	s.stop(ctx, restartID)
+	pauseID := <-started
+	require.Positive(t, pauseID)
+	assert.Len(t, wl.paused, 1)
+	s.mu.Lock()
+	f := s.active[pauseID].fault
+	s.mu.Unlock()
+	assert.Equal(t, true, f.Details["quiet"])
+	assert.GreaterOrEqual(t, f.Details["quiet_wait_ms"], int64(100))
+	assert.NotContains(t, f.Details, "outages_live", "the restart had ended")
+
+	assert.EqualValues(t, busy, s.attempt(ctx, restart{}, rng), "no outage while the takers need the lock service")
+	assert.Equal(t, 1, s.Counts["restart"].Waited)
+	assert.Zero(t, s.Counts["restart"].Failed)
+	// The hush ends by itself after the stall and half a lease, before the
+	// pause's own end.
+	time.Sleep(300*time.Millisecond + 100*time.Millisecond + 50*time.Millisecond)
+	id := s.attempt(ctx, restart{}, rng)
+	require.Positive(t, id, "the takers had their time: outages go on")
+	s.stop(ctx, id)
+	s.stop(ctx, pauseID)
+}
+
+// A quiet pause waits a bounded time for live outages, then goes on and
+// says how many were still live.
+func TestAHushWaitsBoundedForLiveOutages(t *testing.T) {
+	c := newClaims()
+	require.True(t, c.startOutage(1))
+	live, unhush := c.hush(context.Background(), 50*time.Millisecond)
+	assert.Equal(t, 1, live)
+	assert.False(t, c.startOutage(2), "hushed: no new outage")
+	unhush()
+	unhush() // once or more
+	assert.True(t, c.startOutage(2))
+	c.release(1)
+	c.release(2)
+	live, unhush = c.hush(context.Background(), time.Hour)
+	assert.Zero(t, live, "no outage live: no wait")
+	unhush()
 }

@@ -92,7 +92,7 @@ type LinkActor interface{ ActsOnLinks() bool }
 // table is every nemesis: adding one is its file and one line here. Each
 // call of a constructor gives a fresh nemesis (some keep per-run state).
 var table = []func() Nemesis{
-	func() Nemesis { return pause{} },
+	func() Nemesis { return &pause{} },
 	func() Nemesis { return restart{} },
 	func() Nemesis { return restart{wipe: true} },
 	func() Nemesis { return powerLoss{} },

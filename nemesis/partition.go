@@ -92,9 +92,9 @@ func (pt *partition) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, 
 		for _, g := range p.groups {
 			nodes = append(nodes, g...)
 		}
-		return Plan{Nodes: nodes, Params: &partitionParams{Mode: p.mode, Groups: p.groups}}, nil
+		return Plan{Nodes: nodes, Outage: true, Params: &partitionParams{Mode: p.mode, Groups: p.groups}}, nil
 	}
-	return Plan{Nodes: linkTargets(env, p.links), Params: &partitionParams{Mode: p.mode, Links: p.links}}, nil
+	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links}}, nil
 }
 
 func (*partition) CheckPlan(env *Env, p Plan) error {

@@ -11,7 +11,11 @@ import (
 // pause freezes a lock holder past its lease (the GC pause that fencing
 // exists for) or freezes a whole node. A frozen holder wakes with an expired
 // lease and writes with its old token: only the resource's check can stop it.
-type pause struct{}
+type pause struct {
+	// holderPauses counts the holder pauses drawn: every other one, the
+	// first included, is quiet (Draw runs on the nemesis's own goroutine).
+	holderPauses int
+}
 
 // holderNode is the node a holder pause names: the workload's clients.
 const holderNode = "client"
@@ -29,13 +33,18 @@ type pauseParams struct {
 	// client's write, the key idle meanwhile (0: they wake within a quarter
 	// lease, while it still holds the lock).
 	IdleMS int64 `json:"idle_ms,omitempty"`
+	// Quiet holds other nemeses' outages (kills, freezes, partitions)
+	// back from just before the holders stall until their takers had
+	// time to take the locks: the scenario with the lock service whole.
+	// The other holder pauses land among the faults, as drawn.
+	Quiet bool `json:"quiet,omitempty"`
 }
 
-func (pause) Name() string { return "pause" }
+func (*pause) Name() string { return "pause" }
 
-func (pause) Params() any { return &pauseParams{} }
+func (*pause) Params() any { return &pauseParams{} }
 
-func (pause) Applicable(env *Env) (bool, string) {
+func (*pause) Applicable(env *Env) (bool, string) {
 	_, node := env.Target.(Pauser)
 	if env.Holders == nil && !node {
 		return false, "neither the workload's lock holders nor the target's nodes can be paused"
@@ -45,7 +54,7 @@ func (pause) Applicable(env *Env) (bool, string) {
 
 // Timing: a fault must outlast the lease, so a paused holder really wakes
 // up late.
-func (pause) Timing(env *Env) Timing {
+func (*pause) Timing(env *Env) Timing {
 	t := DefaultTiming
 	// Short quiet periods: a holder pause is the seeds' scenario, and a
 	// run of 30 s should see it many times.
@@ -55,10 +64,14 @@ func (pause) Timing(env *Env) Timing {
 	return t
 }
 
+// quietDrain bounds how long a quiet holder pause waits for live outages
+// to end (a restart or partition lasts up to a few seconds).
+const quietDrain = 3 * time.Second
+
 // errHolderTooLate: no holder pause fits in what is left of the main phase.
 var errHolderTooLate = errors.New("too late in the main phase for a holder pause")
 
-func (pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
+func (pz *pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	holder := env.Holders != nil
 	_, canNode := env.Target.(Pauser)
 	nodes := nodesOf(env)
@@ -86,7 +99,9 @@ func (pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 				idle = 0
 			}
 		}
-		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n, IdleMS: idle.Milliseconds()}}, nil
+		quiet := pz.holderPauses%2 == 0
+		pz.holderPauses++
+		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n, IdleMS: idle.Milliseconds(), Quiet: quiet}}, nil
 	}
 	// Holder pauses are the seeds' scenario itself: three of four pauses
 	// are of holders when nodes can be paused too (under "all" other
@@ -115,10 +130,10 @@ func (pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true, Params: &pauseParams{Mode: "node"}}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: &pauseParams{Mode: "node"}}, nil
 }
 
-func (pause) CheckPlan(env *Env, p Plan) error {
+func (*pause) CheckPlan(env *Env, p Plan) error {
 	pp, err := paramsOf[pauseParams](p)
 	if err != nil {
 		return err
@@ -147,7 +162,7 @@ func (pause) CheckPlan(env *Env, p Plan) error {
 	return nil
 }
 
-func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	pp, err := paramsOf[pauseParams](p)
 	if err != nil {
 		return nil, err
@@ -159,7 +174,25 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		n := max(pp.Holders, 1)
 		d := time.Duration(pp.StallMS) * time.Millisecond
 		idle := time.Duration(pp.IdleMS) * time.Millisecond
+		details := map[string]any{"mode": "holder", "stall_ms": pp.StallMS, "holders": n, "idle_ms": pp.IdleMS}
+		unhush := func() {}
+		if pp.Quiet {
+			t0 := time.Now()
+			live, u := env.claims.hush(ctx, quietDrain)
+			unhush = u
+			details["quiet"] = true
+			details["quiet_wait_ms"] = time.Since(t0).Milliseconds()
+			if live > 0 {
+				// Not whole after all: the pause goes on among them,
+				// and says so.
+				details["outages_live"] = live
+			}
+		}
 		done, drop := env.Holders.PauseHolders(n, d, idle)
+		// Outages are held back for the stall and half a lease more: by
+		// then the takers had the lock (a takeover comes at the lease's
+		// end plus the lateness learned, which the stall includes).
+		time.AfterFunc(d+env.TTL/2, unhush)
 		granted, late := env.Holders.Lease()
 		// The fault lasts until the holders it paused woke and wrote, as
 		// long as a system that grants locks takes for it. Holders not
@@ -170,6 +203,9 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		// after it: waiting for them held back the next pause (under
 		// "all" a pause waited fifteen seconds for one holder).
 		stop := func(ctx context.Context) error {
+			// The hush outlives the fault's drawn end (shorter than the
+			// stall) on its own timer, and ends here at the latest.
+			defer unhush()
 			drop()
 			t := time.NewTimer(d + idle + granted + 2*time.Second)
 			defer t.Stop()
@@ -180,8 +216,8 @@ func (pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 			}
 			return nil
 		}
-		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "holder", "stall_ms": pp.StallMS, "holders": n, "idle_ms": pp.IdleMS,
-			"granted_ttl_ms": granted.Milliseconds(), "late_ms": late.Milliseconds()}, Stop: stop}, nil
+		details["granted_ttl_ms"], details["late_ms"] = granted.Milliseconds(), late.Milliseconds()
+		return &Fault{Nodes: p.Nodes, Details: details, Stop: stop}, nil
 	}
 	pz, ok := env.Target.(Pauser)
 	if !ok || len(p.Nodes) != 1 {

@@ -20,6 +20,10 @@ type Plan struct {
 	// scheduler claims them, so no other such fault acts on them while this
 	// one is live.
 	TakesOver bool
+	// Outage says the fault may keep the system from serving (a node
+	// killed, frozen or cut off): a quiet holder pause holds such faults
+	// back while its takers need the lock service (see claims.hush).
+	Outage bool
 	// Params are the nemesis's parameters: a pointer to its own type, as
 	// its Params method makes; nil for a nemesis whose faults take none.
 	// They must survive a JSON round trip: a schedule file stores them.

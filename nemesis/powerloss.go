@@ -79,7 +79,7 @@ func (powerLoss) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true}, nil
 }
 
 func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {

@@ -66,7 +66,7 @@ func (r restart) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true}, nil
 }
 
 func (r restart) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {

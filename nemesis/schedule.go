@@ -307,9 +307,14 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 		s.count(n, func(c *Count) { c.Waited++ })
 		return busy, 0
 	}
+	if p.Outage && !s.Env.claims.startOutage(claim) {
+		s.Env.claims.release(claim)
+		s.count(n, func(c *Count) { c.Waited++ })
+		return busy, 0
+	}
 	// Times to the millisecond: finer would only record jitter.
 	at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
-	planned := Scheduled{Nemesis: n.Name(), Nodes: p.Nodes, TakesOver: p.TakesOver, Params: p.Params, Start: at}
+	planned := Scheduled{Nemesis: n.Name(), Nodes: p.Nodes, TakesOver: p.TakesOver, Outage: p.Outage, Params: p.Params, Start: at}
 	if !waitedSince.IsZero() {
 		planned.Waited = time.Since(waitedSince).Round(time.Millisecond)
 	}

@@ -42,6 +42,7 @@ type Scheduled struct {
 	// Nodes, TakesOver and Params are the fault's Plan.
 	Nodes     []string `json:"nodes"`
 	TakesOver bool     `json:"takes_over,omitempty"`
+	Outage    bool     `json:"outage,omitempty"`
 	Params    any      `json:"params,omitempty"`
 	// Start is when the fault started, in history time (ns since the run's
 	// start, as in history.jsonl); Duration how long it stays before it is
@@ -60,7 +61,9 @@ type Scheduled struct {
 }
 
 // Plan is the fault's plan, as its nemesis's Start takes it.
-func (f Scheduled) Plan() Plan { return Plan{Nodes: f.Nodes, TakesOver: f.TakesOver, Params: f.Params} }
+func (f Scheduled) Plan() Plan {
+	return Plan{Nodes: f.Nodes, TakesOver: f.TakesOver, Outage: f.Outage, Params: f.Params}
+}
 
 // End is when the fault is stopped.
 func (f Scheduled) End() time.Duration { return f.Start + f.Duration }

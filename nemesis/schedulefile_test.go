@@ -45,7 +45,7 @@ func runFor(t *testing.T, s *Scheduler, d time.Duration) {
 // started then (within the scheduler's jitter), each for its length.
 func TestAScheduleReplaysWhatWasDrawn(t *testing.T) {
 	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
-	nems := []Nemesis{fast{restart{}}, fast{pause{}}, fast{clock{}}}
+	nems := []Nemesis{fast{restart{}}, fast{&pause{}}, fast{clock{}}}
 	var hist bytes.Buffer
 	drawn := NewScheduler(env, history.NewRecorder(&hist), 7, nems)
 	runFor(t, drawn, 1500*time.Millisecond)
@@ -73,7 +73,7 @@ func TestAScheduleReplaysWhatWasDrawn(t *testing.T) {
 	}
 
 	env2 := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
-	replayed := NewReplay(env2, history.NewRecorder(&bytes.Buffer{}), 7, file, []Nemesis{restart{}, pause{}, clock{}})
+	replayed := NewReplay(env2, history.NewRecorder(&bytes.Buffer{}), 7, file, []Nemesis{restart{}, &pause{}, clock{}})
 	runFor(t, replayed, 1500*time.Millisecond+200*time.Millisecond)
 	again := replayed.Planned(1500*time.Millisecond, "")
 	require.Len(t, again.Faults, len(file.Faults), "every fault of the schedule was carried out")
