@@ -255,6 +255,10 @@ func (s *Scheduler) replay(ctx context.Context, n Nemesis) {
 	}
 }
 
+// startTimeout bounds a fault's start once the main phase's end no longer
+// does (a kill waits for the death; a power loss also remounts).
+const startTimeout = time.Minute
+
 // busy is start's answer when every node the nemesis could act on is held
 // by another live fault; busyRetry is how soon it tries again.
 const (
@@ -318,7 +322,15 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	if !waitedSince.IsZero() {
 		planned.Waited = time.Since(waitedSince).Round(time.Millisecond)
 	}
-	f, err := n.Start(ctx, s.Env, p)
+	// The main phase's end does not cut a start short: one that already
+	// acted (a node killed, its death not yet seen) but returned the
+	// context's error left the system faulted with nothing recorded to
+	// undo it (CI: PostgreSQL killed at the end of a 5 s run, never
+	// started again, every later run on that cluster failed). It finishes,
+	// is recorded, and the heal undoes it.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	f, err := n.Start(sctx, s.Env, p)
 	if err != nil {
 		s.Env.claims.release(claim)
 		s.failed(ctx, n, err)
