@@ -288,16 +288,86 @@ func TestAQuietHolderPauseHoldsOutagesBack(t *testing.T) {
 // says how many were still live.
 func TestAHushWaitsBoundedForLiveOutages(t *testing.T) {
 	c := newClaims()
-	require.True(t, c.startOutage(1))
-	live, unhush := c.hush(context.Background(), 50*time.Millisecond)
+	require.True(t, c.startOutage(1, time.Time{}))
+	live, yielded, unhush := c.hush(context.Background(), 50*time.Millisecond)
 	assert.Equal(t, 1, live)
-	assert.False(t, c.startOutage(2), "hushed: no new outage")
+	assert.False(t, yielded)
+	assert.False(t, c.startOutage(2, time.Time{}), "hushed: no new outage")
 	unhush()
 	unhush() // once or more
-	assert.True(t, c.startOutage(2))
+	assert.True(t, c.startOutage(2, time.Time{}))
 	c.release(1)
 	c.release(2)
-	live, unhush = c.hush(context.Background(), time.Hour)
+	live, _, unhush = c.hush(context.Background(), time.Hour)
 	assert.Zero(t, live, "no outage live: no wait")
 	unhush()
+}
+
+// Quiet pauses back to back do not starve an outage: once one has been held
+// back longer than the patience, the next hush yields (holds nothing back)
+// until an outage started.
+func TestAnOutageHeldBackTooLongGetsTheNextTurn(t *testing.T) {
+	c := newClaims()
+	c.patience = 40 * time.Millisecond
+	_, _, unhush := c.hush(context.Background(), time.Second)
+	first := time.Now()
+	assert.False(t, c.startOutage(1, time.Time{}), "hushed")
+	assert.False(t, c.startOutage(2, first), "hushed, not yet past the patience")
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, c.startOutage(3, first), "the live hush still holds it back")
+	unhush()
+
+	_, yielded, unhush2 := c.hush(context.Background(), time.Second)
+	assert.True(t, yielded, "the next quiet pause yields to the starved outage")
+	assert.True(t, c.startOutage(4, first), "and the outage starts")
+	unhush2()
+	c.release(4)
+
+	_, yielded, unhush3 := c.hush(context.Background(), time.Second)
+	assert.False(t, yielded, "once an outage started, pauses are quiet again")
+	assert.False(t, c.startOutage(5, time.Time{}))
+	unhush3()
+}
+
+// A node freed goes to the nemesis that waited longest for it, not to
+// whichever retry tick comes first; a waiter that stopped trying, or waits
+// for another node, holds no one back.
+func TestAFreedNodeGoesToTheLongestWaiter(t *testing.T) {
+	c := newClaims()
+	t0 := time.Now()
+	require.True(t, c.claimAll([]string{"n1"}, 1))
+	c.wait("power-loss", t0, []string{"n1"})
+	c.release(1)
+	later := t0.Add(time.Millisecond)
+	assert.True(t, c.yields("restart", later, []string{"n1"}), "power-loss waited longer for n1")
+	assert.False(t, c.yields("restart", later, []string{"n2"}), "nobody waits for n2")
+	assert.False(t, c.yields("power-loss", t0, []string{"n1"}), "a nemesis never yields to itself")
+	c.served("power-loss")
+	assert.False(t, c.yields("restart", later, []string{"n1"}), "served: it waits no more")
+
+	c.wait("power-loss", t0, []string{"n1"})
+	c.waiters["power-loss"].last = time.Now().Add(-2 * waiterFresh)
+	assert.False(t, c.yields("restart", later, []string{"n1"}), "a waiter that stopped trying is not waited for")
+	c.wait("pause", t0, nil)
+	assert.NotContains(t, c.waiters, "pause", "waiting for no node queues nothing")
+}
+
+// Through the scheduler: with the one node held, a nemesis that started
+// waiting earlier gets it when it is freed, though the newer one tries first.
+func TestTheSchedulerHandsAFreedNodeToTheLongestWaiter(t *testing.T) {
+	env := &Env{Target: &oneNode{}}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, &pause{}})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	holder := s.attempt(ctx, restart{}, rng)
+	require.Positive(t, holder)
+	first := time.Now()
+	id, _ := s.drawAndStart(ctx, &pause{}, rng, DefaultTiming, first)
+	require.EqualValues(t, busy, id, "the node is held")
+	s.stop(ctx, holder)
+	id, _ = s.drawAndStart(ctx, restart{}, rng, DefaultTiming, time.Time{})
+	assert.EqualValues(t, busy, id, "restart tried first, but the node pause waited longer")
+	id, _ = s.drawAndStart(ctx, &pause{}, rng, DefaultTiming, first)
+	require.Positive(t, id, "the node pause gets the node")
+	s.stop(ctx, id)
 }

@@ -113,7 +113,7 @@ func (pz *pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 			return p, err
 		}
 		if !canNode {
-			return Plan{}, ErrBusy
+			return Plan{}, errNotNow
 		}
 	}
 	if !canNode {
@@ -178,10 +178,15 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		unhush := func() {}
 		if pp.Quiet {
 			t0 := time.Now()
-			live, u := env.claims.hush(ctx, quietDrain)
+			live, yielded, u := env.claims.hush(ctx, quietDrain)
 			unhush = u
-			details["quiet"] = true
+			details["quiet"] = !yielded
 			details["quiet_wait_ms"] = time.Since(t0).Milliseconds()
+			if yielded {
+				// An outage was held back too long: this pause lands
+				// among the faults, as a loud one does.
+				details["quiet_yielded"] = true
+			}
 			if live > 0 {
 				// Not whole after all: the pause goes on among them,
 				// and says so.

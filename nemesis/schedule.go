@@ -212,10 +212,20 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand, t Timing, waitedSince time.Time) (int64, time.Duration) {
 	p, err := n.Draw(ctx, s.Env, rng)
 	if errors.Is(err, ErrBusy) {
-		s.count(n, func(c *Count) { c.Waited++ })
+		since := waitedSince
+		if since.IsZero() {
+			since = time.Now()
+		}
+		// It waits for whichever held node is freed first.
+		s.waits(n, since, s.Env.claims.held())
 		return busy, 0
 	}
+	if errors.Is(err, errNotNow) {
+		s.Env.claims.served(n.Name())
+		return -1, 0
+	}
 	if err != nil {
+		s.Env.claims.served(n.Name())
 		s.failed(ctx, n, err)
 		return -1, 0
 	}
@@ -266,6 +276,12 @@ const (
 	busyRetry = 250 * time.Millisecond
 )
 
+// waits counts that n found nodes held, and queues it for them.
+func (s *Scheduler) waits(n Nemesis, since time.Time, nodes []string) {
+	s.Env.claims.wait(n.Name(), since, nodes)
+	s.count(n, func(c *Count) { c.Waited++ })
+}
+
 func (s *Scheduler) count(n Nemesis, fn func(*Count)) {
 	s.countsMu.Lock()
 	defer s.countsMu.Unlock()
@@ -307,15 +323,20 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 // waitedSince is when the nemesis first tried, when it had to wait.
 func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() time.Duration, waitedSince time.Time) (int64, time.Duration) {
 	claim := s.nextClaim.Add(1)
-	if p.TakesOver && !s.Env.claims.claimAll(p.Nodes, claim) {
-		s.count(n, func(c *Count) { c.Waited++ })
+	since := waitedSince
+	if since.IsZero() {
+		since = time.Now()
+	}
+	if p.TakesOver && (s.Env.claims.yields(n.Name(), since, p.Nodes) || !s.Env.claims.claimAll(p.Nodes, claim)) {
+		s.waits(n, since, p.Nodes)
 		return busy, 0
 	}
-	if p.Outage && !s.Env.claims.startOutage(claim) {
+	if p.Outage && !s.Env.claims.startOutage(claim, waitedSince) {
 		s.Env.claims.release(claim)
-		s.count(n, func(c *Count) { c.Waited++ })
+		s.waits(n, since, p.Nodes)
 		return busy, 0
 	}
+	s.Env.claims.served(n.Name())
 	// Times to the millisecond: finer would only record jitter.
 	at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
 	planned := Scheduled{Nemesis: n.Name(), Nodes: p.Nodes, TakesOver: p.TakesOver, Outage: p.Outage, Params: p.Params, Start: at}
