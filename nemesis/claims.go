@@ -58,9 +58,12 @@ type waiter struct {
 const waiterFresh = time.Second
 
 // outagePatience is how long an outage waits for quiet holder pauses
-// before the next one yields to it: about one hush (a stall and half a
-// lease), so an outage misses at most one or two.
-const outagePatience = 3 * time.Second
+// before the next one yields to it: longer than two hushes back to back
+// (on etcd one lasts about 4 s: a stall over its 2 s lease, half a lease,
+// the wait for live outages), since a loud pause comes between two quiet
+// ones. At 3 s every other quiet pause on etcd yielded and a 30 s run's
+// late writes fell to 8.
+const outagePatience = 10 * time.Second
 
 func newClaims() *claims {
 	return &claims{by: map[string]int64{}, outages: map[int64]bool{}, drained: make(chan struct{}), patience: outagePatience, waiters: map[string]*waiter{}}

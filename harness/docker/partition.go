@@ -3,11 +3,15 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 )
@@ -102,14 +106,18 @@ func (r *Runtime) applyPartition(ctx context.Context, node string, peers []strin
 		return err
 	}
 	return onTheNodesProcess(st, func(st *container.State) error { return r.partitionNamespace(ctx, node, c, st, peers) },
-		func() (*container.State, error) { return r.State(ctx, node) })
+		func() (*container.State, error) { return r.State(ctx, node) }, hostProcessGone)
 }
 
 // onTheNodesProcess applies a change to the process st names, looking again
 // when it fails: a node no longer running needs nothing (its start
 // applies the change); one started anew gets it in its new process, up to
-// three tries; the same process failing is a real failure.
-func onTheNodesProcess(st *container.State, apply func(*container.State) error, state func() (*container.State, error)) error {
+// three tries; the same process failing is a real failure. A process that
+// died while Docker still calls it running (a kill just sent: CI saw
+// nsenter find no /proc/PID/ns/net for a pid the engine still reported) is
+// not the same process failing: the engine is asked again, up to
+// deathLag, until it sees the death.
+func onTheNodesProcess(st *container.State, apply func(*container.State) error, state func() (*container.State, error), gone func(pid int) bool) error {
 	for try := 0; ; try++ {
 		if !st.Running || st.Pid == 0 {
 			return nil
@@ -119,11 +127,37 @@ func onTheNodesProcess(st *container.State, apply func(*container.State) error, 
 			return err
 		}
 		now, serr := state()
-		if serr != nil || (now.Running && now.Pid == st.Pid && now.StartedAt == st.StartedAt) {
+		same := func() bool { return now.Running && now.Pid == st.Pid && now.StartedAt == st.StartedAt }
+		for wait := time.Duration(0); serr == nil && same() && gone(st.Pid) && wait < deathLag; wait += deathPoll {
+			time.Sleep(deathPoll)
+			now, serr = state()
+		}
+		if serr != nil || same() {
 			return err
 		}
 		st = now
 	}
+}
+
+// deathLag bounds how long the engine may take to see a node's process die;
+// deathPoll is how often it is asked meanwhile.
+const (
+	deathLag  = 5 * time.Second
+	deathPoll = 100 * time.Millisecond
+)
+
+// hostProcessGone says whether host pid has exited (no such process, or a
+// zombie not yet reaped) as this machine sees it.
+func hostProcessGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	// The state follows the command's closing parenthesis.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] == 'Z' || b[i+2] == 'X'
+	}
+	return false
 }
 
 // partitionNamespace sets the cut in the namespace of the process st names.

@@ -2,6 +2,9 @@ package docker
 
 import (
 	"errors"
+	"github.com/stretchr/testify/require"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -29,28 +32,51 @@ func TestAPartitionFollowsTheNodesProcess(t *testing.T) {
 		}
 	}
 
+	stillThere := func(int) bool { return false }
 	err := onTheNodesProcess(running(10, "a"), apply(map[int]bool{10: true}),
-		func() (*container.State, error) { return &container.State{}, nil })
+		func() (*container.State, error) { return &container.State{}, nil }, stillThere)
 	assert.NoError(t, err, "stopped under the partition: its start applies the rules")
 	assert.Equal(t, []int{10}, tried)
 
 	err = onTheNodesProcess(running(10, "a"), apply(map[int]bool{10: true}),
-		func() (*container.State, error) { return running(11, "b"), nil })
+		func() (*container.State, error) { return running(11, "b"), nil }, stillThere)
 	assert.NoError(t, err)
 	assert.Equal(t, []int{10, 11}, tried, "restarted: the rules go into the new process")
 
 	err = onTheNodesProcess(running(10, "a"), apply(map[int]bool{10: true}),
-		func() (*container.State, error) { return running(10, "a"), nil })
+		func() (*container.State, error) { return running(10, "a"), nil }, stillThere)
 	assert.ErrorIs(t, err, gone, "the same process failing is a real failure")
 	assert.Equal(t, []int{10}, tried)
 
+	// Killed, but the engine still calls it running for a while.
+	asked := 0
+	err = onTheNodesProcess(running(10, "a"), apply(map[int]bool{10: true}),
+		func() (*container.State, error) {
+			asked++
+			if asked < 3 {
+				return running(10, "a"), nil
+			}
+			return &container.State{}, nil
+		}, func(pid int) bool { return pid == 10 })
+	assert.NoError(t, err, "its process had died: the engine is asked again until it sees so")
+	assert.Equal(t, 3, asked)
+
 	pid := 10
 	err = onTheNodesProcess(running(pid, "a"), apply(map[int]bool{10: true, 11: true, 12: true, 13: true}),
-		func() (*container.State, error) { pid++; return running(pid, "x"), nil })
+		func() (*container.State, error) { pid++; return running(pid, "x"), nil }, stillThere)
 	assert.ErrorIs(t, err, gone, "a node restarting without end: three tries")
 	assert.Equal(t, []int{10, 11, 12}, tried)
 
-	err = onTheNodesProcess(&container.State{}, apply(nil), nil)
+	err = onTheNodesProcess(&container.State{}, apply(nil), nil, stillThere)
 	assert.NoError(t, err)
 	assert.Empty(t, tried, "not running: nothing to do now")
+}
+
+// hostProcessGone reads this machine's view of a process: this test's own
+// is alive, an exited child is gone.
+func TestHostProcessGone(t *testing.T) {
+	assert.False(t, hostProcessGone(os.Getpid()))
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	assert.True(t, hostProcessGone(cmd.Process.Pid), "exited and reaped")
 }
