@@ -271,6 +271,7 @@ func TestAQuietHolderPauseHoldsOutagesBack(t *testing.T) {
 	assert.Equal(t, true, f.Details["quiet"])
 	assert.GreaterOrEqual(t, f.Details["quiet_wait_ms"], int64(100))
 	assert.NotContains(t, f.Details, "outages_live", "the restart had ended")
+	assert.EqualValues(t, 200, f.Details["settle_ms"], "it waited for an outage: one lease more before the stall")
 
 	assert.EqualValues(t, busy, s.attempt(ctx, restart{}, rng), "no outage while the takers need the lock service")
 	assert.Equal(t, 1, s.Counts["restart"].Waited)
@@ -371,3 +372,60 @@ func TestTheSchedulerHandsAFreedNodeToTheLongestWaiter(t *testing.T) {
 	require.Positive(t, id, "the node pause gets the node")
 	s.stop(ctx, id)
 }
+
+// storeAndAdapter is an adapter (n1) that starts only once the store it
+// needs (n2) runs, as a Redis adapter answers its health check only with its
+// Redis up.
+type storeAndAdapter struct {
+	mu   sync.Mutex
+	down map[string]bool
+}
+
+func (s *storeAndAdapter) Nodes() []Node {
+	return []Node{{Name: "n1", Role: "adapter", Stateless: true}, {Name: "n2", Role: "store"}}
+}
+func (s *storeAndAdapter) KillNode(_ context.Context, n string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down[n] = true
+	return nil
+}
+func (s *storeAndAdapter) StartNode(_ context.Context, n string, _ bool) error {
+	for deadline := time.Now().Add(time.Second); n == "n1"; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		storeUp := !s.down["n2"]
+		s.mu.Unlock()
+		if storeUp {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the adapter's store does not answer")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down[n] = false
+	return nil
+}
+
+// The heal undoes the faults that took nodes over together: the adapter
+// restarted first waits for its store, which the next fault stopped.
+func TestHealStartsNodesThatNeedEachOtherTogether(t *testing.T) {
+	target := &storeAndAdapter{down: map[string]bool{}}
+	s := NewScheduler(&Env{Target: target, TTL: time.Second}, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, powerLossLike{}})
+	ctx := context.Background()
+	forever := func() time.Duration { return time.Hour }
+	adapter, _ := s.start(ctx, restart{}, Plan{Nodes: []string{"n1"}, TakesOver: true, Outage: true}, forever, time.Time{})
+	store, _ := s.start(ctx, powerLossLike{}, Plan{Nodes: []string{"n2"}, TakesOver: true, Outage: true}, forever, time.Time{})
+	require.Positive(t, adapter)
+	require.Greater(t, store, adapter, "the adapter's fault comes first in order")
+	require.NoError(t, s.Heal(ctx))
+	assert.False(t, target.down["n1"], "the adapter runs")
+	assert.False(t, target.down["n2"], "its store runs")
+}
+
+// powerLossLike stops a node as a second nemesis would (restart's fault
+// under another name).
+type powerLossLike struct{ restart }
+
+func (powerLossLike) Name() string { return "power-loss-like" }

@@ -191,6 +191,17 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 				// Not whole after all: the pause goes on among them,
 				// and says so.
 				details["outages_live"] = live
+			} else if !yielded && time.Since(t0) > time.Millisecond {
+				// It waited for outages to end: a system is not
+				// whole when its faults stop (etcd after a leader's
+				// partition and a member's power loss timed out every
+				// acquire for 1.7 s more, and its new leader renewed
+				// every lease). One lease more, still hushed, before
+				// the holders stall.
+				settle, _ := env.Holders.Lease()
+				settle = max(settle, env.TTL)
+				sleep(ctx, settle)
+				details["settle_ms"] = settle.Milliseconds()
 			}
 		}
 		done, drop := env.Holders.PauseHolders(n, d, idle)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,9 +44,10 @@ type Scheduler struct {
 }
 
 type live struct {
-	nem   Nemesis
-	fault *Fault
-	claim int64 // what holds its nodes in Env.claims
+	nem       Nemesis
+	fault     *Fault
+	claim     int64 // what holds its nodes in Env.claims
+	takesOver bool  // its plan took its nodes over (Plan.TakesOver)
 }
 
 // Count is how often a nemesis acted, for the gate ("every requested fault
@@ -366,7 +368,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
-	s.active[id] = &live{nem: n, fault: f, claim: claim}
+	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver}
 	s.mu.Unlock()
 	s.plan(planned)
 	s.record(n.Name(), "start", id, f.Nodes, f.Details)
@@ -427,14 +429,37 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 // every fault of the run that could not be undone, then or earlier.
 func (s *Scheduler) Heal(ctx context.Context) error {
 	s.mu.Lock()
-	var ids []int64
-	for id := range s.active {
-		ids = append(ids, id)
+	var takeovers, others []int64
+	for id, l := range s.active {
+		if l.takesOver {
+			takeovers = append(takeovers, id)
+		} else {
+			others = append(others, id)
+		}
 	}
 	s.mu.Unlock()
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	var errs []string
-	for _, id := range ids {
+	sort.Slice(takeovers, func(i, j int) bool { return takeovers[i] < takeovers[j] })
+	sort.Slice(others, func(i, j int) bool { return others[i] < others[j] })
+	// The faults that took nodes over (restarts, power losses, node
+	// pauses; each holds its own nodes) are undone together: one node's
+	// start may wait for another's (a Redis adapter restarted answers its
+	// health check only once the Redis that a power loss stopped is back:
+	// undone one after the other, the adapter's wait timed out first and
+	// the run was unknown). The others follow in order.
+	errs := make([]string, len(takeovers))
+	var wg sync.WaitGroup
+	for i, id := range takeovers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.stop(ctx, id); err != nil {
+				errs[i] = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	errs = slices.DeleteFunc(errs, func(e string) bool { return e == "" })
+	for _, id := range others {
 		if err := s.stop(ctx, id); err != nil {
 			errs = append(errs, err.Error())
 		}
