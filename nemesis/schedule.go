@@ -214,12 +214,8 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand, t Timing, waitedSince time.Time) (int64, time.Duration) {
 	p, err := n.Draw(ctx, s.Env, rng)
 	if errors.Is(err, ErrBusy) {
-		since := waitedSince
-		if since.IsZero() {
-			since = time.Now()
-		}
 		// It waits for whichever held node is freed first.
-		s.waits(n, since, s.Env.claims.held())
+		s.waits(n, orNow(waitedSince), s.Env.claims.held())
 		return busy, 0
 	}
 	if errors.Is(err, errNotNow) {
@@ -278,6 +274,14 @@ const (
 	busyRetry = 250 * time.Millisecond
 )
 
+// orNow is when a nemesis began to wait: since, or now on its first try.
+func orNow(since time.Time) time.Time {
+	if since.IsZero() {
+		return time.Now()
+	}
+	return since
+}
+
 // waits counts that n found nodes held, and queues it for them.
 func (s *Scheduler) waits(n Nemesis, since time.Time, nodes []string) {
 	s.Env.claims.wait(n.Name(), since, nodes)
@@ -325,10 +329,7 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 // waitedSince is when the nemesis first tried, when it had to wait.
 func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() time.Duration, waitedSince time.Time) (int64, time.Duration) {
 	claim := s.nextClaim.Add(1)
-	since := waitedSince
-	if since.IsZero() {
-		since = time.Now()
-	}
+	since := orNow(waitedSince)
 	if p.TakesOver && (s.Env.claims.yields(n.Name(), since, p.Nodes) || !s.Env.claims.claimAll(p.Nodes, claim)) {
 		s.waits(n, since, p.Nodes)
 		return busy, 0
