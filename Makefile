@@ -73,7 +73,7 @@ shrink-demo: build
 	@cat $(STORE)/shrink-demo/latest/shrink/summary.txt
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./models/... ./analysis/ ./nemesis/timewarp
+	$(GO) test -run '^$$' -bench . -benchmem ./checkers/... ./analysis/ ./nemesis/timewarp
 
 perf:
 	$(GO) run ./cmd/perfdoc > docs/performance.md

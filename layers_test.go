@@ -15,7 +15,7 @@ import (
 var layers = [][]string{
 	{"history"},
 	{"fencing"},
-	{"workloads", "nemesis", "models"},
+	{"workloads", "nemesis", "checkers"},
 	{"analysis"},
 	{"reports"},
 	{"harness"},

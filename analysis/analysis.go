@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/overlap"
+	"github.com/fencecheck/fencecheck/checkers/porcupine"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/overlap"
-	"github.com/fencecheck/fencecheck/models/porcupine"
 )
 
 // Defaults of Options' zero values.
@@ -33,7 +33,7 @@ const (
 // selects the complete checkers beside them.
 type Options struct {
 	// Semantics is what the target declares (zero fields: the defaults).
-	Semantics models.Semantics
+	Semantics checkers.Semantics
 	// Checker is "fast", "porcupine" or "both" ("" means both).
 	Checker string
 	// Checkers, when set, are used instead of those Checker selects (a
@@ -72,25 +72,25 @@ type Settings struct {
 // report.html, junit.xml, the CLI's summary and the Go gate's answer are
 // renderings of it.
 type Result struct {
-	Semantics models.Semantics
+	Semantics checkers.Semantics
 	Settings  Settings
 	// Verdict is the overall verdict and Reason why (see combine and the
 	// gate in verdict.go); ExitCode the process exit code it maps to.
-	Verdict  models.Verdict
+	Verdict  checkers.Verdict
 	Reason   string
 	ExitCode int
 	// Checks holds one result per checker and model, the lease findings
 	// (model "lease") included. Anomalies of a check whose verdict is valid
 	// are findings (Finding is set). Every violation carries its Cause.
-	Checks []models.Result
+	Checks []checkers.Result
 	// Keys are the per-key verdicts of checkers that decide key by key.
-	Keys []models.KeyResult
+	Keys []checkers.KeyResult
 	// ViolationKinds counts violations by kind over all checks, those a
 	// checker did not list included.
 	ViolationKinds map[string]int
 	// FirstViolation is the earliest violation when the verdict is invalid:
 	// its At is the time to detection, its Cause the fault named for it.
-	FirstViolation *models.Anomaly
+	FirstViolation *checkers.Anomaly
 	// Faults are the history's fault periods, by start time.
 	Faults []Fault
 	// Nemeses counts each nemesis's starts and failures to start.
@@ -133,12 +133,12 @@ func (r *Result) Op(id int64) *history.Op {
 
 // Anomalies lists every check's anomalies, findings included, earliest
 // first.
-func (r *Result) Anomalies() []models.Anomaly {
-	var out []models.Anomaly
+func (r *Result) Anomalies() []checkers.Anomaly {
+	var out []checkers.Anomaly
 	for _, res := range r.Checks {
 		out = append(out, res.Anomalies...)
 	}
-	models.SortAnomalies(out)
+	checkers.SortAnomalies(out)
 	return out
 }
 
@@ -249,7 +249,7 @@ func Check(ctx context.Context, events []history.Event, opts Options) (*Result, 
 // analyzer is the one pass: every event goes through add once.
 type analyzer struct {
 	opts     Options
-	sem      models.Semantics
+	sem      checkers.Semantics
 	checkers []Checker
 
 	pairer *history.Pairer
@@ -288,7 +288,7 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 	}
 	cs := opts.Checkers
 	if cs == nil {
-		if cs, err = checkers(opts); err != nil {
+		if cs, err = selectCheckers(opts); err != nil {
 			return nil, err
 		}
 	}
@@ -446,7 +446,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	if a.leaseErr == nil {
 		// Only the earliest overlaps are listed (as anomalies); a soak has
 		// about one per lease.
-		rep = a.leases.Summary(models.MaxAnomaliesPerKind)
+		rep = a.leases.Summary(checkers.MaxAnomaliesPerKind)
 	}
 	a.leases, a.pairer = nil, nil
 
@@ -463,17 +463,17 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		r.Notes = append(r.Notes, "no lease-overlap analysis: "+a.leaseErr.Error())
 	} else {
 		r.Leases = &rep
-		if rep.Count > 0 && !hasModel(r.Checks, models.ModelLease) {
-			r.Checks = append(r.Checks, models.Result{Checker: models.CheckerDirect, Model: models.ModelLease,
-				Verdict: models.Valid, Anomalies: rep.FirstAnomalies(models.MaxAnomaliesPerKind), Ops: rep.Leases,
-				KindCounts:       map[string]int{models.KindLeaseOverlap: rep.Count},
-				OmittedAnomalies: max(0, rep.Count-models.MaxAnomaliesPerKind),
+		if rep.Count > 0 && !hasModel(r.Checks, checkers.ModelLease) {
+			r.Checks = append(r.Checks, checkers.Result{Checker: checkers.CheckerDirect, Model: checkers.ModelLease,
+				Verdict: checkers.Valid, Anomalies: rep.FirstAnomalies(checkers.MaxAnomaliesPerKind), Ops: rep.Leases,
+				KindCounts:       map[string]int{checkers.KindLeaseOverlap: rep.Count},
+				OmittedAnomalies: max(0, rep.Count-checkers.MaxAnomaliesPerKind),
 				Reason:           fmt.Sprintf("%d lease overlaps: clients that both believed they held a lock; fencing is what keeps the resource safe then", rep.Count)})
 		}
 	}
 	// A check that passed may still list what it saw: those are findings.
 	for i := range r.Checks {
-		if r.Checks[i].Verdict == models.Valid {
+		if r.Checks[i].Verdict == checkers.Valid {
 			for j := range r.Checks[i].Anomalies {
 				r.Checks[i].Anomalies[j].Finding = true
 			}
@@ -483,7 +483,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	r.combine()
 	r.gate(a.damage, a.silences(r.Faults))
 	r.ViolationKinds = violationKinds(r.Checks)
-	if r.Verdict == models.Invalid {
+	if r.Verdict == checkers.Invalid {
 		r.FirstViolation = firstViolation(r.Checks)
 	}
 	r.Latency = latencies(ops)
@@ -493,15 +493,15 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	return r
 }
 
-func violationKinds(checks []models.Result) map[string]int {
+func violationKinds(checks []checkers.Result) map[string]int {
 	out := map[string]int{}
 	for _, res := range checks {
-		if res.Verdict == models.Valid {
+		if res.Verdict == checkers.Valid {
 			continue
 		}
 		if len(res.KindCounts) > 0 {
 			for k, n := range res.KindCounts {
-				if k != models.KindTokensNotAuthenticated && k != models.KindLeaseOverlap {
+				if k != checkers.KindTokensNotAuthenticated && k != checkers.KindLeaseOverlap {
 					out[k] += n
 				}
 			}
@@ -516,8 +516,8 @@ func violationKinds(checks []models.Result) map[string]int {
 	return out
 }
 
-func firstViolation(checks []models.Result) *models.Anomaly {
-	var first *models.Anomaly
+func firstViolation(checks []checkers.Result) *checkers.Anomaly {
+	var first *checkers.Anomaly
 	for i := range checks {
 		for j := range checks[i].Anomalies {
 			a := &checks[i].Anomalies[j]
@@ -557,10 +557,10 @@ func (r *Result) Visualize(model, key string, w io.Writer) error {
 	return errors.New("no checker of this analysis draws keys")
 }
 
-func (r *Result) annotations(model, key string) []models.Annotation {
-	var notes []models.Annotation
+func (r *Result) annotations(model, key string) []checkers.Annotation {
+	var notes []checkers.Annotation
 	for _, f := range r.Faults {
-		notes = append(notes, models.Annotation{Tag: "faults", Start: f.Start, End: f.Stop,
+		notes = append(notes, checkers.Annotation{Tag: "faults", Start: f.Start, End: f.Stop,
 			Description: f.Nemesis, Details: f.Node, Color: "#fde2c8"})
 	}
 	for _, res := range r.Checks {
@@ -572,7 +572,7 @@ func (r *Result) annotations(model, key string) []models.Annotation {
 			if a.Finding {
 				color = "#fff3b0"
 			}
-			notes = append(notes, models.Annotation{Tag: "anomalies (" + res.Checker + ")", Start: a.At,
+			notes = append(notes, checkers.Annotation{Tag: "anomalies (" + res.Checker + ")", Start: a.At,
 				Description: a.Kind, Details: a.Text, Color: color})
 		}
 	}
@@ -584,7 +584,7 @@ func Quantile(sorted []int64, q float64) int64 { return quantile(sorted, q) }
 
 // hasModel reports whether a checker already answered for model (a replay of
 // stored results brings its own lease findings).
-func hasModel(checks []models.Result, model string) bool {
+func hasModel(checks []checkers.Result, model string) bool {
 	for _, c := range checks {
 		if c.Model == model {
 			return true

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 )
 
 // BenchmarkCheckFile is the whole check of a history file, as `fencecheck
@@ -34,7 +34,7 @@ func BenchmarkCheckFile(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if res.Verdict != models.Valid {
+					if res.Verdict != checkers.Valid {
 						b.Fatalf("%s: %s", res.Verdict, res.Reason)
 					}
 				})
@@ -74,7 +74,7 @@ func BenchmarkCheckVsDecode(b *testing.B) {
 		t = time.Now()
 		res, err := CheckFile(context.Background(), path, Options{Checker: CheckerFast})
 		chk += time.Since(t)
-		if err != nil || res.Verdict != models.Valid {
+		if err != nil || res.Verdict != checkers.Valid {
 			b.Fatalf("%v %v", err, res)
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // The cause rule, the one place a violation is attributed to a fault: the
@@ -51,13 +51,13 @@ var (
 // causeRules maps anomaly kinds to what can explain them; other kinds get
 // the last fault event before them.
 var causeRules = map[string]causeRule{
-	models.KindTokenRegression:        issuerRule,
-	models.KindDuplicateToken:         issuerRule,
-	models.KindStaleRead:              readRule,
-	models.KindStaleWriteAccepted:     writeRule,
-	models.KindReplayAccepted:         writeRule,
-	models.KindMissingTokenAccepted:   strippedRule,
-	models.KindMalformedTokenAccepted: strippedRule,
+	checkers.KindTokenRegression:        issuerRule,
+	checkers.KindDuplicateToken:         issuerRule,
+	checkers.KindStaleRead:              readRule,
+	checkers.KindStaleWriteAccepted:     writeRule,
+	checkers.KindReplayAccepted:         writeRule,
+	checkers.KindMissingTokenAccepted:   strippedRule,
+	checkers.KindMalformedTokenAccepted: strippedRule,
 }
 
 // notLinearizableRules: Porcupine names no pattern, only the operations
@@ -66,16 +66,16 @@ var causeRules = map[string]causeRule{
 // key when there is one (the same fault, in every rendering), else a fault
 // of a kind the model's anomalies come from, anywhere before it.
 var notLinearizableRules = map[string]causeRule{
-	models.ModelIssuer:   {tiers: issuerRule.tiers, window: "before it"},
-	models.ModelRegister: {tiers: lateWrite, window: "before it"},
+	checkers.ModelIssuer:   {tiers: issuerRule.tiers, window: "before it"},
+	checkers.ModelRegister: {tiers: lateWrite, window: "before it"},
 }
 
 // nameCauses sets the Cause of every violation in r.Checks and appends its
 // words to the anomaly's text.
 func nameCauses(r *Result) {
 	type keyOf struct{ model, key string }
-	explained := map[keyOf][]*models.Anomaly{}
-	each := func(fn func(a *models.Anomaly)) {
+	explained := map[keyOf][]*checkers.Anomaly{}
+	each := func(fn func(a *checkers.Anomaly)) {
 		for i := range r.Checks {
 			for j := range r.Checks[i].Anomalies {
 				if a := &r.Checks[i].Anomalies[j]; !a.Finding {
@@ -84,14 +84,14 @@ func nameCauses(r *Result) {
 			}
 		}
 	}
-	set := func(a *models.Anomaly, c *models.Cause) {
+	set := func(a *checkers.Anomaly, c *checkers.Cause) {
 		if c != nil {
 			a.Cause = c
 			a.Text += causeSeparator + c.Text
 		}
 	}
-	each(func(a *models.Anomaly) {
-		if a.Kind == models.KindNotLinearizable {
+	each(func(a *checkers.Anomaly) {
+		if a.Kind == checkers.KindNotLinearizable {
 			return
 		}
 		set(a, r.cause(a))
@@ -100,11 +100,11 @@ func nameCauses(r *Result) {
 			explained[k] = append(explained[k], a)
 		}
 	})
-	each(func(a *models.Anomaly) {
-		if a.Kind != models.KindNotLinearizable {
+	each(func(a *checkers.Anomaly) {
+		if a.Kind != checkers.KindNotLinearizable {
 			return
 		}
-		var best *models.Anomaly
+		var best *checkers.Anomaly
 		for _, o := range explained[keyOf{a.Model, a.Key}] {
 			if o.At <= a.At && (best == nil || o.At > best.At) {
 				best = o
@@ -121,9 +121,9 @@ func nameCauses(r *Result) {
 }
 
 // cause applies the rule to one anomaly.
-func (r *Result) cause(a *models.Anomaly) *models.Cause {
+func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 	rule, ok := causeRules[a.Kind]
-	if a.Kind == models.KindNotLinearizable {
+	if a.Kind == checkers.KindNotLinearizable {
 		rule, ok = notLinearizableRules[a.Model]
 	}
 	var ops []*history.Op
@@ -142,7 +142,7 @@ func (r *Result) cause(a *models.Anomaly) *models.Cause {
 }
 
 // explaining is the index of the fault that explains a under rule, or -1.
-func (r *Result) explaining(rule causeRule, a *models.Anomaly, ops []*history.Op) int {
+func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.Op) int {
 	if rule.tamper {
 		w := ops[0]
 		if w.F != history.Write || w.Tampered == "" {
@@ -164,7 +164,7 @@ func (r *Result) explaining(rule causeRule, a *models.Anomaly, ops []*history.Op
 			nodes[op.Node] = true
 		}
 	}
-	if a.Kind == models.KindNotLinearizable {
+	if a.Kind == checkers.KindNotLinearizable {
 		from = 0
 	}
 	for _, tier := range rule.tiers {
@@ -190,7 +190,7 @@ func (r *Result) explaining(rule causeRule, a *models.Anomaly, ops []*history.Op
 
 // lastFaultBefore names the fault event (a start, or the stop of a fault:
 // a node coming back) that came last at or before the anomaly.
-func (r *Result) lastFaultBefore(a *models.Anomaly) *models.Cause {
+func (r *Result) lastFaultBefore(a *checkers.Anomaly) *checkers.Cause {
 	t := a.At
 	if t <= 0 {
 		return nil
@@ -211,25 +211,25 @@ func (r *Result) lastFaultBefore(a *models.Anomaly) *models.Cause {
 		return nil
 	}
 	f := r.Faults[last]
-	text := fmt.Sprintf("the last fault event before it: %s began at %s, %s before", f.what(), models.Secs(f.Start), models.Secs(t-f.Start))
+	text := fmt.Sprintf("the last fault event before it: %s began at %s, %s before", f.what(), checkers.Secs(f.Start), checkers.Secs(t-f.Start))
 	if ended {
-		text = fmt.Sprintf("the last fault event before it: %s %s ended %s before", f.what(), span(f), models.Secs(t-f.Stop))
+		text = fmt.Sprintf("the last fault event before it: %s %s ended %s before", f.what(), span(f), checkers.Secs(t-f.Stop))
 	}
 	return r.causeOf(last, a, false, text)
 }
 
-func (r *Result) causeOf(i int, a *models.Anomaly, explains bool, text string) *models.Cause {
+func (r *Result) causeOf(i int, a *checkers.Anomaly, explains bool, text string) *checkers.Cause {
 	f := r.Faults[i]
-	return &models.Cause{Fault: i, Nemesis: f.Nemesis, Node: f.Node, Start: f.Start, Stop: f.Stop, Open: f.Open,
+	return &checkers.Cause{Fault: i, Nemesis: f.Nemesis, Node: f.Node, Start: f.Start, Stop: f.Stop, Open: f.Open,
 		Delay: a.At - f.Start, Explains: explains, Text: text}
 }
 
 // span is a fault's period in words: "(2.25–2.88 s)", "(from 2.25 s)".
 func span(f Fault) string {
 	if f.Open {
-		return fmt.Sprintf("(from %s)", models.Secs(f.Start))
+		return fmt.Sprintf("(from %s)", checkers.Secs(f.Start))
 	}
-	return fmt.Sprintf("(%s–%s)", strings.TrimSuffix(models.Secs(f.Start), " s"), models.Secs(f.Stop))
+	return fmt.Sprintf("(%s–%s)", strings.TrimSuffix(checkers.Secs(f.Start), " s"), checkers.Secs(f.Stop))
 }
 
 func contains(xs []string, x string) bool {

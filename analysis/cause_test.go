@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 // nameCausesOf runs the cause rule over results with the given fault events
 // (the anomalies name no operation of a history: only the fallback applies).
-func nameCausesOf(results []models.Result, faults []history.Event) {
+func nameCausesOf(results []checkers.Result, faults []history.Event) {
 	var p faultPairer
 	for _, e := range faults {
 		p.add(e)
@@ -32,7 +32,7 @@ func TestNameCausesPointsAtTheLastFaultBefore(t *testing.T) {
 	}
 	faults := []history.Event{start("pause", "n1", 1e9), start("restart", "redis-1", 14_000_000_000),
 		start("clock", "redis-1", 20e9)}
-	res := []models.Result{{Anomalies: []models.Anomaly{
+	res := []checkers.Result{{Anomalies: []checkers.Anomaly{
 		{Kind: "token-regression", Text: "token 2 after token 48", At: 14_200_000_000},
 		{Kind: "lease-overlap", Text: "overlap", At: 15e9, Finding: true},
 		{Kind: "stale-read", Text: "early", At: 5e8},
@@ -58,7 +58,7 @@ func TestNameCausesNamesAFaultThatJustEnded(t *testing.T) {
 	}
 	faults := []history.Event{ev("restart", "start", "1", 2_500_000_000), ev("delay", "start", "2", 2_590_000_000),
 		ev("restart", "stop", "1", 3_500_000_000), ev("delay", "stop", "2", 4_700_000_000)}
-	res := []models.Result{{Anomalies: []models.Anomaly{
+	res := []checkers.Result{{Anomalies: []checkers.Anomaly{
 		{Kind: "stale-read", Text: "read of nothing", At: 3_540_000_000},
 		{Kind: "stale-read", Text: "during the delay", At: 3_000_000_000},
 	}}}
@@ -83,10 +83,10 @@ func TestCauseOfACounterResetIsTheRestartBetweenTheAcquires(t *testing.T) {
 		OnNode("reference").Acquire("l1", 3900, 4050, "2")
 	rep, err := Check(context.Background(), b.Events(), Options{MinOps: -1})
 	require.NoError(t, err)
-	require.Equal(t, models.Invalid, rep.Verdict, rep.Reason)
+	require.Equal(t, checkers.Invalid, rep.Verdict, rep.Reason)
 	const want = "explained by the restart of reference (2.25–2.88 s) between the acquires"
 
-	a := directAnomaly(t, rep, models.KindTokenRegression)
+	a := directAnomaly(t, rep, checkers.KindTokenRegression)
 	assert.True(t, strings.HasSuffix(a.Text, " — "+want), a.Text)
 	require.NotNil(t, a.Cause)
 	assert.True(t, a.Cause.Explains)
@@ -125,7 +125,7 @@ func TestCauseOfLostState(t *testing.T) {
 		OnNode("res-1").Write("r1", "1", "b", 500, 510)
 	rep, err := Check(context.Background(), b.Events(), Options{MinOps: -1})
 	require.NoError(t, err)
-	a := directAnomaly(t, rep, models.KindStaleWriteAccepted)
+	a := directAnomaly(t, rep, checkers.KindStaleWriteAccepted)
 	require.NotNil(t, a.Cause)
 	assert.True(t, a.Cause.Explains)
 	assert.Equal(t, "explained by the restart of res-1 (0.20–0.40 s) since the overwritten write", a.Cause.Text,
@@ -139,7 +139,7 @@ func TestCauseOfLostState(t *testing.T) {
 		OnNode("n1").Read("r1", 70, 80, "a", "1")
 	rep, err = Check(context.Background(), b.Events(), Options{MinOps: -1})
 	require.NoError(t, err)
-	a = directAnomaly(t, rep, models.KindStaleRead)
+	a = directAnomaly(t, rep, checkers.KindStaleRead)
 	require.NotNil(t, a.Cause)
 	assert.Equal(t, "explained by the restart of n1 (0.04–0.06 s) since the overwritten write", a.Cause.Text)
 
@@ -150,7 +150,7 @@ func TestCauseOfLostState(t *testing.T) {
 		OnNode("n1").Write("r1", "1", "b", 20, 30)
 	rep, err = Check(context.Background(), b.Events(), Options{MinOps: -1})
 	require.NoError(t, err)
-	a = directAnomaly(t, rep, models.KindStaleWriteAccepted)
+	a = directAnomaly(t, rep, checkers.KindStaleWriteAccepted)
 	require.NotNil(t, a.Cause)
 	assert.False(t, a.Cause.Explains)
 	assert.Equal(t, "the last fault event before it: the clock of n1 (0.01–0.02 s) ended 0.01 s before", a.Cause.Text)
@@ -166,7 +166,7 @@ func TestCauseOfAStrippedToken(t *testing.T) {
 		Write("r1", "7", "b", 20, 30).Strip("r1", "b", "", "remove", 25)
 	rep, err := Check(context.Background(), b.Events(), Options{MinOps: -1})
 	require.NoError(t, err)
-	a := directAnomaly(t, rep, models.KindMissingTokenAccepted)
+	a := directAnomaly(t, rep, checkers.KindMissingTokenAccepted)
 	require.NotNil(t, a.Cause)
 	assert.True(t, a.Cause.Explains)
 	assert.Equal(t, "explained by the strip of reference (0.01–0.04 s) tampering with this write's token", a.Cause.Text)
@@ -177,7 +177,7 @@ func TestCauseOfAStrippedToken(t *testing.T) {
 		Write("r1", "", "b", 20, 30)
 	rep, err = Check(context.Background(), b.Events(), Options{MinOps: -1})
 	require.NoError(t, err)
-	a = directAnomaly(t, rep, models.KindMissingTokenAccepted)
+	a = directAnomaly(t, rep, checkers.KindMissingTokenAccepted)
 	require.NotNil(t, a.Cause)
 	assert.False(t, a.Cause.Explains)
 }

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // combine sets the checkers' verdict and its reason, by one rule:
@@ -21,7 +21,7 @@ import (
 //
 // The gate may then turn a valid verdict into unknown.
 func (r *Result) combine() {
-	find := func(model string) (proofs, complete []*models.Result) {
+	find := func(model string) (proofs, complete []*checkers.Result) {
 		for i := range r.Checks {
 			c := &r.Checks[i]
 			if c.Model != model {
@@ -36,18 +36,18 @@ func (r *Result) combine() {
 		}
 		return proofs, complete
 	}
-	decisive := func(c *models.Result) bool { return c.Verdict == models.Valid || c.Verdict == models.Invalid }
+	decisive := func(c *checkers.Result) bool { return c.Verdict == checkers.Valid || c.Verdict == checkers.Invalid }
 
 	var proven, invalid, unknown, disagree []string
-	for _, m := range []string{models.ModelRegister, models.ModelIssuer} {
+	for _, m := range []string{checkers.ModelRegister, checkers.ModelIssuer} {
 		proofs, complete := find(m)
 		for _, p := range proofs {
-			if p.Verdict == models.Invalid {
+			if p.Verdict == checkers.Invalid {
 				proven = append(proven, fmt.Sprintf("%s: %s", m, kindSummary(p)))
 			}
 		}
 		var answers []string
-		verdicts := map[models.Verdict]bool{}
+		verdicts := map[checkers.Verdict]bool{}
 		for _, c := range complete {
 			if decisive(c) {
 				verdicts[c.Verdict] = true
@@ -57,13 +57,13 @@ func (r *Result) combine() {
 		switch {
 		case len(verdicts) > 1:
 			disagree = append(disagree, fmt.Sprintf("%s: %s", m, strings.Join(answers, ", ")))
-		case verdicts[models.Invalid]:
+		case verdicts[checkers.Invalid]:
 			for _, c := range complete {
 				if decisive(c) && !c.Proofs {
 					invalid = append(invalid, fmt.Sprintf("%s: %s says invalid", m, c.Checker))
 				}
 			}
-		case !verdicts[models.Valid]:
+		case !verdicts[checkers.Valid]:
 			for _, c := range complete {
 				unknown = append(unknown, fmt.Sprintf("%s: %s: %s", m, c.Checker, c.Reason))
 			}
@@ -74,29 +74,29 @@ func (r *Result) combine() {
 	}
 	switch {
 	case len(proven) > 0:
-		r.Verdict = models.Invalid
+		r.Verdict = checkers.Invalid
 		r.Reason = strings.Join(append(proven, invalid...), "; ")
 		if len(disagree) > 0 {
 			r.Reason += "; complete checkers disagree: " + strings.Join(disagree, "; ")
 		}
 	case len(disagree) > 0:
-		r.Verdict = models.Unknown
+		r.Verdict = checkers.Unknown
 		r.Reason = "complete checkers disagree (a checker bug; see both answers): " + strings.Join(disagree, "; ")
 	case len(invalid) > 0:
-		r.Verdict = models.Invalid
+		r.Verdict = checkers.Invalid
 		r.Reason = strings.Join(invalid, "; ")
 	case len(unknown) > 0:
-		r.Verdict = models.Unknown
+		r.Verdict = checkers.Unknown
 		r.Reason = strings.Join(unknown, "; ")
 	case len(r.Checks) == 0:
-		r.Verdict = models.Unknown
+		r.Verdict = checkers.Unknown
 		r.Reason = "no checker result"
 	default:
-		r.Verdict = models.Valid
+		r.Verdict = checkers.Valid
 	}
 }
 
-func kindSummary(res *models.Result) string {
+func kindSummary(res *checkers.Result) string {
 	counts := res.KindCounts
 	if counts == nil {
 		counts = map[string]int{}
@@ -106,7 +106,7 @@ func kindSummary(res *models.Result) string {
 	}
 	var parts []string
 	for k, n := range counts {
-		if k == models.KindTokensNotAuthenticated {
+		if k == checkers.KindTokensNotAuthenticated {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%d %s", n, k))
@@ -191,15 +191,15 @@ func (r *Result) gate(damage int, silent []string) {
 	}
 	switch {
 	case damage > 0:
-		if r.Verdict != models.Unknown {
+		if r.Verdict != checkers.Unknown {
 			why = append(why, fmt.Sprintf("the checkers said %s (%s)", r.Verdict, r.Reason))
 		} else if r.Reason != "" {
 			why = append(why, r.Reason)
 		}
-		r.Verdict, r.Reason = models.Unknown, strings.Join(why, "; ")
-	case r.Verdict == models.Valid:
-		r.Verdict, r.Reason = models.Unknown, "the history is valid, but "+strings.Join(why, "; ")
-	case r.Verdict == models.Invalid:
+		r.Verdict, r.Reason = checkers.Unknown, strings.Join(why, "; ")
+	case r.Verdict == checkers.Valid:
+		r.Verdict, r.Reason = checkers.Unknown, "the history is valid, but "+strings.Join(why, "; ")
+	case r.Verdict == checkers.Invalid:
 		r.Reason += " (a violation is a violation, although " + strings.Join(why, "; ") + ")"
 	}
 }

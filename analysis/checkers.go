@@ -6,51 +6,51 @@ import (
 	"io"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/direct"
+	"github.com/fencecheck/fencecheck/checkers/fast"
+	"github.com/fencecheck/fencecheck/checkers/porcupine"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/direct"
-	"github.com/fencecheck/fencecheck/models/fast"
-	"github.com/fencecheck/fencecheck/models/porcupine"
 )
 
 // Checker decides the fenced-register and issuer models over a history's
-// paired operations: models/direct, models/porcupine and models/fast each
+// paired operations: checkers/direct, checkers/porcupine and checkers/fast each
 // provide one. ops are shared: a checker must not modify them. It honours
 // ctx (an interrupted check answers Unknown, never Valid) and returns one
-// models.Result per model it checks, marking each Complete and Proofs as
-// they hold (see models.Result): the analysis combines them by those marks.
+// checkers.Result per model it checks, marking each Complete and Proofs as
+// they hold (see checkers.Result): the analysis combines them by those marks.
 //
 // A Checker value serves one analysis; the optional extras below describe
 // its last Check.
 type Checker interface {
 	Name() string
-	Check(ctx context.Context, ops *history.Ops, sem models.Semantics) []models.Result
+	Check(ctx context.Context, ops *history.Ops, sem checkers.Semantics) []checkers.Result
 }
 
 // KeyResulter is an optional extra of a checker that decides key by key
 // (Porcupine): its per-key verdicts, which the report uses to pick the keys
 // it visualizes.
 type KeyResulter interface {
-	KeyResults() []models.KeyResult
+	KeyResults() []checkers.KeyResult
 }
 
 // Visualizer is an optional extra of a checker that can draw one key of one
 // model as an HTML page, with the analysis's fault periods and anomalies as
 // annotations (Porcupine's visualization).
 type Visualizer interface {
-	Visualize(model, key string, notes []models.Annotation, w io.Writer) error
+	Visualize(model, key string, notes []checkers.Annotation, w io.Writer) error
 }
 
 // Checker selections (Options.Checker): the complete checkers that run
 // beside the direct checks, which always run.
 const (
-	CheckerFast      = models.CheckerFast
-	CheckerPorcupine = models.CheckerPorcupine
+	CheckerFast      = checkers.CheckerFast
+	CheckerPorcupine = checkers.CheckerPorcupine
 	CheckerBoth      = "both"
 )
 
-// checkers is the checker table: what Options.Checker selects.
-func checkers(opts Options) ([]Checker, error) {
+// selectCheckers is the checker table: what Options.Checker selects.
+func selectCheckers(opts Options) ([]Checker, error) {
 	out := []Checker{direct.New()}
 	switch opts.Checker {
 	case CheckerBoth, "":
@@ -69,26 +69,26 @@ func checkers(opts Options) ([]Checker, error) {
 // are dropped (and their words taken off the text): the analysis names
 // causes again by its current rule. Results of schema version 1, which
 // predate the Complete and Proofs marks, are marked by checker name.
-func Replay(results []models.Result) Checker {
+func Replay(results []checkers.Result) Checker {
 	return replay{results: results}
 }
 
-type replay struct{ results []models.Result }
+type replay struct{ results []checkers.Result }
 
 func (r replay) Name() string { return "stored" }
 
-func (r replay) Check(context.Context, *history.Ops, models.Semantics) []models.Result {
-	out := make([]models.Result, 0, len(r.results))
+func (r replay) Check(context.Context, *history.Ops, checkers.Semantics) []checkers.Result {
+	out := make([]checkers.Result, 0, len(r.results))
 	for _, res := range r.results {
 		if !res.Complete && !res.Proofs {
 			switch res.Checker {
-			case models.CheckerPorcupine, models.CheckerFast:
+			case checkers.CheckerPorcupine, checkers.CheckerFast:
 				res.Complete = true
-			case models.CheckerDirect:
-				res.Proofs, res.Complete = true, res.Model == models.ModelIssuer
+			case checkers.CheckerDirect:
+				res.Proofs, res.Complete = true, res.Model == checkers.ModelIssuer
 			}
 		}
-		res.Anomalies = append([]models.Anomaly(nil), res.Anomalies...)
+		res.Anomalies = append([]checkers.Anomaly(nil), res.Anomalies...)
 		for i := range res.Anomalies {
 			a := &res.Anomalies[i]
 			if a.Cause != nil {

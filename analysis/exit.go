@@ -3,7 +3,7 @@
 // returns one typed result that every report renders.
 package analysis
 
-import "github.com/fencecheck/fencecheck/models"
+import "github.com/fencecheck/fencecheck/checkers"
 
 // Exit codes of every fencecheck command and of the Go gate API. Release
 // gates depend on them; they are defined here and nowhere else.
@@ -22,11 +22,11 @@ const (
 
 // ExitCode maps a verdict to the exit code; anything but valid or invalid is
 // unknown.
-func ExitCode(v models.Verdict) int {
+func ExitCode(v checkers.Verdict) int {
 	switch v {
-	case models.Valid:
+	case checkers.Valid:
 		return ExitValid
-	case models.Invalid:
+	case checkers.Invalid:
 		return ExitInvalid
 	}
 	return ExitUnknown

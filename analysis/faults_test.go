@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 func TestPairFaultsByIDAndOrder(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/workloads"
 )
 
@@ -86,7 +86,7 @@ func forgedHistory(t *testing.T, res *forgeResource) []history.Event {
 
 func TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted(t *testing.T) {
 	evs := forgedHistory(t, &forgeResource{hw: map[string]uint64{}})
-	open := models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}
+	open := checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopePerLock}
 	rep, err := Check(context.Background(), evs, Options{Semantics: open, MinOps: -1})
 	require.NoError(t, err)
 	var kinds []string
@@ -94,8 +94,8 @@ func TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted(t *testing.
 		kinds = append(kinds, a.Kind)
 		assert.True(t, a.Finding, "%s: %s", a.Kind, a.Text)
 	}
-	assert.Contains(t, kinds, models.KindTokensNotAuthenticated)
-	assert.NotEqual(t, models.Invalid, rep.Verdict, "a finding, not a failure")
+	assert.Contains(t, kinds, checkers.KindTokensNotAuthenticated)
+	assert.NotEqual(t, checkers.Invalid, rep.Verdict, "a finding, not a failure")
 
 	// The same accepted forgeries against a target that declares sealed
 	// tokens (the accept-forged bug): violations.
@@ -103,10 +103,10 @@ func TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted(t *testing.
 	sealed.Authenticated = true
 	rep, err = Check(context.Background(), evs, Options{Semantics: sealed, MinOps: -1})
 	require.NoError(t, err)
-	assert.Equal(t, models.Invalid, rep.Verdict)
+	assert.Equal(t, checkers.Invalid, rep.Verdict)
 	found := false
 	for _, a := range rep.Anomalies() {
-		found = found || a.Kind == models.KindForgedTokenAccepted
+		found = found || a.Kind == checkers.KindForgedTokenAccepted
 	}
 	assert.True(t, found, "forged-token-accepted named")
 
@@ -114,5 +114,5 @@ func TestForgeryIsAFindingOnUnauthenticatedAndAViolationWhenAccepted(t *testing.
 	evs = forgedHistory(t, &forgeResource{authenticated: true})
 	rep, err = Check(context.Background(), evs, Options{Semantics: sealed, MinOps: -1})
 	require.NoError(t, err)
-	assert.Equal(t, models.Valid, rep.Verdict, "%+v", rep.Anomalies())
+	assert.Equal(t, checkers.Valid, rep.Verdict, "%+v", rep.Anomalies())
 }

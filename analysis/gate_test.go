@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 // busyHistory is a valid history of 12 definite operations.
@@ -40,14 +40,14 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 
 	t.Run("no run events: judged on the operations alone", func(t *testing.T) {
 		rep := gated(t, busyHistory())
-		assert.Equal(t, models.Valid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 		assert.Nil(t, rep.Run)
 		assert.Empty(t, rep.GateReasons)
 	})
 	t.Run("a complete run that did what it asked: valid", func(t *testing.T) {
 		b := start(busyHistory(), "pause", []string{"pause"}, nil).Fault("pause", "n1", 200, 300)
 		rep := gated(t, end(b, true, false))
-		assert.Equal(t, models.Valid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 		require.NotNil(t, rep.Run)
 		assert.True(t, rep.Run.Complete)
 		assert.Equal(t, "pause", rep.Run.Requested)
@@ -56,7 +56,7 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 		b := start(busyHistory(), "pause,clock", []string{"pause", "clock"}, nil).Fault("pause", "n1", 200, 300)
 		b.Run(history.RunEnd, 1000, map[string]any{"complete": true, "waited": map[string]int{"clock": 4}})
 		rep := gated(t, b)
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		require.Len(t, rep.GateReasons, 1)
 		assert.Contains(t, rep.GateReasons[0], "nemesis clock was requested but never took effect: every node it could act on was held by another fault")
 		assert.Contains(t, rep.Reason, "the history is valid, but nemesis clock")
@@ -68,38 +68,38 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 			Extra: map[string]json.RawMessage{"action": json.RawMessage(`"error"`), "error": json.RawMessage(`"docker kill: no such container"`)}}
 		rep, err := Check(context.Background(), append(events, failed), Options{Checker: CheckerPorcupine})
 		require.NoError(t, err)
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		assert.Contains(t, rep.Reason, "nemesis restart was requested but never took effect: docker kill: no such container")
 	})
 	t.Run("a requested nemesis that cannot act on the target: unknown, and noted", func(t *testing.T) {
 		b := start(busyHistory(), "clock", nil, map[string]string{"clock": "etcd reads the vDSO"})
 		rep := gated(t, end(b, true, false))
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		assert.Contains(t, rep.Reason, "nemesis clock was requested but cannot act on this target: etcd reads the vDSO")
 		assert.Contains(t, rep.Notes, "nemesis clock not applicable: etcd reads the vDSO")
 	})
 	t.Run(`"all" names no nemesis: what does not apply is only noted`, func(t *testing.T) {
 		b := start(busyHistory(), "all", []string{"pause"}, map[string]string{"clock": "etcd reads the vDSO"})
 		rep := gated(t, end(b, true, false))
-		assert.Equal(t, models.Valid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 		assert.Contains(t, rep.Notes, "nemesis clock not applicable: etcd reads the vDSO")
 	})
 	t.Run("no end event: the run did not finish", func(t *testing.T) {
 		rep := gated(t, start(busyHistory(), "none", nil, nil))
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		assert.Contains(t, rep.Reason, "the run did not finish: the history has no end event")
 		assert.False(t, rep.Run.Ended)
 	})
 	t.Run("cut short: unknown", func(t *testing.T) {
 		rep := gated(t, end(start(busyHistory(), "none", nil, nil), false, true))
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		assert.Contains(t, rep.Reason, "the run was cut short")
 	})
 	t.Run("final phase failed: unknown, with the problem", func(t *testing.T) {
 		b := start(busyHistory(), "none", nil, nil).
 			Run(history.RunProblem, 900, map[string]any{"phase": "final", "error": "recovery: node n2 did not answer in 30s"})
 		rep := gated(t, end(b, false, false))
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		assert.Contains(t, rep.Reason, "the run's final phase did not complete")
 		assert.Contains(t, rep.Reason, "final: recovery: node n2 did not answer in 30s")
 		assert.Contains(t, rep.Notes, "problem during the run: final: recovery: node n2 did not answer in 30s")
@@ -107,18 +107,18 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 	t.Run("a violation is a violation however the run went", func(t *testing.T) {
 		b := start(busyHistory(), "pause", nil, nil).Write("r1", "1", "late", 700, 710)
 		rep := gated(t, b)
-		assert.Equal(t, models.Invalid, rep.Verdict)
+		assert.Equal(t, checkers.Invalid, rep.Verdict)
 		assert.Contains(t, rep.Reason, "a violation is a violation, although nemesis pause was requested but never took effect; the run did not finish")
 		assert.Len(t, rep.GateReasons, 2)
 		assert.Equal(t, ExitInvalid, rep.ExitCode)
 	})
 	t.Run("too few operations", func(t *testing.T) {
 		rep := gated(t, historytest.New().Write("r1", "1", "a", 0, 10))
-		assert.Equal(t, models.Unknown, rep.Verdict)
+		assert.Equal(t, checkers.Unknown, rep.Verdict)
 		assert.Contains(t, rep.Reason, "too few operations to judge: only 1 ended ok or fail; the gate needs at least 10 (--min-ops)")
 		rep, err := Check(context.Background(), historytest.New().Write("r1", "1", "a", 0, 10).Events(), Options{Checker: CheckerPorcupine, MinOps: -1})
 		require.NoError(t, err)
-		assert.Equal(t, models.Valid, rep.Verdict, "a negative minimum is none")
+		assert.Equal(t, checkers.Valid, rep.Verdict, "a negative minimum is none")
 	})
 }
 
@@ -162,7 +162,7 @@ func TestGateFaultModeThatNeverApplied(t *testing.T) {
 
 	rep, err := Check(context.Background(), events, Options{Checker: CheckerPorcupine})
 	require.NoError(t, err)
-	assert.Equal(t, models.Unknown, rep.Verdict)
+	assert.Equal(t, checkers.Unknown, rep.Verdict)
 	assert.Equal(t, []string{`nemesis partition: its "one" faults failed to apply every time they were tried (3 times), so they were never exercised: partition etcd-1: nsenter: cannot open /proc/4242/ns/net`},
 		rep.GateReasons)
 	assert.Equal(t, ExitUnknown, rep.ExitCode)
@@ -230,14 +230,14 @@ func TestGateFaultThatCouldNotBeUndone(t *testing.T) {
 	}
 	rep, err := Check(context.Background(), build(""), Options{Checker: CheckerPorcupine})
 	require.NoError(t, err)
-	assert.Equal(t, models.Valid, rep.Verdict, "%v", rep.GateReasons)
+	assert.Equal(t, checkers.Valid, rep.Verdict, "%v", rep.GateReasons)
 	assert.Equal(t, NemesisCount{Started: 1, EndRetried: 1}, rep.Nemeses["restart"])
 	assert.Contains(t, FaultLines(rep.Nemeses), "faults not undone when due, left to the final heal: restart 1")
 	require.Len(t, rep.Faults, 1, "a stop-failed event neither ends the period nor is a marker")
 
 	rep, err = Check(context.Background(), build("starting postgres-1: no such container"), Options{Checker: CheckerPorcupine})
 	require.NoError(t, err)
-	assert.Equal(t, models.Unknown, rep.Verdict)
+	assert.Equal(t, checkers.Unknown, rep.Verdict)
 	assert.Equal(t, []string{"nemesis restart: a fault could not be undone (the system stayed faulted): starting postgres-1: no such container"}, rep.GateReasons)
 	assert.Contains(t, FaultLines(rep.Nemeses), "faults that could not be undone: restart 1 (last error: starting postgres-1: no such container)")
 }

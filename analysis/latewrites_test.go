@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 // The seeds' scenario: process 1 holds token 1, stalls; process 2 gets
@@ -38,13 +38,13 @@ func TestLateWritesByExpiredHoldersAreCountedFromTheHistory(t *testing.T) {
 	}))
 	assert.Equal(t, LateWrites{Total: 1, RejectedStale: 1, Examples: res.LateWrites.Examples}, res.LateWrites)
 	assert.Len(t, res.LateWrites.Examples, 1)
-	assert.Equal(t, models.Valid, res.Verdict, res.Reason)
+	assert.Equal(t, checkers.Valid, res.Verdict, res.Reason)
 
 	res = check(scenario(historytest.New(), func(b *historytest.Builder) {
 		b.Write("k", "1", "v1", 1200, 1205)
 	}))
 	assert.Equal(t, 1, res.LateWrites.Accepted)
-	assert.Equal(t, models.Invalid, res.Verdict, "an accepted late write is a violation")
+	assert.Equal(t, checkers.Invalid, res.Verdict, "an accepted late write is a violation")
 
 	// The newer holder's write had not reached the resource: accepting the
 	// old token was all the resource could do.
@@ -55,7 +55,7 @@ func TestLateWritesByExpiredHoldersAreCountedFromTheHistory(t *testing.T) {
 	res = check(b)
 	assert.Equal(t, 1, res.LateWrites.AcceptedUnfenced)
 	assert.Zero(t, res.LateWrites.Accepted)
-	assert.Equal(t, models.Valid, res.Verdict, res.Reason)
+	assert.Equal(t, checkers.Valid, res.Verdict, res.Reason)
 
 	res = check(scenario(historytest.New(), func(b *historytest.Builder) {
 		b.WriteInfo("k", "1", "v1", 1200, 1205)
@@ -98,8 +98,8 @@ func TestAPauseThatNeverProducedTheScenarioLeavesTheRunUnknown(t *testing.T) {
 		return res
 	}
 	res := run(false)
-	assert.Equal(t, models.Unknown, res.Verdict)
+	assert.Equal(t, checkers.Unknown, res.Verdict)
 	assert.Contains(t, res.Reason, "nemesis pause was requested but never produced the scenario")
 	res = run(true)
-	assert.Equal(t, models.Valid, res.Verdict, res.Reason)
+	assert.Equal(t, checkers.Valid, res.Verdict, res.Reason)
 }

@@ -10,24 +10,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/oracle"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/oracle"
 )
 
 // inProcess is an oracle.Checker that runs this package's analysis on a
 // history, as `fencecheck check --checker MODE --min-ops 0` does (the same
 // reader, pairer, checkers, combination and gate; exit-code mapping by
-// ExitCode), without a process per history. models/oracle's
+// ExitCode), without a process per history. checkers/oracle's
 // TestDifferential runs the built CLI on a smaller sample.
 func inProcess(checker string) oracle.Checker {
 	return func(h []byte, sem oracle.Semantics) oracle.Answer {
-		s := models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock, Authenticated: sem.Authenticated}
+		s := checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopePerLock, Authenticated: sem.Authenticated}
 		if sem.EqualAccept {
-			s.Equal = models.EqualAccept
+			s.Equal = checkers.EqualAccept
 		}
 		if sem.GlobalScope {
-			s.Scope = models.ScopeGlobal
+			s.Scope = checkers.ScopeGlobal
 		}
 		res, err := CheckReader(context.Background(), bytes.NewReader(h), Options{Semantics: s, Checker: checker, Timeout: 10 * time.Second})
 		var pe *history.ParseError
@@ -59,7 +59,7 @@ func inProcess(checker string) oracle.Checker {
 }
 
 // TestDifferentialWithOracle runs the analysis with each checker selection
-// and the independent brute-force oracle (models/oracle) on generated
+// and the independent brute-force oracle (checkers/oracle) on generated
 // histories and requires the same answer on every one: the verdict, and
 // for a refused history the line. -short runs a fifth as many.
 func TestDifferentialWithOracle(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // A node serves when it answers: an operation that ended ok, or failed with
@@ -93,12 +93,12 @@ func (s *serviceTracker) silences(start, end int64, faults []Fault) []string {
 		if 2*worstLen <= phase {
 			continue
 		}
-		what := fmt.Sprintf("from %s to %s", models.Secs(worst[0]), models.Secs(worst[1]))
+		what := fmt.Sprintf("from %s to %s", checkers.Secs(worst[0]), checkers.Secs(worst[1]))
 		if !n.served {
 			what = "at all"
 		}
 		why = append(why, fmt.Sprintf("node %s served nothing %s (%s of the %s main phase outside fault periods; %d of the %d operations sent to it got no answer from it): the system stopped serving",
-			name, what, models.Secs(worstLen), models.Secs(phase), n.unanswered, n.asked))
+			name, what, checkers.Secs(worstLen), checkers.Secs(phase), n.unanswered, n.asked))
 	}
 	return why
 }

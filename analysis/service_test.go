@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 // servedHistory is a run of 10 s: node n1 (issuer and resource) answers every
@@ -49,7 +49,7 @@ func TestNodeThatServedNothingForMostOfTheRun(t *testing.T) {
 	}
 	t.Run("dead from 2 s of 10 s: unknown", func(t *testing.T) {
 		rep := check(endRun(servedHistory(2000)))
-		assert.Equal(t, models.Unknown, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Unknown, rep.Verdict, rep.Reason)
 		assert.Equal(t, ExitUnknown, rep.ExitCode)
 		require.Len(t, rep.GateReasons, 1, "%v", rep.GateReasons)
 		assert.Contains(t, rep.GateReasons[0], "node n1 served nothing from 1.92 s to 10.00 s")
@@ -58,18 +58,18 @@ func TestNodeThatServedNothingForMostOfTheRun(t *testing.T) {
 	})
 	t.Run("never served: unknown", func(t *testing.T) {
 		rep := check(endRun(servedHistory(0)))
-		assert.Equal(t, models.Unknown, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Unknown, rep.Verdict, rep.Reason)
 		require.Len(t, rep.GateReasons, 1, "%v", rep.GateReasons)
 		assert.Contains(t, rep.GateReasons[0], "node n1 served nothing at all")
 	})
 	t.Run("dead for the last 4 s of 10: valid", func(t *testing.T) {
 		rep := check(endRun(servedHistory(6000)))
-		assert.Equal(t, models.Valid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 		assert.Empty(t, rep.GateReasons)
 	})
 	t.Run("silent under a fault: valid", func(t *testing.T) {
 		rep := check(endRun(servedHistory(2000).Fault("pause", "n1", 1500, 10000)))
-		assert.Equal(t, models.Valid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 	})
 	t.Run("the final phase does not count", func(t *testing.T) {
 		b := servedHistory(10000)
@@ -77,12 +77,12 @@ func TestNodeThatServedNothingForMostOfTheRun(t *testing.T) {
 			b.OnNode("n1").ReadInfo("r1", t, t+50)
 		}
 		rep := check(b.Run(history.RunEnd, 30000, map[string]any{"complete": true}).Events())
-		assert.Equal(t, models.Valid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 	})
 	t.Run("a violation is still a violation", func(t *testing.T) {
 		b := servedHistory(2000).OnNode("n2").Write("r2", "1", "late", 9000, 9001)
 		rep := check(endRun(b))
-		assert.Equal(t, models.Invalid, rep.Verdict, rep.Reason)
+		assert.Equal(t, checkers.Invalid, rep.Verdict, rep.Reason)
 		assert.Contains(t, rep.Reason, "node n1 served nothing")
 	})
 	t.Run("a history without phases is judged on its operations", func(t *testing.T) {

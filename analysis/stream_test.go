@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 // The streaming pass over a file and the in-memory one reach the same
@@ -29,7 +29,7 @@ func TestCheckFileMatchesCheck(t *testing.T) {
 	inMemory, err := Check(context.Background(), h.Events(), Options{})
 	require.NoError(t, err)
 
-	assert.Equal(t, models.Invalid, streamed.Verdict, "the resource forgot its high-water marks at a restart")
+	assert.Equal(t, checkers.Invalid, streamed.Verdict, "the resource forgot its high-water marks at a restart")
 	assert.Equal(t, inMemory.Verdict, streamed.Verdict)
 	assert.Equal(t, inMemory.Reason, streamed.Reason)
 	assert.Equal(t, inMemory.Anomalies(), streamed.Anomalies())
@@ -95,7 +95,7 @@ func TestDamagedHistory(t *testing.T) {
 
 	rep, err := CheckFile(context.Background(), path, Options{Lenient: true, MinOps: 1})
 	require.NoError(t, err)
-	assert.Equal(t, models.Unknown, rep.Verdict, "a damaged history is never valid")
+	assert.Equal(t, checkers.Unknown, rep.Verdict, "a damaged history is never valid")
 	assert.Contains(t, rep.Reason, "the history is damaged: 1 lines or events were skipped")
 	assert.Contains(t, rep.Reason, "the checkers said valid")
 	assert.Equal(t, 3, rep.Counts.Ops)

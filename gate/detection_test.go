@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/gate"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // detectionCase is one row of the fast detection matrix: a bug of the
@@ -31,15 +31,15 @@ type detectionCase struct {
 // detectionCases is the fast subset of the detection matrix (make matrix
 // runs the full one, every bug under --nemesis all over 20 seeds of 30 s).
 var detectionCases = []detectionCase{
-	{bug: "counter-in-memory", nemesis: "restart", named: []string{models.KindTokenRegression, models.KindDuplicateToken}},
-	{bug: "wallclock-tokens", nemesis: "clock", named: []string{models.KindTokenRegression, models.KindDuplicateToken}},
-	{bug: "accept-equal", nemesis: "pause", named: []string{models.KindReplayAccepted}},
-	{bug: "missing-as-zero", nemesis: "strip", named: []string{models.KindMissingTokenAccepted}},
+	{bug: "counter-in-memory", nemesis: "restart", named: []string{checkers.KindTokenRegression, checkers.KindDuplicateToken}},
+	{bug: "wallclock-tokens", nemesis: "clock", named: []string{checkers.KindTokenRegression, checkers.KindDuplicateToken}},
+	{bug: "accept-equal", nemesis: "pause", named: []string{checkers.KindReplayAccepted}},
+	{bug: "missing-as-zero", nemesis: "strip", named: []string{checkers.KindMissingTokenAccepted}},
 	// Each restart shows the loss only if a read reaches a key before a
 	// newer write does (a race per key), so this row gets several restarts.
 	{bug: "forget-highwater", nemesis: "restart,delay", time: 14 * time.Second},
-	{bug: "split-issuers", nemesis: "partition", named: []string{models.KindDuplicateToken, models.KindTokenRegression}},
-	{bug: "accept-forged", nemesis: "none", sealed: true, forge: true, named: []string{models.KindForgedTokenAccepted}},
+	{bug: "split-issuers", nemesis: "partition", named: []string{checkers.KindDuplicateToken, checkers.KindTokenRegression}},
+	{bug: "accept-forged", nemesis: "none", sealed: true, forge: true, named: []string{checkers.KindForgedTokenAccepted}},
 	{bug: "no-fencing", nemesis: "pause"},
 }
 
@@ -98,7 +98,7 @@ func TestDetectionFast(t *testing.T) {
 				}
 				v := runReference(t, c.bug, c.nemesis, seed, c.sealed, c.forge, d)
 				kinds := kindsOf(v.Checked.Result)
-				require.Equal(t, models.Invalid, v.Verdict, "bug %s not detected with --nemesis %s --seed %d in %s (run %s)", c.bug, c.nemesis, seed, d, v.Dir)
+				require.Equal(t, checkers.Invalid, v.Verdict, "bug %s not detected with --nemesis %s --seed %d in %s (run %s)", c.bug, c.nemesis, seed, d, v.Dir)
 				require.NotNil(t, v.Checked.FirstViolation, "time to detection is known")
 				if c.named != nil {
 					found := false
@@ -115,7 +115,7 @@ func TestDetectionFast(t *testing.T) {
 			t.Run(fmt.Sprintf("correct/sealed=%v/all/seed%d", sealed, seed), func(t *testing.T) {
 				t.Parallel()
 				v := runReference(t, "", "all", seed, sealed, sealed, correctTime)
-				assert.Equal(t, models.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Dir, v.Reasons, v.Checked.Anomalies())
+				assert.Equal(t, checkers.Valid, v.Verdict, "false alarm on the correct reference (run %s): %v %v", v.Dir, v.Reasons, v.Checked.Anomalies())
 				for n, c := range v.Run.Nemeses {
 					assert.Positive(t, c.Started, "nemesis %s acted", n)
 				}

@@ -27,9 +27,9 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/targets"
 )
 
@@ -45,7 +45,7 @@ type Result struct {
 	ExitCode int
 	// Verdict is the checked verdict after the gate (valid, invalid,
 	// unknown); empty when the run could not be carried out.
-	Verdict models.Verdict
+	Verdict checkers.Verdict
 	// Reasons say why a valid history still gives unknown.
 	Reasons []string
 	// Anomalies are the violations found, in words.

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // exampleSpec writes a copy of the Python example's spec whose command
@@ -61,7 +61,7 @@ func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	res := run(t, Config{Target: exampleSpec(t, "offset-file"), Time: 10 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
 	require.Equal(t, analysis.ExitValid, res.ExitCode, res.Summary())
 	assert.True(t, res.Passed())
-	assert.Equal(t, models.Valid, res.Verdict)
+	assert.Equal(t, checkers.Valid, res.Verdict)
 	assert.Empty(t, res.Reasons)
 	for _, n := range []string{"pause", "restart", "clock", "partition", "strip", "delay", "power-loss"} {
 		assert.Positive(t, res.Faults[n], "nemesis %s should act on a host process", n)
@@ -80,7 +80,7 @@ func TestBuggyHostProcessSystemFails(t *testing.T) {
 	res := run(t, Config{Target: exampleSpec(t, "", "--bug", "counter-in-memory"), Time: 8 * time.Second,
 		Nemesis: "restart", Seed: 1})
 	require.Equal(t, analysis.ExitInvalid, res.ExitCode, res.Summary())
-	assert.Equal(t, models.Invalid, res.Verdict)
+	assert.Equal(t, checkers.Invalid, res.Verdict)
 	assert.NotEmpty(t, res.Anomalies)
 	assert.Positive(t, res.Faults["restart"])
 }
@@ -97,7 +97,7 @@ func TestPreflightFindingsAreVerdicts(t *testing.T) {
 	assert.Equal(t, analysis.ExitInvalid, res.ExitCode)
 	found := false
 	for _, a := range res.Checked.Anomalies() {
-		found = found || a.Kind == models.KindReplayAccepted && strings.Contains(a.Key, "fencecheck-conform-")
+		found = found || a.Kind == checkers.KindReplayAccepted && strings.Contains(a.Key, "fencecheck-conform-")
 	}
 	assert.True(t, found, "the preflight's accepted replay is a violation: %v", res.Checked.Anomalies())
 	events, err := history.ReadFile(res.Run.HistoryPath)
@@ -118,7 +118,7 @@ func TestPreflightFindingsAreVerdicts(t *testing.T) {
 func TestFaultThatCannotApplyIsUnknown(t *testing.T) {
 	res := run(t, Config{Target: exampleSpec(t, "none"), Time: 3 * time.Second, Nemesis: "pause,clock"})
 	require.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
-	assert.Equal(t, models.Unknown, res.Verdict)
+	assert.Equal(t, checkers.Unknown, res.Verdict)
 	require.Contains(t, res.NotApplicable, "clock")
 	assert.Contains(t, strings.Join(res.Reasons, "\n"), "nemesis clock was requested but cannot act on this target")
 }

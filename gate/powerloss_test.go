@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // The two bugs only a power loss finds (the reference writes its counter,
@@ -26,14 +26,14 @@ func TestPowerLossBugs(t *testing.T) {
 	const d = 6 * time.Second
 	cases := []struct {
 		bug, nemesis string
-		want         models.Verdict
+		want         checkers.Verdict
 		named        []string
 	}{
-		{"counter-no-fsync", "restart", models.Valid, nil},
-		{"counter-no-fsync", "power-loss", models.Invalid, []string{models.KindTokenRegression, models.KindDuplicateToken}},
-		{"highwater-no-fsync", "restart", models.Valid, nil},
-		{"highwater-no-fsync", "power-loss", models.Invalid, nil},
-		{"", "power-loss", models.Valid, nil},
+		{"counter-no-fsync", "restart", checkers.Valid, nil},
+		{"counter-no-fsync", "power-loss", checkers.Invalid, []string{checkers.KindTokenRegression, checkers.KindDuplicateToken}},
+		{"highwater-no-fsync", "restart", checkers.Valid, nil},
+		{"highwater-no-fsync", "power-loss", checkers.Invalid, nil},
+		{"", "power-loss", checkers.Valid, nil},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%s", c.bug, c.nemesis), func(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // runMemory carries out a short run against the embedded reference and
@@ -32,7 +32,7 @@ func runMemory(t *testing.T, bugs []string, nemeses string, seed uint64) *gate.R
 
 func TestReferencePassesWithPauseAndRestart(t *testing.T) {
 	v := runMemory(t, nil, "pause,restart", 11)
-	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Checked.Anomalies(), v.Reasons)
+	assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Checked.Anomalies(), v.Reasons)
 	assert.Equal(t, 0, v.ExitCode)
 	// Both faults really happened and are in the history.
 	assert.Positive(t, v.Run.Nemeses["pause"].Started)
@@ -59,7 +59,7 @@ func TestReferencePassesWithPauseAndRestart(t *testing.T) {
 
 func TestCounterInMemoryIsCaughtAfterRestart(t *testing.T) {
 	v := runMemory(t, []string{"counter-in-memory"}, "restart", 12)
-	require.Equal(t, models.Invalid, v.Verdict)
+	require.Equal(t, checkers.Invalid, v.Verdict)
 	assert.Equal(t, 1, v.ExitCode)
 	kinds := map[string]bool{}
 	for _, a := range v.Checked.Anomalies() {
@@ -82,7 +82,7 @@ func TestUnknownNemesisIsAnError(t *testing.T) {
 // believed. The reference still fences every late write off.
 func TestReferencePassesWhenClientsClocksJumpToo(t *testing.T) {
 	v := runMemory(t, nil, "clock", clientClockSeed)
-	assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Checked.Anomalies(), v.Reasons)
+	assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Checked.Anomalies(), v.Reasons)
 	events, err := history.ReadFile(v.Run.HistoryPath)
 	require.NoError(t, err)
 	clientSteps, beliefs := 0, 0
@@ -173,7 +173,7 @@ func TestHistoryRecordsProblemsAndAnIncompleteEnd(t *testing.T) {
 	assert.Equal(t, problems, res.Run.RunErrors)
 	// A system that did not come back does not pass: unknown, with why.
 	assert.Equal(t, analysis.ExitUnknown, res.ExitCode, res.Summary())
-	assert.Equal(t, models.Unknown, res.Verdict)
+	assert.Equal(t, checkers.Unknown, res.Verdict)
 	assert.Contains(t, res.Summary(), "the run's final phase did not complete (heal, recovery or final reads failed): final: recovery: node reference did not answer")
 }
 
@@ -202,7 +202,7 @@ func TestPauseMakesLateWritesThatTheReferenceRejects(t *testing.T) {
 		Store: t.TempDir(), CheckTimeout: 20 * time.Second}
 	res, err := gate.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	assert.Equal(t, models.Valid, res.Verdict, "gate: %v", res.Reasons)
+	assert.Equal(t, checkers.Valid, res.Verdict, "gate: %v", res.Reasons)
 	lw := res.Checked.LateWrites
 	assert.GreaterOrEqual(t, lw.Total, 3, "late writes: %+v", lw)
 	assert.Zero(t, lw.Accepted, "the reference rejects every late write after a newer one")

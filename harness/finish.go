@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -24,7 +24,7 @@ type Verdict struct {
 // means the history could not be checked (ErrCannotRun) or the report not
 // written (the verdict is then still returned). ctx ending (Config.Abort,
 // through UntilAbort) stops the check: ErrAborted, nothing written.
-func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, error) {
+func Finish(ctx context.Context, run *Run, sem checkers.Semantics) (*Verdict, error) {
 	res, err := analysis.CheckFile(ctx, run.HistoryPath, CheckOptions(run.Config, sem))
 	if ctx.Err() != nil {
 		// Aborted: a check cut off is no verdict, and no report says one.
@@ -41,7 +41,7 @@ func Finish(ctx context.Context, run *Run, sem models.Semantics) (*Verdict, erro
 }
 
 // CheckOptions are the analysis options of a run's configuration.
-func CheckOptions(cfg Config, sem models.Semantics) analysis.Options {
+func CheckOptions(cfg Config, sem checkers.Semantics) analysis.Options {
 	minOps := cfg.MinOps
 	if minOps < 0 {
 		minOps = 0 // none: a Config stores it as negative, since its zero takes the default

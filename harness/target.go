@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -16,7 +16,7 @@ import (
 type Target interface {
 	Name() string
 	nemesis.Cluster
-	Semantics() models.Semantics
+	Semantics() checkers.Semantics
 	// Start brings the system up and returns once every node answers
 	// GET /v1/health.
 	Start(ctx context.Context, env Env) (Endpoints, error)

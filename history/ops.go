@@ -37,7 +37,7 @@ type Ops struct {
 
 // Memo returns what build returned the first time it was asked for key on
 // these operations (a view of them that every checker needs, computed once:
-// models.Group). Adding an operation forgets every memo.
+// checkers.Group). Adding an operation forgets every memo.
 func (o *Ops) Memo(key any, build func() any) any {
 	if v, ok := o.memo[key]; ok {
 		return v

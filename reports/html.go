@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 //go:embed report.tmpl.html
@@ -193,15 +193,15 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 	}
 
 	type found struct {
-		c  models.Result
-		an models.Anomaly
+		c  checkers.Result
+		an checkers.Anomaly
 	}
 	var violations, findings []found
 	for _, c := range res.Checks {
 		before := len(violations)
 		row := checkRow{Checker: clip(c.Checker, 60), Model: clip(c.Model, 60), Verdict: string(c.Verdict),
 			Reason: clip(c.Reason, displayTextLimit*2), Duration: formatDuration(c.Duration), Keys: c.Keys, Ops: c.Ops}
-		if c.Verdict != models.Valid {
+		if c.Verdict != checkers.Valid {
 			d.Omitted += c.OmittedAnomalies
 		}
 		for _, a := range c.Anomalies {
@@ -327,7 +327,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 	return buf.Bytes(), nil
 }
 
-func anomalyFor(res *analysis.Result, c models.Result, an models.Anomaly, n int) anomalyView {
+func anomalyFor(res *analysis.Result, c checkers.Result, an checkers.Anomaly, n int) anomalyView {
 	v := anomalyView{N: n, Checker: clip(c.Checker, 60), Model: clip(an.Model, 60), Kind: clip(an.Kind, 80),
 		Key: clip(an.Key, displayTextLimit), Text: clip(an.Text, 2000), At: seconds(an.At)}
 	if v.Model == "" {
@@ -566,8 +566,8 @@ func formatDuration(d time.Duration) string {
 }
 
 // omittedViolations counts the violations a check found but did not list.
-func omittedViolations(c models.Result) int {
-	if c.Verdict == models.Valid {
+func omittedViolations(c checkers.Result) int {
+	if c.Verdict == checkers.Valid {
 		return 0
 	}
 	return c.OmittedAnomalies

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // junitMaxAnomalies bounds the anomalies written out in full per test case:
@@ -78,7 +78,7 @@ func marshalJUnit(r *Results) ([]byte, error) {
 	checks := r.Checks
 	if len(checks) == 0 {
 		// A run with no checker result still needs a red test case.
-		checks = []models.Result{{Checker: "check", Model: "all", Verdict: r.Verdict, Reason: r.Summary}}
+		checks = []checkers.Result{{Checker: "check", Model: "all", Verdict: r.Verdict, Reason: r.Summary}}
 	}
 	for _, c := range checks {
 		tc := junitCase{
@@ -86,7 +86,7 @@ func marshalJUnit(r *Results) ([]byte, error) {
 			Classname: class,
 			Time:      secs(c.Duration.Seconds()),
 		}
-		var violations, findings []models.Anomaly
+		var violations, findings []checkers.Anomaly
 		for _, a := range c.Anomalies {
 			if a.Finding {
 				findings = append(findings, a)
@@ -95,8 +95,8 @@ func marshalJUnit(r *Results) ([]byte, error) {
 			}
 		}
 		switch c.Verdict {
-		case models.Valid:
-		case models.Invalid:
+		case checkers.Valid:
+		case checkers.Invalid:
 			msg := fmt.Sprintf("invalid: %d %s", len(violations), plural(len(violations), "anomaly", "anomalies"))
 			if len(violations) == 0 && c.Reason != "" {
 				msg = "invalid: " + c.Reason
@@ -122,7 +122,7 @@ func marshalJUnit(r *Results) ([]byte, error) {
 	return append(append([]byte(xml.Header), b...), '\n'), nil
 }
 
-func anomalyText(reason string, as []models.Anomaly) string {
+func anomalyText(reason string, as []checkers.Anomaly) string {
 	var b strings.Builder
 	if reason != "" {
 		b.WriteString(clip(reason, 2000))

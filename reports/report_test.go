@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 var testStart = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
@@ -28,7 +28,7 @@ var testStart = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 // checkOf analyses a history with the given checker results in place of
 // the checkers (analysis.Replay, as `fencecheck report --stored` does): the
 // report shows what the analysis makes of them.
-func checkOf(t *testing.T, path string, results []models.Result) *analysis.Result {
+func checkOf(t *testing.T, path string, results []checkers.Result) *analysis.Result {
 	t.Helper()
 	res, err := analysis.CheckFile(context.Background(), path, analysis.Options{MinOps: -1, Lenient: true,
 		Checkers: []analysis.Checker{analysis.Replay(results)}})
@@ -39,7 +39,7 @@ func checkOf(t *testing.T, path string, results []models.Result) *analysis.Resul
 // runFixture copies testdata/<name>.jsonl into a fresh run folder, adds the
 // given node logs, writes the report of the given checker results and
 // returns the folder and results.
-func runFixture(t *testing.T, name string, check []models.Result, logs map[string][]byte) (string, *Results) {
+func runFixture(t *testing.T, name string, check []checkers.Result, logs map[string][]byte) (string, *Results) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memory", "20261130T060000.000Z")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, LogsDir), 0o755))
@@ -51,7 +51,7 @@ func runFixture(t *testing.T, name string, check []models.Result, logs map[strin
 		Command: "fencecheck test --target memory --seed 7 --nemesis pause,restart --time 30s",
 		Start:   testStart, End: testStart.Add(31 * time.Second), Nemeses: []string{"pause", "restart"},
 		Config: json.RawMessage(`{"target":"memory","seed":7}`)}
-	sem := models.DefaultSemantics()
+	sem := checkers.DefaultSemantics()
 	info.Semantics = &sem
 	path := filepath.Join("testdata", name+".jsonl")
 	res, err := WriteFrom(dir, path, info, checkOf(t, path, check))
@@ -66,33 +66,33 @@ func readFile(t *testing.T, dir, name string) string {
 	return string(b)
 }
 
-func validCheck() []models.Result {
-	return []models.Result{
-		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Valid, Keys: 2, Ops: 8, Duration: 3 * time.Millisecond},
-		{Checker: "porcupine", Model: "issuer", Verdict: models.Valid, Keys: 2, Ops: 3},
-		{Checker: "direct", Model: "fenced-register", Verdict: models.Valid, Keys: 2, Ops: 8},
+func validCheck() []checkers.Result {
+	return []checkers.Result{
+		{Checker: "porcupine", Model: "fenced-register", Verdict: checkers.Valid, Keys: 2, Ops: 8, Duration: 3 * time.Millisecond},
+		{Checker: "porcupine", Model: "issuer", Verdict: checkers.Valid, Keys: 2, Ops: 3},
+		{Checker: "direct", Model: "fenced-register", Verdict: checkers.Valid, Keys: 2, Ops: 8},
 	}
 }
 
-func invalidCheck() []models.Result {
-	return []models.Result{
-		{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid, Keys: 1, Ops: 11, Anomalies: []models.Anomaly{
+func invalidCheck() []checkers.Result {
+	return []checkers.Result{
+		{Checker: "direct", Model: "fenced-register", Verdict: checkers.Invalid, Keys: 1, Ops: 11, Anomalies: []checkers.Anomaly{
 			{Kind: "stale-write-accepted", Model: "fenced-register", Key: "r1", Ops: []int64{16, 8},
 				Text: "write c0-2 with token 1 accepted at 0.40 s after token 2 was accepted at 0.01 s", At: 403000000},
 			{Kind: "replay-accepted", Model: "fenced-register", Key: "r1", Ops: []int64{18, 16},
 				Text: "write c0-3 with token 1 accepted at 0.41 s although token 1 had already written c0-2", At: 405000000},
 		}, KindCounts: map[string]int{"stale-write-accepted": 5, "replay-accepted": 1}, OmittedAnomalies: 4},
-		{Checker: "direct", Model: "issuer", Verdict: models.Invalid, Keys: 1, Ops: 3, Anomalies: []models.Anomaly{
+		{Checker: "direct", Model: "issuer", Verdict: checkers.Invalid, Keys: 1, Ops: 3, Anomalies: []checkers.Anomaly{
 			{Kind: "token-regression", Model: "issuer", Key: "r1", Ops: []int64{14, 6},
 				Text: "acquire returned token 1 at 0.40 s after an acquire returned token 2 at 0.01 s", At: 401000000},
 			{Kind: "tokens-unauthenticated", Model: "issuer", Finding: true,
 				Text: "tokens carry no seal: any client can forge one", At: 0},
 		}},
-		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Invalid, Keys: 1, Ops: 11, Anomalies: []models.Anomaly{
+		{Checker: "porcupine", Model: "fenced-register", Verdict: checkers.Invalid, Keys: 1, Ops: 11, Anomalies: []checkers.Anomaly{
 			{Kind: "not-linearizable", Model: "fenced-register", Key: "r1", Ops: []int64{16, 18, 20}, Text: "key r1: no linearization", At: 407000000},
 		}},
 		// A passing check may still report what it saw: those are findings.
-		{Checker: "direct", Model: "lease", Verdict: models.Valid, Ops: 4, Anomalies: []models.Anomaly{
+		{Checker: "direct", Model: "lease", Verdict: checkers.Valid, Ops: 4, Anomalies: []checkers.Anomaly{
 			{Kind: "lease-overlap", Model: "lease", Key: "r1", Ops: []int64{0, 6}, Text: "p0 and p1 both held r1 for 3 ms", At: 8000000},
 		}},
 	}
@@ -100,7 +100,7 @@ func invalidCheck() []models.Result {
 
 func TestValidRun(t *testing.T) {
 	dir, res := runFixture(t, "valid", validCheck(), map[string][]byte{"reference.log": []byte("started\nlistening on 127.0.0.1:7001\n")})
-	assert.Equal(t, models.Valid, res.Verdict)
+	assert.Equal(t, checkers.Valid, res.Verdict)
 	assert.Equal(t, 0, res.ExitCode)
 	assert.Nil(t, res.FirstInvalidAt)
 	assert.Equal(t, 11, res.Counts.Ops)
@@ -137,7 +137,7 @@ func TestValidRun(t *testing.T) {
 
 func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	dir, res := runFixture(t, "invalid", invalidCheck(), nil)
-	assert.Equal(t, models.Invalid, res.Verdict)
+	assert.Equal(t, checkers.Invalid, res.Verdict)
 	assert.Equal(t, 1, res.ExitCode)
 	assert.Equal(t, map[string]int{"stale-write-accepted": 5, "replay-accepted": 1, "token-regression": 1, "not-linearizable": 1}, res.AnomalyKinds,
 		"counted from KindCounts where a checker lists only the earliest of each kind; the lease finding is no violation")
@@ -145,7 +145,7 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	assert.EqualValues(t, 401000000, *res.FirstInvalidAt, "the earliest violation; findings do not count")
 	require.NotNil(t, res.AfterFault)
 	// The one cause rule: the restart of the issuer between the two acquires.
-	assert.Equal(t, models.Cause{Fault: 0, Nemesis: "restart", Node: "reference", Start: 200000000, Stop: 300000000, Delay: 201000000,
+	assert.Equal(t, checkers.Cause{Fault: 0, Nemesis: "restart", Node: "reference", Start: 200000000, Stop: 300000000, Delay: 201000000,
 		Explains: true, Text: "explained by the restart of reference (0.20–0.30 s) between the acquires"}, *res.AfterFault)
 	assert.Contains(t, res.Summary, "8 anomalies")
 	assert.Contains(t, res.Summary, "first visible at 0.40 s, explained by the restart of reference (0.20–0.30 s) between the acquires")
@@ -181,14 +181,14 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 }
 
 func TestManyAnomaliesAreBounded(t *testing.T) {
-	res := models.Result{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid}
-	lease := models.Result{Checker: "direct", Model: "lease", Verdict: models.Valid}
+	res := checkers.Result{Checker: "direct", Model: "fenced-register", Verdict: checkers.Invalid}
+	lease := checkers.Result{Checker: "direct", Model: "lease", Verdict: checkers.Valid}
 	for i := 0; i < 450; i++ {
-		res.Anomalies = append(res.Anomalies, models.Anomaly{Kind: "stale-read", Model: "fenced-register", Key: "r1",
+		res.Anomalies = append(res.Anomalies, checkers.Anomaly{Kind: "stale-read", Model: "fenced-register", Key: "r1",
 			Text: fmt.Sprintf("read %d saw an old value", i), Ops: []int64{20, 23}, At: int64(450-i) * 1e6})
-		lease.Anomalies = append(lease.Anomalies, models.Anomaly{Kind: "lease-overlap", Model: "lease", Text: fmt.Sprintf("overlap %d", i)})
+		lease.Anomalies = append(lease.Anomalies, checkers.Anomaly{Kind: "lease-overlap", Model: "lease", Text: fmt.Sprintf("overlap %d", i)})
 	}
-	dir, r := runFixture(t, "valid", []models.Result{res, lease}, nil)
+	dir, r := runFixture(t, "valid", []checkers.Result{res, lease}, nil)
 	assert.Equal(t, map[string]int{"stale-read": 450}, r.AnomalyKinds)
 	page := readFile(t, dir, ReportFile)
 	assert.Equal(t, maxHTMLAnomalies, strings.Count(page, `<li class="anomaly" id="anomaly-`))
@@ -203,12 +203,12 @@ func TestManyAnomaliesAreBounded(t *testing.T) {
 }
 
 func TestUnknownVerdictIsAnErrorInJUnit(t *testing.T) {
-	check := []models.Result{
-		{Checker: "porcupine", Model: "fenced-register", Verdict: models.Unknown, Reason: "timed out after 1m0s on key r1"},
-		{Checker: "direct", Model: "fenced-register", Verdict: models.Valid},
+	check := []checkers.Result{
+		{Checker: "porcupine", Model: "fenced-register", Verdict: checkers.Unknown, Reason: "timed out after 1m0s on key r1"},
+		{Checker: "direct", Model: "fenced-register", Verdict: checkers.Valid},
 	}
 	dir, res := runFixture(t, "valid", check, nil)
-	assert.Equal(t, models.Unknown, res.Verdict)
+	assert.Equal(t, checkers.Unknown, res.Verdict)
 	assert.Equal(t, 2, res.ExitCode)
 	assert.Contains(t, res.Summary, "timed out")
 	suites := parseJUnit(t, readFile(t, dir, JUnitFile))
@@ -218,7 +218,7 @@ func TestUnknownVerdictIsAnErrorInJUnit(t *testing.T) {
 
 func TestInfoOperations(t *testing.T) {
 	dir, res := runFixture(t, "info", validCheck(), nil)
-	assert.Equal(t, models.Valid, res.Verdict)
+	assert.Equal(t, checkers.Valid, res.Verdict)
 	assert.Equal(t, map[string]int{"ok": 1, "info": 1}, res.Counts.ByOp["acquire"])
 	assert.Equal(t, map[string]int{"info": 2}, res.Counts.ByOp["write"], "a write that never completed is info")
 	assert.Equal(t, 4, res.Counts.Processes)
@@ -242,13 +242,13 @@ func TestInfoOperations(t *testing.T) {
 
 func TestHostileStringsAreEscaped(t *testing.T) {
 	hostile := "<script>alert('anomaly')</script> \"quoted\" 'single' \u2028 \xff\xfe"
-	check := []models.Result{{Checker: "direct", Model: "fenced-register", Verdict: models.Invalid,
+	check := []checkers.Result{{Checker: "direct", Model: "fenced-register", Verdict: checkers.Invalid,
 		Reason: "</script><script>alert('reason')</script>",
-		Anomalies: []models.Anomaly{{Kind: "stale-write-accepted<b>", Model: "fenced-register", Key: "<script>alert(\"key\")</script>",
+		Anomalies: []checkers.Anomaly{{Kind: "stale-write-accepted<b>", Model: "fenced-register", Key: "<script>alert(\"key\")</script>",
 			Text: hostile + strings.Repeat("long line ", 2000), Ops: []int64{2, 5}, At: 4000000}}}}
 	logs := map[string][]byte{"n1<b>.log": []byte("ok\n<script>alert('log')</script>\n\xff\xfe raw bytes \x00\x01\n" + strings.Repeat("x", 5000) + "\n")}
 	dir, res := runFixture(t, "hostile", check, logs)
-	assert.Equal(t, models.Invalid, res.Verdict)
+	assert.Equal(t, checkers.Invalid, res.Verdict)
 
 	page := readFile(t, dir, ReportFile)
 	assert.True(t, utf8.ValidString(page), "invalid UTF-8 must not reach the page")
@@ -290,7 +290,7 @@ func TestDamagedHistoryStillReports(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(damaged), 0o644))
 	res, err := Write(dir, RunInfo{Target: "memory"}, checkOf(t, path, nil))
 	require.NoError(t, err)
-	assert.Equal(t, models.Unknown, res.Verdict, "no checker result is unknown, never valid")
+	assert.Equal(t, checkers.Unknown, res.Verdict, "no checker result is unknown, never valid")
 	assert.Equal(t, 11, res.Counts.Ops)
 	require.Len(t, res.Notes, 2)
 	assert.Contains(t, res.Notes[0], "line 6")
@@ -323,12 +323,12 @@ func TestRegenerate(t *testing.T) {
 	assert.Equal(t, "memory", st.Info.Target)
 	assert.EqualValues(t, 7, st.Info.Seed)
 	require.NotNil(t, st.Info.Semantics)
-	assert.Equal(t, models.EqualReject, st.Info.Semantics.Equal)
-	assert.Equal(t, models.EqualReject, st.Options.Semantics.Equal)
+	assert.Equal(t, checkers.EqualReject, st.Info.Semantics.Equal)
+	assert.Equal(t, checkers.EqualReject, st.Options.Semantics.Equal)
 	assert.Equal(t, 0, st.Options.MinOps, "the options results.json recorded")
 	rechecked, err := Write(dir, st.Info, checkOf(t, hist, validCheck()))
 	require.NoError(t, err)
-	assert.Equal(t, models.Valid, rechecked.Verdict)
+	assert.Equal(t, checkers.Valid, rechecked.Verdict)
 }
 
 func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
@@ -347,7 +347,7 @@ func TestRegenerateCrashedRunNeedsRecheck(t *testing.T) {
 	require.NoError(t, UpdateLatest(store, dir))
 	st, err = LoadRun(filepath.Join(store, LatestLink))
 	require.NoError(t, err)
-	assert.Equal(t, analysis.Options{Semantics: models.Semantics{Equal: models.EqualAccept, Scope: models.ScopeGlobal},
+	assert.Equal(t, analysis.Options{Semantics: checkers.Semantics{Equal: checkers.EqualAccept, Scope: checkers.ScopeGlobal},
 		Checker: "fast", Timeout: 5 * time.Second, MinOps: 25, TTL: 2 * time.Second}, st.Options, "the run's check settings, from config.json")
 	res, err := Write(filepath.Join(store, LatestLink), st.Info, checkOf(t, filepath.Join(dir, HistoryFile), validCheck()))
 	require.NoError(t, err)
@@ -425,11 +425,11 @@ func assertNoExternalResources(t *testing.T, page string) {
 // ones, Porcupine's drawing of the failing key is linked).
 func TestReportOfRealCheck(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	res, err := analysis.CheckFile(context.Background(), "testdata/invalid.jsonl", analysis.Options{Semantics: models.DefaultSemantics(), MinOps: -1})
+	res, err := analysis.CheckFile(context.Background(), "testdata/invalid.jsonl", analysis.Options{Semantics: checkers.DefaultSemantics(), MinOps: -1})
 	require.NoError(t, err)
 	r, err := WriteFrom(dir, "testdata/invalid.jsonl", RunInfo{Target: "memory"}, res)
 	require.NoError(t, err)
-	assert.Equal(t, models.Invalid, r.Verdict)
+	assert.Equal(t, checkers.Invalid, r.Verdict)
 	assert.Contains(t, r.AnomalyKinds, "stale-write-accepted")
 	page := readFile(t, dir, ReportFile)
 	assertHasNot(t, page, "not a client operation of this history", "every anomaly's operations are found in the history")
@@ -468,7 +468,7 @@ func TestGateAndCompletionAreRendered(t *testing.T) {
 	require.NoError(t, err)
 	r, err := Write(dir, RunInfo{Target: "memory"}, res)
 	require.NoError(t, err)
-	assert.Equal(t, models.Unknown, r.Verdict)
+	assert.Equal(t, checkers.Unknown, r.Verdict)
 	assert.Len(t, r.GateReasons, 2)
 	require.NotNil(t, r.Completion)
 	assert.True(t, r.Completion.Ended)
@@ -541,7 +541,7 @@ func TestVersion1ResultsReRender(t *testing.T) {
 	r, err := Write(dir, st.Info, checkOf(t, filepath.Join(dir, HistoryFile), st.Checks))
 	require.NoError(t, err)
 	assert.Equal(t, SchemaVersion, r.SchemaVersion)
-	assert.Equal(t, models.Invalid, r.Verdict, "direct proofs, marked by name for version 1")
+	assert.Equal(t, checkers.Invalid, r.Verdict, "direct proofs, marked by name for version 1")
 	assert.Contains(t, r.Reason, "complete checkers disagree", "porcupine said valid")
 	a := r.Checks[0].Anomalies[0]
 	assert.Equal(t, "token 1 returned by acquire op 14 — explained by the restart of reference (0.20–0.30 s) between the acquires", a.Text)

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // SchemaVersion is results.json's schema_version. It changes only when a
@@ -63,7 +63,7 @@ type RunInfo struct {
 	Nemeses []string `json:"nemeses,omitempty"`
 	// Semantics is what the target declared (results.json shows the
 	// analysis's; a recheck reads it back).
-	Semantics *models.Semantics `json:"semantics,omitempty"`
+	Semantics *checkers.Semantics `json:"semantics,omitempty"`
 	// Config is every setting of the run, as the harness marshals it into
 	// config.json. The report shows it; results.json does not repeat it.
 	Config any `json:"-"`
@@ -82,10 +82,10 @@ func (r RunInfo) Duration() time.Duration {
 
 // Results is results.json. See docs/reports.md for the contract.
 type Results struct {
-	SchemaVersion int            `json:"schema_version"`
-	Tool          string         `json:"tool"`
-	GeneratedAt   time.Time      `json:"generated_at"`
-	Verdict       models.Verdict `json:"verdict"`
+	SchemaVersion int              `json:"schema_version"`
+	Tool          string           `json:"tool"`
+	GeneratedAt   time.Time        `json:"generated_at"`
+	Verdict       checkers.Verdict `json:"verdict"`
 	// ExitCode is the process exit code this verdict maps to (0, 1, 2).
 	ExitCode int `json:"exit_code"`
 	// Summary is the verdict in one sentence.
@@ -98,8 +98,8 @@ type Results struct {
 	// run's start) at which the first violation became visible.
 	FirstInvalidAt *int64 `json:"first_invalid_at_ns,omitempty"`
 	// AfterFault is the cause named for the first violation.
-	AfterFault *models.Cause   `json:"after_fault,omitempty"`
-	Checks     []models.Result `json:"checks"`
+	AfterFault *checkers.Cause   `json:"after_fault,omitempty"`
+	Checks     []checkers.Result `json:"checks"`
 	// AnomalyKinds counts violations (not findings) by kind over all checks.
 	AnomalyKinds map[string]int  `json:"anomaly_kinds,omitempty"`
 	Metrics      map[string]any  `json:"metrics,omitempty"`
@@ -172,7 +172,7 @@ func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time
 		Files:         files,
 	}
 	if r.Checks == nil {
-		r.Checks = []models.Result{}
+		r.Checks = []checkers.Result{}
 	}
 	if len(r.AnomalyKinds) == 0 {
 		r.AnomalyKinds = nil
@@ -224,7 +224,7 @@ func summarize(r *Results) string {
 	var b strings.Builder
 	b.WriteString(string(r.Verdict))
 	switch r.Verdict {
-	case models.Invalid:
+	case checkers.Invalid:
 		n := 0
 		kinds := make([]string, 0, len(r.AnomalyKinds))
 		for k, c := range r.AnomalyKinds {
@@ -250,7 +250,7 @@ func summarize(r *Results) string {
 				b.WriteString(", " + r.AfterFault.Text)
 			}
 		}
-	case models.Valid:
+	case checkers.Valid:
 		fmt.Fprintf(&b, ": %d %s on %d %s checked, no violation", r.Counts.Ops, plural(r.Counts.Ops, "operation", "operations"),
 			r.Counts.Keys, plural(r.Counts.Keys, "key", "keys"))
 	default:

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // LatestLink is the name of the symlink to the newest run, both at the top of
@@ -113,7 +113,7 @@ type Run struct {
 	Path    string
 	Target  string
 	Start   time.Time
-	Verdict models.Verdict // "" when the run has no results.json (crashed or running)
+	Verdict checkers.Verdict // "" when the run has no results.json (crashed or running)
 	Summary string
 	// Duration is 0 when unknown.
 	Duration  time.Duration
@@ -191,9 +191,9 @@ func readRun(store, targetDir, name string) (Run, bool) {
 		r.Start = fi.ModTime()
 	}
 	var res struct {
-		Verdict  models.Verdict `json:"verdict"`
-		Summary  string         `json:"summary"`
-		Duration time.Duration  `json:"duration_ns"`
+		Verdict  checkers.Verdict `json:"verdict"`
+		Summary  string           `json:"summary"`
+		Duration time.Duration    `json:"duration_ns"`
 		Run      struct {
 			Target string    `json:"target"`
 			Start  time.Time `json:"start"`

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 func TestTargetDirName(t *testing.T) {
@@ -52,7 +52,7 @@ func TestNewRunDirAndLatest(t *testing.T) {
 // (newer) and a crashed redis run with only a history.
 func storeWithRuns(t *testing.T) string {
 	store := t.TempDir()
-	mk := func(target string, at time.Time, fixture string, check []models.Result) string {
+	mk := func(target string, at time.Time, fixture string, check []checkers.Result) string {
 		dir, err := NewRunDir(store, target, at)
 		require.NoError(t, err)
 		b, err := os.ReadFile(filepath.Join("testdata", fixture+".jsonl"))
@@ -79,12 +79,12 @@ func TestListRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, runs, 3)
 	assert.Equal(t, []string{"redis", "etcd", "memory"}, []string{runs[0].Target, runs[1].Target, runs[2].Target}, "newest first")
-	assert.Equal(t, models.Verdict(""), runs[0].Verdict, "a crashed run has no verdict")
+	assert.Equal(t, checkers.Verdict(""), runs[0].Verdict, "a crashed run has no verdict")
 	assert.False(t, runs[0].HasReport)
-	assert.Equal(t, models.Invalid, runs[1].Verdict)
+	assert.Equal(t, checkers.Invalid, runs[1].Verdict)
 	assert.Equal(t, 8, runs[1].Anomalies)
 	assert.Equal(t, 30*time.Second, runs[1].Duration)
-	assert.Equal(t, models.Valid, runs[2].Verdict)
+	assert.Equal(t, checkers.Valid, runs[2].Verdict)
 	assert.True(t, runs[2].HasReport)
 
 	none, err := ListRuns(filepath.Join(store, "missing"))

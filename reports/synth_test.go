@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 )
 
 // synthRun writes a run folder with a workload-like simulated history of
@@ -38,9 +38,9 @@ func synthRun(t testing.TB, dir string, nOps int, wipe bool, checker string) (Ru
 	res, err := analysis.CheckFile(context.Background(), path, analysis.Options{Checker: checker, TTL: 10 * time.Millisecond, Timeout: 20 * time.Second})
 	require.NoError(t, err)
 	if wipe {
-		require.Equal(t, models.Invalid, res.Verdict, res.Reason)
+		require.Equal(t, checkers.Invalid, res.Verdict, res.Reason)
 	} else {
-		require.Equal(t, models.Valid, res.Verdict, res.Reason)
+		require.Equal(t, checkers.Valid, res.Verdict, res.Reason)
 	}
 	return info, res
 }

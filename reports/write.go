@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // Write renders an analysis of dir/history.jsonl into the run directory dir:
@@ -108,8 +108,8 @@ func visualize(res *analysis.Result, dir string) map[string]string {
 	out := map[string]string{}
 	sample := 0
 	for _, k := range res.Keys {
-		if k.Verdict != models.Invalid {
-			if sample >= 3 || k.Verdict != models.Valid {
+		if k.Verdict != checkers.Invalid {
+			if sample >= 3 || k.Verdict != checkers.Valid {
 				continue
 			}
 			sample++
@@ -158,7 +158,7 @@ type Stored struct {
 	// folder records them; the rest are zero (the analysis's defaults).
 	Options analysis.Options
 	// Checks are the stored checker results (nil without results.json).
-	Checks []models.Result
+	Checks []checkers.Result
 }
 
 // LoadRun reads a run folder's results.json (this package's own file, read
@@ -174,20 +174,20 @@ func LoadRun(dir string) (*Stored, error) {
 		st.Info.Config = json.RawMessage(cfg)
 	}
 	var loose struct {
-		RunID      string            `json:"run_id"`
-		Target     string            `json:"target"`
-		TargetName string            `json:"target_name"`
-		Seed       json.Number       `json:"seed"`
-		Command    json.RawMessage   `json:"command"` // a string, or argv
-		Start      time.Time         `json:"start"`
-		End        time.Time         `json:"end"`
-		Nemesis    json.RawMessage   `json:"nemesis"`
-		Nemeses    []string          `json:"nemeses"`
-		Semantics  *models.Semantics `json:"semantics"`
-		Checker    string            `json:"checker"`
-		Timeout    time.Duration     `json:"check_timeout_ns"`
-		MinOps     int               `json:"min_ops"`
-		TTL        time.Duration     `json:"ttl_ns"`
+		RunID      string              `json:"run_id"`
+		Target     string              `json:"target"`
+		TargetName string              `json:"target_name"`
+		Seed       json.Number         `json:"seed"`
+		Command    json.RawMessage     `json:"command"` // a string, or argv
+		Start      time.Time           `json:"start"`
+		End        time.Time           `json:"end"`
+		Nemesis    json.RawMessage     `json:"nemesis"`
+		Nemeses    []string            `json:"nemeses"`
+		Semantics  *checkers.Semantics `json:"semantics"`
+		Checker    string              `json:"checker"`
+		Timeout    time.Duration       `json:"check_timeout_ns"`
+		MinOps     int                 `json:"min_ops"`
+		TTL        time.Duration       `json:"ttl_ns"`
 	}
 	if cfgErr == nil {
 		_ = json.Unmarshal(cfg, &loose) // best effort: any field may be missing
@@ -205,7 +205,7 @@ func LoadRun(dir string) (*Stored, error) {
 		st.Info.Config = cfg
 		st.Checks = res.Checks
 		if st.Checks == nil {
-			st.Checks = []models.Result{}
+			st.Checks = []checkers.Result{}
 		}
 		if res.Run.Semantics != nil {
 			st.Options.Semantics = *res.Run.Semantics
@@ -283,7 +283,7 @@ func Rerender(ctx context.Context, dir string) error {
 // ("… — 0.04 s after the restart of n1 (2.50–3.50 s) ended") off the text:
 // the analysis names causes again, by its rule (no checker's own text
 // contains " — ").
-func dropV1Causes(checks []models.Result) {
+func dropV1Causes(checks []checkers.Result) {
 	for i := range checks {
 		for j := range checks[i].Anomalies {
 			a := &checks[i].Anomalies[j]

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -105,12 +105,12 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error
 	rootCmd.AddCommand(cmd)
 }
 
-func (f *checkFlags) semantics() (models.Semantics, error) {
-	sem := models.Semantics{Equal: models.Equal(f.equal), Scope: models.Scope(f.scope), Authenticated: f.authenticated}
-	if sem.Equal != models.EqualReject && sem.Equal != models.EqualAccept {
+func (f *checkFlags) semantics() (checkers.Semantics, error) {
+	sem := checkers.Semantics{Equal: checkers.Equal(f.equal), Scope: checkers.Scope(f.scope), Authenticated: f.authenticated}
+	if sem.Equal != checkers.EqualReject && sem.Equal != checkers.EqualAccept {
 		return sem, fmt.Errorf("--equal must be reject or accept, got %q", f.equal)
 	}
-	if sem.Scope != models.ScopePerLock && sem.Scope != models.ScopeGlobal {
+	if sem.Scope != checkers.ScopePerLock && sem.Scope != checkers.ScopeGlobal {
 		return sem, fmt.Errorf("--scope must be per-lock or global, got %q", f.scope)
 	}
 	return sem, f.checkerFlags.validate()

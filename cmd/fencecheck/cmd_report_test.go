@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/historytest"
 )
 
 // storedRun writes b's history into a fresh run folder and finishes it as
@@ -36,7 +36,7 @@ func storedRun(t *testing.T, b *historytest.Builder, cfg harness.Config) (*harne
 	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 	cfg.Target = "memory"
 	run := &harness.Run{Config: cfg, Dir: dir, HistoryPath: path, Start: time.Now(), End: time.Now()}
-	v, err := harness.Finish(context.Background(), run, models.DefaultSemantics())
+	v, err := harness.Finish(context.Background(), run, checkers.DefaultSemantics())
 	require.NoError(t, err)
 	return run, v
 }
@@ -67,11 +67,11 @@ func TestReportGivesTheRunsVerdict(t *testing.T) {
 		name string
 		cfg  harness.Config
 		args []string
-		want models.Verdict
+		want checkers.Verdict
 	}{
-		{"a requested fault never took effect", harness.Config{Checker: "both", MinOps: 10}, nil, models.Unknown},
-		{"the run's own minimum", harness.Config{Checker: "porcupine", MinOps: 1000}, nil, models.Unknown},
-		{"no minimum", harness.Config{Checker: "porcupine", MinOps: -1}, []string{"--stored"}, models.Unknown},
+		{"a requested fault never took effect", harness.Config{Checker: "both", MinOps: 10}, nil, checkers.Unknown},
+		{"the run's own minimum", harness.Config{Checker: "porcupine", MinOps: 1000}, nil, checkers.Unknown},
+		{"no minimum", harness.Config{Checker: "porcupine", MinOps: -1}, []string{"--stored"}, checkers.Unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run, live := storedRun(t, busy(), tc.cfg)

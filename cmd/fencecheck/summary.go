@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -30,7 +30,7 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 	}
 	fmt.Fprintf(w, "operations: %d (%d ok or fail)\n", res.Counts.Ops, res.Counts.Definite)
 	for _, r := range res.Checks {
-		if r.Model == models.ModelLease {
+		if r.Model == checkers.ModelLease {
 			continue // findings, listed below
 		}
 		line := fmt.Sprintf("  %-9s %-15s %-7s", r.Checker, r.Model, r.Verdict)
@@ -73,7 +73,7 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 		}
 	}
 	if v := res.FirstViolation; v != nil {
-		fmt.Fprintf(w, "time to detection: %s after the start", models.Secs(v.At))
+		fmt.Fprintf(w, "time to detection: %s after the start", checkers.Secs(v.At))
 		if v.Cause != nil {
 			fmt.Fprintf(w, ", %s", p(v.Cause.Text))
 		}

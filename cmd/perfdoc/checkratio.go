@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
-	"github.com/fencecheck/fencecheck/models/historytest"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
 )
 
 // The whole `fencecheck check --checker fast` against a plain

@@ -9,11 +9,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/fast"
+	"github.com/fencecheck/fencecheck/checkers/historytest"
+	"github.com/fencecheck/fencecheck/checkers/porcupine"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
-	"github.com/fencecheck/fencecheck/models/fast"
-	"github.com/fencecheck/fencecheck/models/historytest"
-	"github.com/fencecheck/fencecheck/models/porcupine"
 )
 
 // Performance measurement of the checkers on the simulated histories of
@@ -83,7 +83,7 @@ type FastFileStats struct {
 // FastFile runs the streaming fast checker on a history file. With stats !=
 // nil it also measures the heap the checker (and the pairer) hold once
 // every operation is added, before deciding.
-func FastFile(path string, sem models.Semantics, stats *FastFileStats) ([]models.Result, error) {
+func FastFile(path string, sem checkers.Semantics, stats *FastFileStats) ([]checkers.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -145,7 +145,7 @@ type PerfRow struct {
 	// held once every operation was added; ClientOps the operations.
 	Retained                      uint64
 	ClientOps                     int
-	FastVerdict, PorcupineVerdict models.Verdict
+	FastVerdict, PorcupineVerdict checkers.Verdict
 	PorcupineRan                  bool
 	// PorcupineKeys and PorcupineTimedOut count the register keys and lock
 	// scopes Porcupine searched and those it gave up on: a model can be
@@ -165,9 +165,9 @@ func MeasureFile(c historytest.PerfCase, path string, porcupineTimeout time.Dura
 	if st, err := os.Stat(path); err == nil {
 		row.Bytes = st.Size()
 	}
-	sem := models.DefaultSemantics()
+	sem := checkers.DefaultSemantics()
 	var err error
-	var res []models.Result
+	var res []checkers.Result
 	for i := 0; i < max(reps, 1); i++ {
 		m := Measure(func() { row.Events, err = ParseFile(path) })
 		if err != nil {
@@ -214,13 +214,13 @@ func MeasureFile(c historytest.PerfCase, path string, porcupineTimeout time.Dura
 	}
 	row.PorcupineRan = true
 	pc := porcupine.New(porcupineTimeout)
-	var pr []models.Result
+	var pr []checkers.Result
 	opsLog := history.OpsOf(ops)
 	row.Porcupine = Measure(func() { pr = pc.Check(context.Background(), opsLog, sem) })
 	row.PorcupineVerdict = combined(pr)
 	for _, k := range pc.KeyResults() {
 		row.PorcupineKeys++
-		if k.Verdict == models.Unknown {
+		if k.Verdict == checkers.Unknown {
 			row.PorcupineTimedOut++
 		}
 	}
@@ -240,14 +240,14 @@ func fastest(best, m Measured, i int) Measured {
 
 // combined is the verdict over both models: invalid if either is, else
 // unknown if either is, else valid.
-func combined(res []models.Result) models.Verdict {
-	v := models.Valid
+func combined(res []checkers.Result) checkers.Verdict {
+	v := checkers.Valid
 	for _, r := range res {
 		switch r.Verdict {
-		case models.Invalid:
-			return models.Invalid
-		case models.Unknown:
-			v = models.Unknown
+		case checkers.Invalid:
+			return checkers.Invalid
+		case checkers.Unknown:
+			v = checkers.Unknown
 		}
 	}
 	return v

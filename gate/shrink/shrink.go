@@ -38,10 +38,10 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 )
@@ -274,8 +274,8 @@ func load(runDir string, opts Options) (*shrinker, error) {
 	}
 	s.base = cfg
 	var results struct {
-		Verdict        models.Verdict `json:"verdict"`
-		FirstInvalidAt *int64         `json:"first_invalid_at_ns"`
+		Verdict        checkers.Verdict `json:"verdict"`
+		FirstInvalidAt *int64           `json:"first_invalid_at_ns"`
 	}
 	b, err := os.ReadFile(filepath.Join(real, reports.ResultsFile))
 	if err == nil {
@@ -284,7 +284,7 @@ func load(runDir string, opts Options) (*shrinker, error) {
 	if err != nil {
 		return nil, usagef("%s has no readable %s (was the run checked?): %v", runDir, reports.ResultsFile, err)
 	}
-	if results.Verdict != models.Invalid {
+	if results.Verdict != checkers.Invalid {
 		return nil, usagef("%s is %s, not invalid: only a failing run can be shrunk", runDir, results.Verdict)
 	}
 	s.firstInvalid = -1
@@ -322,7 +322,7 @@ const (
 
 func (s *shrinker) shrink() error {
 	s.res.Before = shapeOf(s.orig.Faults, s.base.Time)
-	s.progressf("shrink %s: %s, first violation at %s; %s over %s", s.runDir, models.Invalid, seconds(s.firstInvalid),
+	s.progressf("shrink %s: %s, first violation at %s; %s over %s", s.runDir, checkers.Invalid, seconds(s.firstInvalid),
 		faultCount(s.orig.Faults), seconds(s.base.Time))
 
 	// 1. Reproduce.

@@ -20,10 +20,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 	"github.com/fencecheck/fencecheck/targets/redis"
@@ -71,7 +71,7 @@ type Server struct {
 type Options struct {
 	// Name and Semantics are the target's.
 	Name      string
-	Semantics models.Semantics
+	Semantics checkers.Semantics
 	Server    Server
 	// AdapterArgs are fenced's backend arguments, given the server's
 	// host:port on the run network.
@@ -124,7 +124,7 @@ func New(opts Options) *Target {
 func (t *Target) Name() string { return t.opts.Name }
 
 // Semantics implements harness.Target.
-func (t *Target) Semantics() models.Semantics { return t.opts.Semantics }
+func (t *Target) Semantics() checkers.Semantics { return t.opts.Semantics }
 
 // Env is the run environment Start was given (the zero Env before).
 func (t *Target) Env() harness.Env {

@@ -23,10 +23,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // DefaultTimeout bounds each request of the preflight unless Options says.
@@ -37,7 +37,7 @@ type Options struct {
 	// Semantics are what the system declares: equal-token writes must be
 	// rejected (reject) or accepted (accept); authenticated systems must
 	// reject unsealed and badly sealed tokens with 403.
-	Semantics models.Semantics
+	Semantics checkers.Semantics
 	// Timeout bounds each request (0: DefaultTimeout).
 	Timeout time.Duration
 	// HTTPClient sends the requests (default: fencing.DefaultHTTPClient()).
@@ -178,7 +178,7 @@ func Check(ctx context.Context, eps harness.Endpoints, opts Options) (*Report, e
 		opts.HTTPClient = fencing.DefaultHTTPClient()
 	}
 	if opts.Semantics.Equal == "" {
-		opts.Semantics.Equal = models.EqualReject
+		opts.Semantics.Equal = checkers.EqualReject
 	}
 	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: "fencecheck-conform-" + nonce(), noTokens: map[string]bool{},
 		nodes: map[string]string{}}
@@ -640,7 +640,7 @@ func (c *checker) resource(e harness.Endpoint, issuer *harness.Endpoint) {
 	reg := &register{value: v1, token: t1, mark: number(t1)}
 	replay := "conform-replay-" + key
 	a = c.write(e, key, tokenHeader(t1), replay)
-	if c.opts.Semantics.Equal == models.EqualAccept {
+	if c.opts.Semantics.Equal == checkers.EqualAccept {
 		if c.status("write-equal-token", e, a, "a write with the token equal to the high-water mark (semantics equal: accept)", "204", http.StatusNoContent, http.StatusOK) {
 			reg.value = replay
 		}

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // store is a small correct fencing.Store (no leases expire) with switches
@@ -101,7 +101,7 @@ func serve(t *testing.T, h http.Handler) harness.Endpoints {
 	return harness.Endpoints{Issuers: []harness.Endpoint{ep}, Resources: []harness.Endpoint{ep}}
 }
 
-func check(t *testing.T, eps harness.Endpoints, sem models.Semantics) *Report {
+func check(t *testing.T, eps harness.Endpoints, sem checkers.Semantics) *Report {
 	t.Helper()
 	rep, err := Check(context.Background(), eps, Options{Semantics: sem})
 	require.NoError(t, err)
@@ -109,7 +109,7 @@ func check(t *testing.T, eps harness.Endpoints, sem models.Semantics) *Report {
 }
 
 func TestFencedServerIsConformant(t *testing.T) {
-	rep := check(t, serve(t, fencing.NewServer(newStore(), fencing.ServerOptions{})), models.DefaultSemantics())
+	rep := check(t, serve(t, fencing.NewServer(newStore(), fencing.ServerOptions{})), checkers.DefaultSemantics())
 	assert.Empty(t, rep.Deviations)
 	assert.Empty(t, rep.Skipped)
 	assert.True(t, rep.Conformant())
@@ -120,7 +120,7 @@ func TestFencedServerIsConformant(t *testing.T) {
 
 func TestSealedServerIsConformantAsAuthenticated(t *testing.T) {
 	h := fencing.NewServer(newStore(), fencing.ServerOptions{SealKey: []byte("k")})
-	sem := models.DefaultSemantics()
+	sem := checkers.DefaultSemantics()
 	sem.Authenticated = true
 	rep := check(t, serve(t, h), sem)
 	assert.Empty(t, rep.Deviations)
@@ -130,7 +130,7 @@ func TestSealedServerIsConformantAsAuthenticated(t *testing.T) {
 func TestAcceptEqualIsReported(t *testing.T) {
 	s := newStore()
 	s.acceptEqual = true
-	rep := check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), models.DefaultSemantics())
+	rep := check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), checkers.DefaultSemantics())
 	require.False(t, rep.Conformant())
 	assert.True(t, rep.Has("write-equal-token"), "%v", rep.Deviations)
 	text := rep.Err().Error()
@@ -141,15 +141,15 @@ func TestAcceptEqualIsReported(t *testing.T) {
 func TestAcceptEqualIsFineWhenDeclared(t *testing.T) {
 	s := newStore()
 	s.acceptEqual = true
-	sem := models.DefaultSemantics()
-	sem.Equal = models.EqualAccept
+	sem := checkers.DefaultSemantics()
+	sem.Equal = checkers.EqualAccept
 	rep := check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), sem)
 	assert.Empty(t, rep.Deviations)
 }
 
 func TestMissingAsZeroIsReported(t *testing.T) {
 	h := fencing.NewServer(newStore(), fencing.ServerOptions{Bugs: fencing.ServerBugs{MissingAsZero: true}})
-	rep := check(t, serve(t, h), models.DefaultSemantics())
+	rep := check(t, serve(t, h), checkers.DefaultSemantics())
 	require.False(t, rep.Conformant())
 	assert.True(t, rep.Has("write-missing-token"), "%v", rep.Deviations)
 	assert.True(t, rep.Has("write-empty-token"), "%v", rep.Deviations)
@@ -160,7 +160,7 @@ func TestMissingAsZeroIsReported(t *testing.T) {
 
 func TestAcceptForgedIsReportedWhenAuthenticated(t *testing.T) {
 	h := fencing.NewServer(newStore(), fencing.ServerOptions{SealKey: []byte("k"), Bugs: fencing.ServerBugs{AcceptForged: true}})
-	sem := models.DefaultSemantics()
+	sem := checkers.DefaultSemantics()
 	sem.Authenticated = true
 	rep := check(t, serve(t, h), sem)
 	assert.True(t, rep.Has("write-forged-token"), "%v", rep.Deviations)
@@ -196,7 +196,7 @@ func TestSloppyServerDeviationsInWords(t *testing.T) {
 			good.ServeHTTP(w, r)
 		}
 	})
-	rep := check(t, serve(t, h), models.DefaultSemantics())
+	rep := check(t, serve(t, h), checkers.DefaultSemantics())
 	require.False(t, rep.Conformant())
 	for _, c := range []string{"health", "write-equal-token", "write-stale-token", "read-token-header"} {
 		assert.True(t, rep.Has(c), "expected a %s deviation in %v", c, rep.Deviations)
@@ -215,7 +215,7 @@ func TestIndependentNodesAreReported(t *testing.T) {
 	b := serve(t, fencing.NewServer(newStore(), fencing.ServerOptions{}))
 	b.Issuers[0].Node, b.Resources[0].Node = "n2", "n2"
 	eps := harness.Endpoints{Issuers: append(a.Issuers, b.Issuers...), Resources: append(a.Resources, b.Resources...)}
-	rep := check(t, eps, models.DefaultSemantics())
+	rep := check(t, eps, checkers.DefaultSemantics())
 	assert.True(t, rep.Has("token-order-across-issuers"), "%v", rep.Deviations)
 	assert.True(t, rep.Has("read-across-resources"), "%v", rep.Deviations)
 }
@@ -225,7 +225,7 @@ func TestUnreachableNodeIsADeviation(t *testing.T) {
 	url := srv.URL
 	srv.Close()
 	ep := harness.Endpoint{Node: "gone", URL: url}
-	rep := check(t, harness.Endpoints{Issuers: []harness.Endpoint{ep}, Resources: []harness.Endpoint{ep}}, models.DefaultSemantics())
+	rep := check(t, harness.Endpoints{Issuers: []harness.Endpoint{ep}, Resources: []harness.Endpoint{ep}}, checkers.DefaultSemantics())
 	require.False(t, rep.Conformant())
 	assert.Contains(t, rep.Err().Error(), "no answer")
 }
@@ -242,7 +242,7 @@ func TestBrokenIssuerIsOneDeviation(t *testing.T) {
 		}
 		good.ServeHTTP(w, r)
 	})
-	rep := check(t, serve(t, h), models.DefaultSemantics())
+	rep := check(t, serve(t, h), checkers.DefaultSemantics())
 	n := 0
 	for _, d := range rep.Deviations {
 		if d.Check == "acquire" {
@@ -268,14 +268,14 @@ func TestDeviationsAreSafeOrUnsafe(t *testing.T) {
 		}
 		good.ServeHTTP(w, r)
 	})
-	rep := check(t, serve(t, h), models.DefaultSemantics())
+	rep := check(t, serve(t, h), checkers.DefaultSemantics())
 	require.True(t, rep.Has("write-missing-token"), "%v", rep.Deviations)
 	assert.Empty(t, rep.Unsafe(), "%v", rep.Deviations)
 	assert.NotEmpty(t, rep.Safe())
 
 	s := newStore()
 	s.acceptEqual = true
-	rep = check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), models.DefaultSemantics())
+	rep = check(t, serve(t, fencing.NewServer(s, fencing.ServerOptions{})), checkers.DefaultSemantics())
 	require.NotEmpty(t, rep.Unsafe())
 	assert.Equal(t, "write-equal-token", rep.Unsafe()[0].Check)
 }

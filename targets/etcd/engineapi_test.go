@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // shared runs harness runs on a cluster that is already up: each run starts
@@ -127,7 +127,7 @@ func TestClusterThroughEngineAPI(t *testing.T) {
 			require.NoError(t, err)
 			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
+			assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Zero(t, v.Nemeses[n].Failed, "no %s fault failed to apply, as the history says", n)
 			c := run.Nemeses[n]
 			require.NotNil(t, c)

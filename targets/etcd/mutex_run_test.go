@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // sharedCluster lets one started cluster serve several runs. Each run after
@@ -108,7 +108,7 @@ func TestMutexRunValidUnderEachNemesis(t *testing.T) {
 			}
 			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
+			assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, run.Nemeses[n].Started, "nemesis %s took effect", n)
 			events, err := history.ReadFile(run.HistoryPath)
 			require.NoError(t, err)

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // A short `fencecheck test --target etcd` per nemesis, the nemesis named
@@ -32,7 +32,7 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 			require.NoError(t, err)
 			v, err := harness.Finish(context.Background(), run, target.Semantics())
 			require.NoError(t, err)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
+			assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, run.Nemeses[n].Started, "nemesis %s took effect", n)
 
 			events, err := history.ReadFile(run.HistoryPath)

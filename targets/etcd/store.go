@@ -14,13 +14,13 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // Semantics is what the etcd store guarantees: a write needs a strictly
 // newer token, and tokens are etcd revisions, one sequence for all locks.
-var Semantics = models.Semantics{Equal: models.EqualReject, Scope: models.ScopeGlobal}
+var Semantics = checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopeGlobal}
 
 // Store is a fencing.Store kept entirely in etcd; the adapter holds no
 // fencing state of its own, so any adapter replica can serve any request.

@@ -16,9 +16,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
@@ -128,7 +128,7 @@ func (t *Target) Name() string {
 	return "etcd"
 }
 
-func (t *Target) Semantics() models.Semantics { return Semantics }
+func (t *Target) Semantics() checkers.Semantics { return Semantics }
 
 func (t *Target) logf(format string, args ...any) {
 	w := t.opts.Log

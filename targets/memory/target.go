@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
@@ -58,8 +58,8 @@ func (t *Target) Name() string { return "memory" }
 // Semantics is what the reference declares: strict, per-lock tokens,
 // authenticated when it seals them. The bug switches do not change the
 // declaration: breaking it is what they are for.
-func (t *Target) Semantics() models.Semantics {
-	sem := models.DefaultSemantics()
+func (t *Target) Semantics() checkers.Semantics {
+	sem := checkers.DefaultSemantics()
 	sem.Authenticated = t.opts.SealKey != "" || t.bugs.Has(AcceptForged)
 	return sem
 }

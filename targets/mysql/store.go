@@ -14,13 +14,13 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // Semantics is what the store guarantees: a write needs a strictly newer
 // token, and tokens are ordered per lock (one counter per lock row).
-var Semantics = models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}
+var Semantics = checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopePerLock}
 
 // The schema. Names are VARBINARY so that they compare byte for byte (a
 // case-insensitive collation would make "K" and "k" one key); tokens are

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/targets/adapted/adaptedtest"
 	"github.com/fencecheck/fencecheck/targets/conform"
 )
@@ -198,7 +198,7 @@ func TestPostgresAsync(t *testing.T) {
 	})
 	t.Run("invalid under restart", func(t *testing.T) {
 		v := s.Run(t, "restart", 3, 8*time.Second)
-		assert.Equal(t, models.Invalid, v.Verdict, "gate: %v", v.GateReasons)
+		assert.Equal(t, checkers.Invalid, v.Verdict, "gate: %v", v.GateReasons)
 		assert.Equal(t, 1, v.ExitCode)
 		kinds := map[string]int{}
 		for _, a := range v.Anomalies() {

@@ -18,13 +18,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // Semantics is what the store guarantees: a write needs a strictly newer
 // token, and tokens are ordered per lock (one counter per lock row).
-var Semantics = models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}
+var Semantics = checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopePerLock}
 
 // Mode is where the resource's token check sits.
 type Mode string

@@ -16,10 +16,10 @@ import (
 
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // A short `fencecheck test --target redis` per nemesis, the nemesis named
@@ -37,7 +37,7 @@ func TestRunRedisValidUnderEachNemesis(t *testing.T) {
 			cfg := harness.Config{Target: "redis", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 				Nemesis: n, Seed: uint64(7 + i), Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
 			v := runTarget(t, cfg, target)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
+			assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, v.Run.Nemeses[n].Started, "nemesis %s took effect", n)
 			events, err := history.ReadFile(v.Run.HistoryPath)
 			require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestRunRedisVolatileInvalidUnderRestart(t *testing.T) {
 	cfg := harness.Config{Target: "redis-volatile", Time: 12 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 		Nemesis: "restart", Seed: 3, Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
 	v := runTarget(t, cfg, VolatileTarget())
-	assert.Equal(t, models.Invalid, v.Verdict)
+	assert.Equal(t, checkers.Invalid, v.Verdict)
 	assert.Equal(t, 1, v.ExitCode)
 	kinds := map[string]int{}
 	for _, a := range v.Anomalies() {
@@ -86,7 +86,7 @@ func TestRunRedisEverysecInvalidUnderPowerLoss(t *testing.T) {
 	cfg := harness.Config{Target: "redis-everysec", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 		Nemesis: "power-loss", Seed: 3, Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: testLog{t}}
 	v := runTarget(t, cfg, EverysecTarget())
-	require.Equal(t, models.Invalid, v.Verdict, "gate: %v", v.GateReasons)
+	require.Equal(t, checkers.Invalid, v.Verdict, "gate: %v", v.GateReasons)
 	assert.Positive(t, v.Run.Nemeses["power-loss"].Started)
 	events, err := history.ReadFile(v.Run.HistoryPath)
 	require.NoError(t, err)

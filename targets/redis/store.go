@@ -13,13 +13,13 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // Semantics is what the Redis store guarantees: a write needs a strictly
 // newer token, and tokens are ordered per lock (one INCR counter per lock).
-var Semantics = models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}
+var Semantics = checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopePerLock}
 
 // acquireScript takes the lock only if it is free (SET NX PX) and only then
 // draws the token from the lock's counter, so a refused acquire never burns a

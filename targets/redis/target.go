@@ -14,10 +14,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
@@ -124,7 +124,7 @@ func (t *Target) Name() string {
 }
 
 // Semantics implements harness.Target.
-func (t *Target) Semantics() models.Semantics { return Semantics }
+func (t *Target) Semantics() checkers.Semantics { return Semantics }
 
 // persistenceArgs is the heart of the two targets' difference.
 func (t *Target) persistenceArgs() []string {

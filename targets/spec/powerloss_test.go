@@ -10,8 +10,8 @@ import (
 
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // A spec command node's {data} on the lazyfs layer: the Python example
@@ -37,14 +37,14 @@ func TestPowerLossOnCommandNode(t *testing.T) {
 		return v
 	}
 	v := run("power-loss")
-	require.Equal(t, models.Valid, v.Verdict, "the correct example under power-loss: %v %v", v.Anomalies(), v.GateReasons)
+	require.Equal(t, checkers.Valid, v.Verdict, "the correct example under power-loss: %v %v", v.Anomalies(), v.GateReasons)
 	assert.Positive(t, v.Run.Nemeses["power-loss"].Started)
 
 	v = run("restart", "no-fsync")
-	assert.Equal(t, models.Valid, v.Verdict, "no-fsync under restart: %v %v", v.Anomalies(), v.GateReasons)
+	assert.Equal(t, checkers.Valid, v.Verdict, "no-fsync under restart: %v %v", v.Anomalies(), v.GateReasons)
 
 	v = run("power-loss", "no-fsync")
-	require.Equal(t, models.Invalid, v.Verdict, "no-fsync under power-loss: %v", v.GateReasons)
+	require.Equal(t, checkers.Invalid, v.Verdict, "no-fsync under power-loss: %v", v.GateReasons)
 	assert.Positive(t, v.Run.Nemeses["power-loss"].Started)
 }
 

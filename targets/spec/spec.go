@@ -23,7 +23,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // Spec describes one fencing system under test.
@@ -49,7 +49,7 @@ type Spec struct {
 	Path string `json:"-"`
 }
 
-// SemanticsSpec is the spec's semantics block (models.Semantics in words).
+// SemanticsSpec is the spec's semantics block (checkers.Semantics in words).
 type SemanticsSpec struct {
 	Equal         string `json:"equal,omitempty"`
 	Scope         string `json:"scope,omitempty"`
@@ -133,13 +133,13 @@ func (n Node) ClockOptIn() bool { return n.Clock == ClockOffsetFile }
 func (n Node) ClockWarped() bool { return n.Kind() != KindURL && n.Clock == "" }
 
 // ModelSemantics is the semantics block as the models take it.
-func (s *Spec) ModelSemantics() models.Semantics {
-	sem := models.DefaultSemantics()
+func (s *Spec) ModelSemantics() checkers.Semantics {
+	sem := checkers.DefaultSemantics()
 	if s.Semantics.Equal != "" {
-		sem.Equal = models.Equal(s.Semantics.Equal)
+		sem.Equal = checkers.Equal(s.Semantics.Equal)
 	}
 	if s.Semantics.Scope != "" {
-		sem.Scope = models.Scope(s.Semantics.Scope)
+		sem.Scope = checkers.Scope(s.Semantics.Scope)
 	}
 	sem.Authenticated = s.Semantics.Authenticated
 	return sem
@@ -499,12 +499,12 @@ func (s *Spec) validate() []Problem {
 		add("fencing_api", "only \"v1\" exists, got %q", s.FencingAPI)
 	}
 	switch s.Semantics.Equal {
-	case "", string(models.EqualReject), string(models.EqualAccept):
+	case "", string(checkers.EqualReject), string(checkers.EqualAccept):
 	default:
 		add("semantics.equal", "must be \"reject\" or \"accept\", got %q", s.Semantics.Equal)
 	}
 	switch s.Semantics.Scope {
-	case "", string(models.ScopePerLock), string(models.ScopeGlobal):
+	case "", string(checkers.ScopePerLock), string(checkers.ScopeGlobal):
 	default:
 		add("semantics.scope", "must be \"per-lock\" or \"global\", got %q", s.Semantics.Scope)
 	}

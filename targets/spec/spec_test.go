@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencecheck/fencecheck/models"
+	"github.com/fencecheck/fencecheck/checkers"
 )
 
 // The spec of the issue, word for word: a spec written against it must keep
@@ -34,7 +34,7 @@ func TestParseIssueSpec(t *testing.T) {
 	assert.True(t, n.HasRole(RoleResource))
 	assert.False(t, n.ClockOptIn())
 	assert.True(t, n.ClockWarped(), "by default fencecheck moves the process's own clock")
-	assert.Equal(t, models.Semantics{Equal: models.EqualReject, Scope: models.ScopePerLock}, s.ModelSemantics())
+	assert.Equal(t, checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopePerLock}, s.ModelSemantics())
 	assert.Equal(t, DefaultStartTimeout, s.Timeout())
 }
 
@@ -54,7 +54,7 @@ func TestParseEveryKind(t *testing.T) {
 	}`))
 	require.NoError(t, err)
 	assert.Equal(t, []string{KindImage, KindImage, KindURL}, []string{s.Nodes[0].Kind(), s.Nodes[1].Kind(), s.Nodes[2].Kind()})
-	assert.Equal(t, models.Semantics{Equal: models.EqualAccept, Scope: models.ScopeGlobal, Authenticated: true}, s.ModelSemantics())
+	assert.Equal(t, checkers.Semantics{Equal: checkers.EqualAccept, Scope: checkers.ScopeGlobal, Authenticated: true}, s.ModelSemantics())
 	assert.Equal(t, 45*time.Second, s.Timeout())
 	assert.True(t, s.Nodes[0].ClockOptIn())
 }
@@ -62,7 +62,7 @@ func TestParseEveryKind(t *testing.T) {
 func TestSemanticsDefaultWhenOmitted(t *testing.T) {
 	s, err := Parse([]byte(`{"name":"x","nodes":[{"name":"n","roles":["issuer","resource"],"url":"http://127.0.0.1:1"}]}`))
 	require.NoError(t, err)
-	assert.Equal(t, models.DefaultSemantics(), s.ModelSemantics())
+	assert.Equal(t, checkers.DefaultSemantics(), s.ModelSemantics())
 }
 
 func TestLoadResolvesAgainstTheSpecFolder(t *testing.T) {

@@ -14,12 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/ports"
 	"github.com/fencecheck/fencecheck/harness/reaper"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
@@ -163,7 +163,7 @@ func (t *Target) Spec() *Spec { return t.spec }
 func (t *Target) Name() string { return t.spec.Name }
 
 // Semantics implements harness.Target.
-func (t *Target) Semantics() models.Semantics { return t.spec.ModelSemantics() }
+func (t *Target) Semantics() checkers.Semantics { return t.spec.ModelSemantics() }
 
 // Preflight implements harness.Preflighter: the conformance preflight with
 // every request recorded through record. A deviation that keeps the

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // The user's path, end to end: a Go server that knows nothing of fencecheck
@@ -35,14 +35,14 @@ func TestWallclockTokensAreCaughtByClockFaults(t *testing.T) {
 		return v
 	}
 	v := run("none", 3)
-	assert.Equal(t, models.Valid, v.Verdict, "without faults: %v %v", v.Anomalies(), v.GateReasons)
+	assert.Equal(t, checkers.Valid, v.Verdict, "without faults: %v %v", v.Anomalies(), v.GateReasons)
 
 	v = run("clock", 3)
-	require.Equal(t, models.Invalid, v.Verdict, "under clock faults: %v", v.GateReasons)
+	require.Equal(t, checkers.Invalid, v.Verdict, "under clock faults: %v", v.GateReasons)
 	assert.Positive(t, v.Run.Nemeses["clock"].Started)
 	kinds := map[string]bool{}
 	for _, a := range v.Anomalies() {
 		kinds[a.Kind] = true
 	}
-	assert.True(t, kinds[models.KindTokenRegression], "token regression found: %v", kinds)
+	assert.True(t, kinds[checkers.KindTokenRegression], "token regression found: %v", kinds)
 }

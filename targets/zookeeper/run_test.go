@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // shared lets one started ensemble serve several runs (starting three JVMs
@@ -140,7 +140,7 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 			}
 			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)
-			assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
+			assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, run.Nemeses[n].Started, "nemesis %s took effect", n)
 
 			events, err := history.ReadFile(run.HistoryPath)

@@ -20,13 +20,13 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
-	"github.com/fencecheck/fencecheck/models"
 )
 
 // Semantics is what the store guarantees: a write needs a strictly newer
 // token, and tokens are zxids, one sequence for the whole ensemble.
-var Semantics = models.Semantics{Equal: models.EqualReject, Scope: models.ScopeGlobal}
+var Semantics = checkers.Semantics{Equal: checkers.EqualReject, Scope: checkers.ScopeGlobal}
 
 // Store is a fencing.Store kept entirely in ZooKeeper.
 //

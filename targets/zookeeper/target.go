@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -114,8 +114,8 @@ func New(opts Options) *Target {
 	return t
 }
 
-func (t *Target) Name() string                { return "zookeeper" }
-func (t *Target) Semantics() models.Semantics { return Semantics }
+func (t *Target) Name() string                  { return "zookeeper" }
+func (t *Target) Semantics() checkers.Semantics { return Semantics }
 
 func (t *Target) logf(format string, args ...any) {
 	w := t.opts.Log

@@ -20,10 +20,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
 	"github.com/fencecheck/fencecheck/history"
-	"github.com/fencecheck/fencecheck/models"
 	"github.com/fencecheck/fencecheck/targets/adapted"
 )
 
@@ -133,7 +133,7 @@ func (s *Shared) Run(t *testing.T, n string, seed uint64, d time.Duration) *harn
 // clock, a step of the server's own clock.
 func (s *Shared) RequireValid(t *testing.T, v *harness.Verdict, n string) {
 	t.Helper()
-	if !assert.Equal(t, models.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons) {
+	if !assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons) {
 		logTails(t, filepath.Join(v.Run.Dir, "logs"))
 	}
 	assert.Positive(t, v.Run.Nemeses[n].Started, "nemesis %s took effect", n)

@@ -1,0 +1,216 @@
+package checkers
+
+import (
+	"sort"
+
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// ByKey is a history's operations as the models see them: per register key
+// its writes (every outcome) and ok reads, per token scope (a lock, or ""
+// for scope=global) its ok acquires; each list in invoke order. It holds
+// only positions into the history's Ops: Register and Issuer copy one key's
+// operations out when asked, so a checker that goes key by key holds one
+// key's copies at a time, not the whole history's.
+type ByKey struct {
+	RegisterKeys []string // sorted
+	IssuerKeys   []string // sorted
+	// Issued applies the forgery rule (every acquire, any outcome).
+	Issued *Issued
+
+	ops      *history.Ops
+	register map[string]*keyPos
+	issuer   map[string][]int32
+}
+
+type keyPos struct{ writes, reads []int32 }
+
+// KeyOps are one register key's operations.
+type KeyOps struct {
+	Writes []*history.Op // every outcome
+	Reads  []*history.Op // ok only
+}
+
+// Register copies out the operations of register key k.
+func (h *ByKey) Register(k string) KeyOps {
+	p := h.register[k]
+	if p == nil {
+		return KeyOps{}
+	}
+	return KeyOps{Writes: h.copyOut(p.writes), Reads: h.copyOut(p.reads)}
+}
+
+// Issuer copies out the ok acquires of token scope k.
+func (h *ByKey) Issuer(k string) []*history.Op { return h.copyOut(h.issuer[k]) }
+
+// Scratch copies out one key at a time into buffers it reuses, for a
+// checker that is done with a key before it asks for the next: what
+// Register and Issuer return is valid until its next call.
+type Scratch struct {
+	h     *ByKey
+	slab  []history.Op
+	ptrs  []*history.Op
+	reads []*history.Op
+}
+
+// Scratch returns an empty Scratch over h.
+func (h *ByKey) Scratch() *Scratch { return &Scratch{h: h} }
+
+func (s *Scratch) fill(at []int32, into []*history.Op, slab []history.Op) []*history.Op {
+	into = into[:0]
+	for i, j := range at {
+		s.h.ops.Load(int(j), &slab[i])
+		into = append(into, &slab[i])
+	}
+	return into
+}
+
+func (s *Scratch) grow(n int) {
+	if cap(s.slab) < n {
+		s.slab = make([]history.Op, n)
+		s.ptrs, s.reads = nil, nil
+	}
+}
+
+// Register is ByKey.Register into the buffers.
+func (s *Scratch) Register(k string) KeyOps {
+	p := s.h.register[k]
+	if p == nil {
+		return KeyOps{}
+	}
+	s.grow(len(p.writes) + len(p.reads))
+	s.ptrs = s.fill(p.writes, s.ptrs, s.slab[:len(p.writes)])
+	s.reads = s.fill(p.reads, s.reads, s.slab[len(p.writes):len(p.writes)+len(p.reads)])
+	return KeyOps{Writes: s.ptrs, Reads: s.reads}
+}
+
+// Issuer is ByKey.Issuer into the buffers.
+func (s *Scratch) Issuer(k string) []*history.Op {
+	at := s.h.issuer[k]
+	s.grow(len(at))
+	s.ptrs = s.fill(at, s.ptrs, s.slab[:len(at)])
+	return s.ptrs
+}
+
+// EachRegister calls fn with each operation of register key k in turn, in
+// invoke order, copying none out: fn must not keep op.
+func (h *ByKey) EachRegister(k string, fn func(op *history.Op)) {
+	p := h.register[k]
+	if p == nil {
+		return
+	}
+	w, r := p.writes, p.reads
+	var op history.Op // one copy, reused: fn must not keep it
+	for len(w) > 0 || len(r) > 0 {
+		var j int32
+		if len(r) == 0 || len(w) > 0 && w[0] < r[0] {
+			j, w = w[0], w[1:]
+		} else {
+			j, r = r[0], r[1:]
+		}
+		h.ops.Load(int(j), &op)
+		fn(&op)
+	}
+}
+
+// EachIssuer is EachRegister for the ok acquires of token scope k.
+func (h *ByKey) EachIssuer(k string, fn func(op *history.Op)) { h.each(h.issuer[k], fn) }
+
+func (h *ByKey) each(at []int32, fn func(op *history.Op)) {
+	var op history.Op // one copy, reused: fn must not keep it
+	for _, j := range at {
+		h.ops.Load(int(j), &op)
+		fn(&op)
+	}
+}
+
+// IssuerLen counts what Issuer would copy.
+func (h *ByKey) IssuerLen(k string) int { return len(h.issuer[k]) }
+
+// RegisterLen counts what Register would copy.
+func (h *ByKey) RegisterLen(k string) (writes, reads int) {
+	if p := h.register[k]; p != nil {
+		return len(p.writes), len(p.reads)
+	}
+	return 0, 0
+}
+
+func (h *ByKey) copyOut(at []int32) []*history.Op {
+	if len(at) == 0 {
+		return nil
+	}
+	slab := make([]history.Op, len(at))
+	out := make([]*history.Op, len(at))
+	for i, j := range at {
+		h.ops.Load(int(j), &slab[i])
+		out[i] = &slab[i]
+	}
+	return out
+}
+
+// Group sorts paired operations into what the models check. Operations the
+// models ignore (renew, release, reads and acquires that did not end ok) are
+// left out.
+//
+// The grouping is computed once per operations and token scope, and shared
+// (ops.Memo): it must not be modified.
+func Group(ops *history.Ops, sem Semantics) *ByKey {
+	return ops.Memo(groupKey{sem.Scope == ScopeGlobal}, func() any { return group(ops, sem) }).(*ByKey)
+}
+
+type groupKey struct{ global bool }
+
+func group(ops *history.Ops, sem Semantics) *ByKey {
+	h := &ByKey{ops: ops, register: map[string]*keyPos{}, issuer: map[string][]int32{}, Issued: NewIssued()}
+	reg := func(k string) *keyPos {
+		ko := h.register[k]
+		if ko == nil {
+			ko = &keyPos{}
+			h.register[k] = ko
+			h.RegisterKeys = append(h.RegisterKeys, k)
+		}
+		return ko
+	}
+	var byID []*keyPos // reg by Brief.KeyID: no map per operation
+	regOf := func(b history.Brief) *keyPos {
+		for int(b.KeyID) >= len(byID) {
+			byID = append(byID, nil)
+		}
+		if byID[b.KeyID] == nil {
+			byID[b.KeyID] = reg(b.Key)
+		}
+		return byID[b.KeyID]
+	}
+	var op history.Op
+	for i := range ops.Len() {
+		b := ops.Brief(i)
+		switch b.F {
+		case history.Write:
+			ko := regOf(b)
+			ko.writes = append(ko.writes, int32(i))
+		case history.Read:
+			if b.Outcome == history.OutcomeOk {
+				ko := regOf(b)
+				ko.reads = append(ko.reads, int32(i))
+			}
+		case history.Acquire:
+			ops.Load(i, &op)
+			h.Issued.Add(&op)
+			if op.Outcome != history.OutcomeOk {
+				continue
+			}
+			scope := op.Key
+			if sem.Scope == ScopeGlobal {
+				scope = ""
+			}
+			if _, ok := h.issuer[scope]; !ok {
+				h.IssuerKeys = append(h.IssuerKeys, scope)
+			}
+			h.issuer[scope] = append(h.issuer[scope], int32(i))
+		}
+	}
+	// ops are in invoke order, and so is each list.
+	sort.Strings(h.RegisterKeys)
+	sort.Strings(h.IssuerKeys)
+	return h
+}
