@@ -1,8 +1,8 @@
 // Package historytest builds fencecheck histories for tests and benchmarks:
 // a concise builder for hand-written histories (Builder), the one simulator
 // of a fenced register and issuer (Simulate, sim.go), and the history shapes
-// of the performance matrix (perf.go). Package models' own tests must not
-// import it (it imports models).
+// of the performance matrix (perf.go). Package checkers' own tests must not
+// import it (it imports checkers).
 //
 // Times given to the Builder are in milliseconds (history times are ns): a
 // test reads "write at 10..20 ms" rather than nine zeros.
