@@ -16,38 +16,86 @@ func WaitHealthy(ctx context.Context, eps Endpoints, limit time.Duration) error 
 	return PollHealth(ctx, eps.All(), limit, nil)
 }
 
-// PollHealth is the one health poll: GET /v1/health on each node until every
-// one answers 200, or limit passes (the error names each node still down and
-// its last answer). gone, when set, is asked between polls whether a node can
-// still come up (a program that exited cannot): its error ends the wait.
+// PollHealth is Poll with GET /v1/health on each endpoint.
 func PollHealth(ctx context.Context, nodes []Endpoint, limit time.Duration, gone func(node string) error) error {
+	hc := &http.Client{Timeout: time.Second}
+	checks := make([]Check, len(nodes))
+	for i, e := range nodes {
+		checks[i] = HTTPCheck(hc, e.Node, strings.TrimRight(e.URL, "/")+"/v1/health")
+	}
+	return Poll(ctx, checks, limit, gone)
+}
+
+// Check asks one node once whether it serves.
+type Check struct {
+	Node string
+	// What names the check in errors ("GET /v1/health with 200").
+	What string
+	// Ask returns "" and true when the node serves; otherwise what it
+	// answered ("" when the wait itself ended meanwhile: the answer before
+	// stands).
+	Ask func(ctx context.Context) (answer string, ok bool)
+}
+
+// HTTPCheck is a GET of url that must answer 200.
+func HTTPCheck(hc *http.Client, node, url string) Check {
+	path := url
+	if i := strings.Index(url, "://"); i >= 0 {
+		if j := strings.Index(url[i+3:], "/"); j >= 0 {
+			path = url[i+3+j:]
+		}
+	}
+	return Check{Node: node, What: "GET " + path + " with 200", Ask: func(ctx context.Context) (string, bool) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err.Error(), false
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", false
+			}
+			return err.Error(), false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "answered " + resp.Status, false
+		}
+		return "", true
+	}}
+}
+
+// Poll is the one health poll: each check until every node serves, or
+// limit passes (the error names each node still down and its last answer).
+// gone, when set, is asked between polls whether a node can still come up
+// (a program that exited cannot): its error ends the wait.
+func Poll(ctx context.Context, checks []Check, limit time.Duration, gone func(node string) error) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
 	last := map[string]string{}
-	for _, e := range nodes {
-		last[e.Node] = "no answer yet"
+	for _, c := range checks {
+		last[c.Node] = "no answer yet"
 	}
 	for {
-		var down []string
-		for _, e := range nodes {
-			if _, up := last[e.Node]; !up {
+		var down []Check
+		for _, c := range checks {
+			if _, up := last[c.Node]; !up {
 				continue
 			}
 			if gone != nil {
-				if err := gone(e.Node); err != nil {
+				if err := gone(c.Node); err != nil {
 					return err
 				}
 			}
-			answer, ok := healthy(ctx, hc, e.URL)
+			answer, ok := c.Ask(ctx)
 			if ok {
-				delete(last, e.Node)
+				delete(last, c.Node)
 				continue
 			}
 			if answer != "" {
-				last[e.Node] = answer
+				last[c.Node] = answer
 			}
-			down = append(down, e.Node)
+			down = append(down, c)
 		}
 		if len(down) == 0 {
 			return nil
@@ -60,35 +108,18 @@ func PollHealth(ctx context.Context, nodes []Endpoint, limit time.Duration, gone
 	}
 }
 
-func downError(down []string, last map[string]string, limit time.Duration) error {
-	sort.Strings(down)
+func downError(down []Check, last map[string]string, limit time.Duration) error {
+	sort.Slice(down, func(i, j int) bool { return down[i].Node < down[j].Node })
 	if len(down) == 1 {
-		return fmt.Errorf("node %s did not answer GET /v1/health with 200 within %s (%s)", down[0], limit, last[down[0]])
+		c := down[0]
+		return fmt.Errorf("node %s did not answer %s within %s (%s)", c.Node, c.What, limit, last[c.Node])
 	}
-	why := make([]string, len(down))
-	for i, n := range down {
-		why[i] = n + ": " + last[n]
-	}
-	return fmt.Errorf("nodes %s did not answer GET /v1/health with 200 within %s (%s)", strings.Join(down, ", "), limit, strings.Join(why, "; "))
-}
-
-// healthy asks one node; when it is not healthy, answer says what it said
-// ("" when the wait itself ended meanwhile: the answer before stands).
-func healthy(ctx context.Context, hc *http.Client, base string) (answer string, ok bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/health", nil)
-	if err != nil {
-		return err.Error(), false
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", false
+	what, names, why := down[0].What, make([]string, len(down)), make([]string, len(down))
+	for i, c := range down {
+		names[i], why[i] = c.Node, c.Node+": "+last[c.Node]
+		if c.What != what {
+			what = "their health checks"
 		}
-		return err.Error(), false
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "answered " + resp.Status, false
-	}
-	return "", true
+	return fmt.Errorf("nodes %s did not answer %s within %s (%s)", strings.Join(names, ", "), what, limit, strings.Join(why, "; "))
 }

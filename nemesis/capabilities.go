@@ -58,8 +58,11 @@ type Restarter interface {
 }
 
 // Partitioner cuts the network between groups of nodes; nodes in no group
-// keep full connectivity. Heal removes every cut it made.
+// keep full connectivity. Heal removes every cut it made. PartitionNodes
+// are the nodes a group may name (those whose links the target can cut:
+// containers, not host processes), in the order of Nodes.
 type Partitioner interface {
+	PartitionNodes() []string
 	Partition(ctx context.Context, groups [][]string) error
 	HealPartition(ctx context.Context) error
 }

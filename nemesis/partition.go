@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -114,8 +115,8 @@ func (*partition) CheckPlan(env *Env, p Plan) error {
 		}
 		for _, g := range pp.Groups {
 			for _, n := range g {
-				if !hasNode(nodesOf(env), n) {
-					return fmt.Errorf("group names %s, which is not a node of the target", n)
+				if !hasNode(partitionNodes(env), n) {
+					return fmt.Errorf("group names %s, which is not a node of the target whose links it can cut", n)
 				}
 			}
 		}
@@ -191,10 +192,7 @@ func pickPlan(plans []partitionPlan, rng *rand.Rand) partitionPlan {
 // nodePlans are the cuts between the target's own nodes. With a nil rng it
 // only says which plans exist (for Applicable).
 func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
-	if _, ok := env.Target.(Partitioner); !ok {
-		return nil
-	}
-	nodes := nodesOf(env)
+	nodes := partitionNodes(env)
 	if len(nodes) < 2 {
 		return nil
 	}
@@ -248,7 +246,7 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 	// adapters apart changes nothing.
 	var issuers []string
 	for _, n := range nodes {
-		if strings.Contains(n.Role, "issuer") {
+		if strings.Contains(n.Role, "issuer") && !n.Stateless {
 			issuers = append(issuers, n.Name)
 		}
 	}
@@ -269,6 +267,23 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 12})
 	}
 	return plans
+}
+
+// partitionNodes are the target's nodes that a group may name, in the
+// order of Nodes (none when it cannot cut links between its nodes).
+func partitionNodes(env *Env) []Node {
+	pt, ok := env.Target.(Partitioner)
+	if !ok {
+		return nil
+	}
+	names := pt.PartitionNodes()
+	var out []Node
+	for _, n := range nodesOf(env) {
+		if slices.Contains(names, n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // linkPlans black-hole clients' links: from one node, from every resource

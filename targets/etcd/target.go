@@ -773,3 +773,12 @@ func wipeLayer(dir string) error {
 	defer f.Close()
 	return f.Sync()
 }
+
+// PartitionNodes implements nemesis.Partitioner: every member and adapter.
+func (t *Target) PartitionNodes() []string {
+	var out []string
+	for _, n := range t.nodes {
+		out = append(out, n.name)
+	}
+	return out
+}

@@ -1085,3 +1085,7 @@ func (p partitionable) HealPartition(ctx context.Context) error {
 	}
 	return p.rt.HealAll(ctx)
 }
+
+// PartitionNodes implements nemesis.Partitioner: every started node (all
+// containers).
+func (p partitionable) PartitionNodes() []string { return p.order }

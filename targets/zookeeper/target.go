@@ -627,3 +627,12 @@ func (t *Target) SetClockOffset(ctx context.Context, name string, offset time.Du
 	}
 	return rt.SetClockOffset(ctx, name, offset)
 }
+
+// PartitionNodes implements nemesis.Partitioner: every server and adapter.
+func (t *Target) PartitionNodes() []string {
+	var out []string
+	for _, n := range t.nodes {
+		out = append(out, n.name)
+	}
+	return out
+}
