@@ -6,6 +6,7 @@ package nemesis
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
@@ -34,6 +35,17 @@ func nodesOf(env *Env) []Node {
 		return nil
 	}
 	return env.Target.Nodes()
+}
+
+// nodesNamed are the target's nodes among names, in the order of Nodes.
+func nodesNamed(env *Env, names []string) []Node {
+	var out []Node
+	for _, n := range nodesOf(env) {
+		if slices.Contains(names, n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Leaderer is a cluster that can name its current leader (etcd).

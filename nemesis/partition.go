@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -272,18 +271,10 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 // partitionNodes are the target's nodes that a group may name, in the
 // order of Nodes (none when it cannot cut links between its nodes).
 func partitionNodes(env *Env) []Node {
-	pt, ok := env.Target.(Partitioner)
-	if !ok {
-		return nil
+	if pt, ok := env.Target.(Partitioner); ok {
+		return nodesNamed(env, pt.PartitionNodes())
 	}
-	names := pt.PartitionNodes()
-	var out []Node
-	for _, n := range nodesOf(env) {
-		if slices.Contains(names, n.Name) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return nil
 }
 
 // linkPlans black-hole clients' links: from one node, from every resource

@@ -79,17 +79,17 @@ type member struct {
 	kind any      // per-driver extras
 }
 
-var (
-	_ harness.Target         = (*Cluster)(nil)
-	_ nemesis.Cluster        = (*Cluster)(nil)
-	_ nemesis.Pauser         = (*Cluster)(nil)
-	_ nemesis.Restarter      = (*Cluster)(nil)
-	_ nemesis.Partitioner    = (*Cluster)(nil)
-	_ nemesis.ClockSkewer    = (*Cluster)(nil)
-	_ nemesis.ClockExplainer = (*Cluster)(nil)
-	_ nemesis.PowerCutter    = (*Cluster)(nil)
-	_ nemesis.PowerExplainer = (*Cluster)(nil)
-)
+// A Cluster is a target that offers every node fault.
+var _ interface {
+	harness.Target
+	nemesis.Pauser
+	nemesis.Restarter
+	nemesis.Partitioner
+	nemesis.ClockSkewer
+	nemesis.ClockExplainer
+	nemesis.PowerCutter
+	nemesis.PowerExplainer
+} = (*Cluster)(nil)
 
 // New checks the table and returns its cluster; nothing runs until Start.
 func New(name string, sem checkers.Semantics, table []Node, opts Options) (*Cluster, error) {

@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -174,11 +175,10 @@ func wipe(m *member) error {
 		return err
 	}
 	f, err := os.Open(dir)
-	if err != nil {
-		return err
+	if err == nil {
+		err = errors.Join(f.Sync(), f.Close())
 	}
-	defer f.Close()
-	return f.Sync()
+	return err
 }
 
 // WipeData empties a stopped node's data folder (a hook's replacement of a

@@ -2,14 +2,10 @@ package nodes
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -254,7 +250,7 @@ func loopbackAddr(m *member, port string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("node %s has no port %q", m.Name, port)
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n)), nil
+	return fmt.Sprintf("127.0.0.1:%d", n), nil
 }
 
 func (d *processes) moveClock(_ context.Context, m *member, offset time.Duration) error {
@@ -320,31 +316,6 @@ func (d *processes) gone(node string) error {
 		err = fmt.Errorf("%w; last lines of %s:\n%s", err, state(m).logPath, tl)
 	}
 	return err
-}
-
-// stopAll asks every program to stop (SIGTERM, then SIGKILL after 3 s), all
-// at once.
-func (d *processes) stopAll(ms []*member) error {
-	var errs []error
-	var wg sync.WaitGroup
-	var emu sync.Mutex
-	for _, m := range ms {
-		p := d.proc(m)
-		if p == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.terminate(3 * time.Second); err != nil {
-				emu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
-				emu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // close lets the reaper go and closes the logs and the clock groups.

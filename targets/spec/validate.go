@@ -12,12 +12,10 @@ import (
 	"github.com/fencecheck/fencecheck/harness/nodes"
 )
 
-var (
-	specNameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-	portNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+// What a spec, a node and an environment variable may be called.
+var specNameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var nodeNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // problems collects problems at JSON paths.
 type problems []Problem
@@ -184,6 +182,9 @@ func (s *Spec) validateNode(probs *problems, i int, n Node) {
 	}
 	*probs = append(*probs, s.checkPlaceholders(i, n)...)
 }
+
+// portNameRe is what a named port may be called.
+var portNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 func hasMainPort(n Node) bool { return n.Kind() == KindCommand || n.Port != 0 }
 
