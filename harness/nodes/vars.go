@@ -110,9 +110,7 @@ func ownVars(m *member, data, clockFile string) map[string]string {
 			v["port:"+name] = strconv.Itoa(n)
 		}
 	}
-	if data != "" {
-		v["data"] = data
-	}
+	v["data"] = data // "" for a container node that keeps no data
 	if clockFile != "" {
 		v["clock_file"] = clockFile
 	}
