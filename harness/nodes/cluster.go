@@ -58,7 +58,7 @@ type Cluster struct {
 type member struct {
 	Node
 	drv driver
-	// dir is the node's host folder: data/, mnt/ (the layer), clock/, etc/.
+	// dir is the node's host folder: data/, mnt/ (the layer), clock/, files/.
 	dir string
 	// host is where the other nodes reach it; bound maps each port name to
 	// the number the node listens on.
