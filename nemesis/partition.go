@@ -114,8 +114,15 @@ func (*partition) CheckPlan(env *Env, p Plan) error {
 		}
 		for _, g := range pp.Groups {
 			for _, n := range g {
+				if !hasNode(nodesOf(env), n) {
+					return fmt.Errorf("group names %s, which is not a node of the target", n)
+				}
+			}
+		}
+		for _, g := range pp.Groups {
+			for _, n := range g {
 				if !hasNode(partitionNodes(env), n) {
-					return fmt.Errorf("group names %s, which is not a node of the target whose links it can cut", n)
+					return fmt.Errorf("group names %s, a node whose links the target cannot cut (a host process, or a single node)", n)
 				}
 			}
 		}
