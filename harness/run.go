@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -68,6 +69,9 @@ type Run struct {
 	// RunID labels everything the run creates (NewRunID); `fencecheck
 	// clean --run` takes it.
 	RunID string
+	// Namespace scopes every name the run sends: Config.Namespace, or one
+	// derived from RunID (namespaceOf).
+	Namespace string
 	// HistoryPath is Dir/history.jsonl.
 	HistoryPath string
 	Start, End  time.Time
@@ -134,15 +138,19 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	run.Dir = dir
 	run.HistoryPath = filepath.Join(dir, "history.jsonl")
 	run.RunID = NewRunID(target.Name(), dir)
+	run.Namespace = cfg.Namespace
+	if run.Namespace == "" {
+		run.Namespace = namespaceOf(run.RunID)
+	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(run, target)); err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
-	logf("setup: starting target %s (run folder %s, run id %s)", target.Name(), dir, run.RunID)
+	logf("setup: starting target %s (run folder %s, run id %s, namespace %s)", target.Name(), dir, run.RunID, run.Namespace)
 	nemNames, err := nemesis.Parse(cfg.Nemesis)
 	if err != nil {
 		return run, err
 	}
-	env := Env{RunID: run.RunID, Dir: dir, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
+	env := Env{RunID: run.RunID, Dir: dir, Namespace: run.Namespace, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
 	eps, err := target.Start(ctx, env)
 	// Stop always runs: a target that half-started must still clean up.
 	defer func() {
@@ -170,7 +178,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	wl, err := workloads.NewFenced(workloads.Config{
-		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, TTL: cfg.TTL,
+		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, Namespace: run.Namespace, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile,
 		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
@@ -258,7 +266,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 
 	prog := newProgress(cfg.Progress, cfg.Time, sched.Active)
 	rec.Listen(prog.observe)
-	logf("main phase: %s, %d clients, profiles %v, nemeses %v, seed %d", cfg.Time, cfg.Concurrency, wl.Mix(), names, cfg.Seed)
+	logf("main phase: %s, %d clients, profiles %v (%s), nemeses %v, seed %d", cfg.Time, cfg.Concurrency, wl.Mix(), wl.KeysInWords(), names, cfg.Seed)
 	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseMain}))
 	prog.run()
 	mainCtx, cancel := context.WithTimeout(ctx, cfg.Time)
@@ -340,6 +348,14 @@ func NewRunID(target, dir string) string {
 	return reports.TargetDirName(target) + "-" + filepath.Base(dir) + "-" + hex.EncodeToString(b[:])
 }
 
+// namespaceOf is the namespace a run derives from its id: the id's random
+// part, so that no two runs share one (a repeat of a run included: the
+// reproduce line leaves it out, since a repeat against the same long-lived
+// server must not read what the run it repeats wrote).
+func namespaceOf(runID string) string {
+	return "r" + runID[strings.LastIndex(runID, "-")+1:]
+}
+
 // runEvent is a run event (history/run.go) with its extra fields.
 func runEvent(action string, extra map[string]any) history.Event {
 	e := history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.RunEvent,
@@ -377,15 +393,20 @@ const configVersion = 2
 
 type configRecord struct {
 	Config
-	RunID      string   `json:"run_id"`
-	Command    []string `json:"command"`
-	TargetName string   `json:"target_name"`
-	Semantics  any      `json:"semantics"`
-	Version    int      `json:"config_version"`
+	// NamespaceDerived says Config.Namespace is the one the run derived
+	// from its id: a run made from this record derives its own.
+	NamespaceDerived bool     `json:"namespace_derived,omitempty"`
+	RunID            string   `json:"run_id"`
+	Command          []string `json:"command"`
+	TargetName       string   `json:"target_name"`
+	Semantics        any      `json:"semantics"`
+	Version          int      `json:"config_version"`
 }
 
 func storedConfig(run *Run, t Target) configRecord {
-	return configRecord{Config: run.Config, RunID: run.RunID, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
+	cfg := run.Config
+	cfg.Namespace = run.Namespace
+	return configRecord{Config: cfg, NamespaceDerived: run.Config.Namespace == "", RunID: run.RunID, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
 }
 
 // writeSchedule writes the run's schedule.json.
@@ -410,6 +431,9 @@ func LoadConfig(runDir string) (Config, error) {
 	}
 	if rec.Version != configVersion {
 		return Config{}, fmt.Errorf("%s: config_version %d, this fencecheck reads %d", filepath.Join(runDir, "config.json"), rec.Version, configVersion)
+	}
+	if rec.NamespaceDerived {
+		rec.Config.Namespace = ""
 	}
 	return rec.Config, nil
 }

@@ -173,9 +173,9 @@ func (t *Target) Semantics() checkers.Semantics { return t.spec.ModelSemantics()
 // in the history; the others are returned in words, for the report.
 func (t *Target) Preflight(ctx context.Context, record harness.OpRecorder) ([]string, error) {
 	t.mu.Lock()
-	eps := t.eps
+	eps, ns := t.eps, t.env.Namespace
 	t.mu.Unlock()
-	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics(), Record: record})
+	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics(), Record: record, Namespace: ns})
 	t.mu.Lock()
 	t.preflight = rep
 	t.mu.Unlock()
