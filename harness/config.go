@@ -30,8 +30,9 @@ type Config struct {
 
 	// Time is the length of the main phase.
 	Time time.Duration `json:"time_ns"`
-	// Concurrency is the number of writer clients; Keys the number of
-	// lock/resource keys they share.
+	// Concurrency is the number of writer clients; Keys the number each
+	// traffic profile scales its keys from (workloads/profiles.go), not the
+	// run's total.
 	Concurrency int `json:"concurrency"`
 	Keys        int `json:"keys"`
 	// Namespace scopes every lock, key and value name the run sends
@@ -242,7 +243,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SealKey, "seal-key", d.SealKey, "memory reference: authenticate tokens with this HMAC key")
 	fs.DurationVar(&c.Time, "time", d.Time, "length of the main phase")
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "writer clients")
-	fs.IntVar(&c.Keys, "keys", d.Keys, "locks/resource keys the clients share")
+	fs.IntVar(&c.Keys, "keys", d.Keys, "keys each profile scales its own from, not the total: steady, long-holders and crashing-holders use N, skewed 8N (16 or more), many-locks 20N (64 or more), storm 1; the main-phase log line says how many the run uses")
 	fs.StringVar(&c.Namespace, "namespace", d.Namespace, "prefix of every lock, key and value name the run sends (default: a new one derived from the run id; two runs with one namespace against one long-lived server read each other's values)")
 	c.Readers = d.Readers
 	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read (0: none)")

@@ -244,7 +244,7 @@ func HistoryOf(path string) (string, error) {
 			ErrNoHistory, dir, HistoryFile, ConfigFile)
 	}
 	if file == path {
-		return file, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+		return file, fmt.Errorf("no such run folder or history: %s: %w", path, fs.ErrNotExist)
 	}
 	return file, fmt.Errorf("%s is not a run folder: it has no %s: %w", path, HistoryFile, fs.ErrNotExist)
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
@@ -27,6 +28,9 @@ type testFlags struct {
 func init() {
 	cmd, f := newTestCmd()
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		if err := refuseZeros(c.Flags()); err != nil {
+			return err
+		}
 		if err := replayFlags(c, f); err != nil {
 			return err
 		}
@@ -64,6 +68,34 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 	fl.Lookup("target").Usage = "target to test: " + strings.Join(targets.Names(), ", ") + ", or spec:FILE"
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	return cmd, f
+}
+
+// zeroTakesDefault are test's flags whose zero in a Config means "the
+// default": given as 0 on the command line, they would silently run the
+// default (--time 0s ran 30 s), so they are refused.
+var zeroTakesDefault = []string{"time", "concurrency", "keys", "ttl", "op-timeout", "recovery", "check-timeout"}
+
+// refuseZeros is a usage error for each flag of zeroTakesDefault given as
+// zero.
+func refuseZeros(fl *pflag.FlagSet) error {
+	var bad []string
+	for _, name := range zeroTakesDefault {
+		f := fl.Lookup(name)
+		if f == nil || !fl.Changed(name) {
+			continue
+		}
+		zero := f.Value.String() == "0"
+		if d, err := fl.GetDuration(name); err == nil {
+			zero = d == 0
+		}
+		if zero {
+			bad = append(bad, fmt.Sprintf("--%s %s: must be positive (leave the flag out for its default, %s)", name, f.Value, f.DefValue))
+		}
+	}
+	if len(bad) > 0 {
+		return usageErrorf("%s", strings.Join(bad, "\n"))
+	}
+	return nil
 }
 
 // replayFlags applies what --schedule means for the other flags: the
