@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,4 +99,49 @@ func TestRunsShareALongLivedServer(t *testing.T) {
 	}
 	assert.Positive(t, phantoms, "the values of the earlier run are phantom reads")
 	assert.Contains(t, strings.Join(again.Command, " "), "--namespace="+ns, "a namespace given by hand is repeated")
+}
+
+// issue 23: a run whose target did not start leaves its folder only when
+// the folder holds the target's logs, with error.txt saying why; a url
+// node's failed start (nothing written) leaves none, and it fails fast: a
+// closed port is not waited on for the start timeout. STORE/latest is not
+// pointed at either.
+func TestAFailedStartLeavesItsLogsOrNothing(t *testing.T) {
+	store := t.TempDir()
+	spec := func(timeout, node string) string {
+		path := filepath.Join(t.TempDir(), "spec.json")
+		require.NoError(t, os.WriteFile(path, []byte(`{"name":"x","start_timeout":"`+timeout+`","nodes":[`+node+`]}`), 0o644))
+		return "spec:" + path
+	}
+	closed := httptestClosedURL(t)
+	start := time.Now()
+	res, err := gate.Run(context.Background(), gate.Config{Target: spec("30s", `{"name":"n1","roles":["issuer","resource"],"url":"` + closed + `"}`),
+		Time: time.Second, Store: store})
+	require.Error(t, err)
+	assert.Equal(t, analysis.ExitCannot, res.ExitCode)
+	assert.Contains(t, err.Error(), "refused every connection")
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Empty(t, res.Dir)
+	left, _ := filepath.Glob(filepath.Join(store, "*", "2*"))
+	assert.Empty(t, left, "no empty run folder")
+
+	res, err = gate.Run(context.Background(), gate.Config{Target: spec("2s", `{"name":"n1","roles":["issuer","resource"],"command":["sh","-c","echo starting; exec sleep 30 # {port}"]}`),
+		Time: time.Second, Store: store})
+	require.Error(t, err)
+	require.NotEmpty(t, res.Dir)
+	assert.Contains(t, err.Error(), "the target's logs are kept in "+res.Dir)
+	assert.FileExists(t, filepath.Join(res.Dir, "logs", "n1.log"))
+	why, err := os.ReadFile(filepath.Join(res.Dir, "error.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(why), "did not answer GET /v1/health with 200 within")
+	_, err = os.Lstat(filepath.Join(store, "latest"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "latest points only at runs whose history began")
+}
+
+func httptestClosedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return "http://" + l.Addr().String()
 }

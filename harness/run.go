@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,7 +103,28 @@ type Run struct {
 // history is complete on disk; checking and reporting follow (Finish). The
 // history records the run itself too (history/run.go): what it set out to
 // do, its phases, its problems and how far it got.
+//
+// A run that ends before its history began leaves no empty folder in the
+// store (tidyUnstarted): a refused one (a schedule that does not fit the
+// target: a usage error) none at all; one that could not be carried out
+// (its target did not start, an interrupt during setup) its folder only when
+// it holds the target's logs, with error.txt saying why. STORE/latest points
+// at a run once its history began.
 func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
+	run, err := execute(ctx, cfg, target)
+	if err != nil && run != nil && run.Dir != "" {
+		if st, serr := os.Stat(run.HistoryPath); serr != nil || st.Size() == 0 {
+			if tidyUnstarted(run.Dir, err, errors.Is(err, ErrCannotRun)) {
+				run.Dir, run.HistoryPath = "", ""
+			} else {
+				err = fmt.Errorf("%w (the target's logs are kept in %s)", err, run.Dir)
+			}
+		}
+	}
+	return run, err
+}
+
+func execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	cfg, replay, err := cfg.WithSchedule()
 	if err != nil {
 		return nil, err
@@ -124,14 +146,14 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 			}
 		}()
 	}
-	logf := func(format string, args ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", args...)
-		}
-	}
+	// Outside the main phase the log goes through the phase's status line
+	// (status.go), which shows the step a long wait is at.
+	logs := orDiscard(cfg.Log)
+	logTo := logs
+	logf := func(format string, args ...any) { fmt.Fprintf(logTo, format+"\n", args...) }
 	run := &Run{Config: cfg, Command: cfg.Command(), Start: time.Now()}
 	logf("fencecheck: seed %d; reproduce with: %s", cfg.Seed, ShellLine(run.Command))
-	dir, err := newRunDir(cfg.Store, target.Name(), run.Start)
+	dir, err := reports.NewRunDir(cfg.Store, target.Name(), run.Start)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
@@ -150,8 +172,12 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err != nil {
 		return run, err
 	}
-	env := Env{RunID: run.RunID, Dir: dir, Namespace: run.Namespace, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
-	eps, err := target.Start(ctx, env)
+	setup := StartStatus(cfg.Progress, "setup")
+	logTo = setup.Log(logs)
+	env := Env{RunID: run.RunID, Dir: dir, Namespace: run.Namespace, Log: logTo, DiskLayer: nemesis.NeedDiskLayer(nemNames)}
+	eps, err := target.Start(setup.Context(ctx), env)
+	setup.End()
+	logTo = logs
 	// Stop always runs: a target that half-started must still clean up.
 	defer func() {
 		logf("teardown: stopping target")
@@ -226,6 +252,9 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	})); err != nil {
 		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
 	}
+	if err := reports.UpdateLatest(cfg.Store, dir); err != nil {
+		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
+	}
 	if pf, ok := target.(Preflighter); ok {
 		rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhasePreflight}))
 		logf("preflight: checking the Fencing API contract (every request recorded)")
@@ -291,6 +320,9 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	// healed and the final state read so the history can be checked.
 	fctx, fcancel := UntilAbort(ctx, cfg.Abort)
 	defer fcancel()
+	final := StartStatus(cfg.Progress, "final")
+	logTo = final.Log(logs)
+	defer func() { final.End(); logTo = logs }()
 	logf("final phase: heal, recover, read every key")
 	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseFinal}))
 	run.Complete = true
@@ -305,10 +337,12 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err := writeSchedule(dir, run.Schedule); err != nil {
 		problem(history.PhaseFinal, "schedule: "+err.Error())
 	}
-	if err := WaitHealthy(fctx, eps, cfg.Recovery); err != nil {
+	final.Set(fmt.Sprintf("recovery: waiting for every node to answer GET /v1/health (up to %s)", cfg.Recovery))
+	if err := WaitHealthy(final.Context(fctx), eps, cfg.Recovery); err != nil {
 		problem(history.PhaseFinal, "recovery: "+err.Error())
 		run.Complete = false
 	}
+	final.Set("final reads: reading every key once more")
 	rctx, rcancel := context.WithTimeout(fctx, cfg.Recovery)
 	if err := wl.FinalReads(rctx, rec); err != nil {
 		problem(history.PhaseFinal, "final reads: "+err.Error())
@@ -376,13 +410,41 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// newRunDir makes STORE/<target>/<timestamp>/ and points STORE/latest at it.
-func newRunDir(store, target string, t time.Time) (string, error) {
-	dir, err := reports.NewRunDir(store, target, t)
-	if err != nil {
-		return "", err
+// HoldsFiles reports whether the folder tree dir holds a file other than
+// its own top-level files named in except (empty folders do not count): a
+// folder that does not is of no use to keep.
+func HoldsFiles(dir string, except ...string) bool {
+	holds := false
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !(filepath.Dir(path) == dir && slices.Contains(except, d.Name())) {
+			holds = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return holds
+}
+
+// errorFile, in a run folder kept without a history, says why the run
+// ended before its history began.
+const errorFile = "error.txt"
+
+// tidyUnstarted tidies the folder of a run that ended with err before its
+// history began: kept with errorFile when keepLogs and it holds more than
+// config.json and an empty history (the target's logs say why it did not
+// start); removed otherwise, with its target's folder when that is left
+// empty, so refused runs leave no clutter. It reports whether the folder
+// was removed.
+func tidyUnstarted(dir string, err error, keepLogs bool) (removed bool) {
+	if keepLogs && HoldsFiles(dir, "config.json", "history.jsonl") {
+		os.WriteFile(filepath.Join(dir, errorFile), []byte(err.Error()+"\n"), 0o644)
+		return false
 	}
-	return dir, reports.UpdateLatest(store, dir)
+	if os.RemoveAll(dir) != nil {
+		return false
+	}
+	os.Remove(filepath.Dir(dir)) // only when empty: the target's folder of this run alone
+	return true
 }
 
 // configRecord is config.json: every setting, the command that repeats the

@@ -146,7 +146,7 @@ func (r *Report) Print(w io.Writer) {
 	if r.Conformant() {
 		fmt.Fprintf(w, "conformant: %d of %d checks passed\n", r.Passed, r.Checks)
 	} else {
-		fmt.Fprintf(w, "not conformant: %d deviations; %d of %d checks passed\n", len(r.Deviations), r.Passed, r.Checks)
+		fmt.Fprintf(w, "not conformant: %s; %d of %d checks passed\n", CountDeviations(len(r.Deviations)), r.Passed, r.Checks)
 	}
 }
 
@@ -164,7 +164,7 @@ type NonconformantError struct{ Report *Report }
 
 func (e *NonconformantError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the system breaks Fencing API v1 (%d deviations; fencecheck conform lists them):", len(e.Report.Deviations))
+	fmt.Fprintf(&b, "the system breaks Fencing API v1 (%s; fencecheck conform lists them):", CountDeviations(len(e.Report.Deviations)))
 	for _, d := range e.Report.Deviations {
 		b.WriteString("\n  - " + d.String())
 	}
@@ -761,4 +761,12 @@ func (c *checker) acrossResources(resources []harness.Endpoint, issuer *harness.
 		a = c.write(e, key, tokenHeader(toks[0]), "conform-shared-stale-"+key)
 		c.stale("write-stale-across-resources", e, a, fmt.Sprintf("a write with token %s, older than the mark %s set through %s", toks[0], toks[1], first.Node), toks[1])
 	}
+}
+
+// CountDeviations is n deviations in words: "1 deviation", "3 deviations".
+func CountDeviations(n int) string {
+	if n == 1 {
+		return "1 deviation"
+	}
+	return fmt.Sprintf("%d deviations", n)
 }
