@@ -115,7 +115,7 @@ func TestAFailedStartLeavesItsLogsOrNothing(t *testing.T) {
 	}
 	closed := httptestClosedURL(t)
 	start := time.Now()
-	res, err := gate.Run(context.Background(), gate.Config{Target: spec("30s", `{"name":"n1","roles":["issuer","resource"],"url":"` + closed + `"}`),
+	res, err := gate.Run(context.Background(), gate.Config{Target: spec("30s", `{"name":"n1","roles":["issuer","resource"],"url":"`+closed+`"}`),
 		Time: time.Second, Store: store})
 	require.Error(t, err)
 	assert.Equal(t, analysis.ExitCannot, res.ExitCode)

@@ -95,7 +95,7 @@ writes results.json, report.html and junit.xml there.
 A history recorded by fencecheck says what its run set out to do and how far
 it got: a requested fault that never took effect, or a run that did not
 finish, makes a valid history unknown. So does a history with fewer than
-`+fmt.Sprint(analysis.DefaultMinOps)+` operations that ended ok or fail, an empty one included (--min-ops sets
+` + fmt.Sprint(analysis.DefaultMinOps) + ` operations that ended ok or fail, an empty one included (--min-ops sets
 the minimum; 0 judges any history as it is). Notes on the history (too few
 operations, a last line cut short and skipped) are printed with the verdict.
 
