@@ -23,6 +23,10 @@ import (
 type testFlags struct {
 	cfg   harness.Config
 	quiet bool
+	// repeat runs the config that many times, seeds one after another
+	// (cmd_repeat.go); failFast stops at the first invalid run.
+	repeat   int
+	failFast bool
 }
 
 func init() {
@@ -33,6 +37,12 @@ func init() {
 		}
 		if err := replayFlags(c, f); err != nil {
 			return err
+		}
+		if f.repeat < 1 {
+			return usageErrorf("--repeat must be 1 or more, got %d", f.repeat)
+		}
+		if f.repeat > 1 {
+			return runRepeat(f)
 		}
 		return runTest(f)
 	}
@@ -55,18 +65,28 @@ Ctrl-C (or SIGTERM) cuts the run short: faults are healed, the final reads
 made, the history checked and every report written; the verdict is then at
 best unknown. A second Ctrl-C tears down at once (exit 3, no report).
 
+With --repeat N it runs N times, seeds one after another (each its own run
+folder and report), stops at the first invalid run with --fail-fast (and
+after the run an interrupt cut short), and ends with every verdict, the
+detection rate with its 95% Wilson interval, and the reproduce line of each
+run that did not pass. Its exit code is the worst verdict: invalid (1), then
+could not run (3), then unknown (2), then valid (0).
+
 Targets: ` + strings.Join(targets.Names(), ", ") + `, spec:FILE.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 		Example: `  fencecheck test --target memory --time 30s --nemesis pause,restart --seed 7
   fencecheck test --target memory --bug accept-equal --nemesis all
   fencecheck test --target etcd --nemesis partition
-  fencecheck test --target memory --bug counter-in-memory --seed 7 --schedule store/latest/shrink/schedule.json`,
+  fencecheck test --target memory --bug counter-in-memory --seed 7 --schedule store/latest/shrink/schedule.json
+  fencecheck test --target memory --bug highwater-no-fsync --repeat 10 --time 20s`,
 		Args: cobra.NoArgs,
 	}
 	fl := cmd.Flags()
 	f.cfg.RegisterFlags(fl)
 	fl.Lookup("target").Usage = "target to test: " + strings.Join(targets.Names(), ", ") + ", or spec:FILE"
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fl.IntVar(&f.repeat, "repeat", 1, "run N times, seeds one after another from --seed (drawn once when not given), and end with every verdict, the detection rate with its 95% Wilson interval and the reproduce line of each run that did not pass; exit code: the worst verdict (invalid 1, then could not run 3, then unknown 2, then valid 0)")
+	fl.BoolVar(&f.failFast, "fail-fast", false, "with --repeat: stop at the first invalid run")
 	return cmd, f
 }
 

@@ -155,3 +155,35 @@ func TestZeroFlagsAreRefused(t *testing.T) {
 	assert.Regexp(t, `main phase: .*\(\d+ keys: steady 3, `, errOut)
 	assert.True(t, strings.Contains(errOut, "many-locks 64") || !strings.Contains(errOut, "many-locks"), errOut)
 }
+
+// test --repeat N runs seeds one after another and ends with every
+// verdict, the detection rate with its Wilson interval and the reproduce
+// line of each run that did not pass; its exit code is the worst verdict.
+// --fail-fast stops at the first invalid run.
+func TestRepeat(t *testing.T) {
+	store := t.TempDir()
+	code, out, errOut := cli(t, nil, "test", "--repeat", "2", "--time", "1s", "--nemesis", "none", "--seed", "41",
+		"--quiet", "--store", store)
+	assert.Equal(t, analysis.ExitValid, code, "%s\n%s", out, errOut)
+	assert.Contains(t, out, "run 1 of 2, seed 41: valid (exit 0)")
+	assert.Contains(t, out, "run 2 of 2, seed 42: valid (exit 0)")
+	assert.Contains(t, out, "repeat: 2 of 2 runs done")
+	assert.Contains(t, out, "verdicts: 2 valid\n")
+	assert.Contains(t, out, "detection rate: 0 of 2 runs with a verdict invalid: 0% (95% Wilson interval 0%-66%)")
+	assert.Contains(t, out, "exit code 0: the worst verdict")
+	dirs, _ := filepath.Glob(filepath.Join(store, "memory", "2*"))
+	assert.Len(t, dirs, 2, "each run is a run of its own")
+
+	code, out, errOut = cli(t, nil, "test", "--repeat", "3", "--fail-fast", "--bug", "accept-equal", "--time", "1s",
+		"--nemesis", "none", "--seed", "7", "--quiet", "--store", store)
+	assert.Equal(t, analysis.ExitInvalid, code, "%s\n%s", out, errOut)
+	assert.Contains(t, errOut, "--fail-fast: stopping at the first invalid run")
+	assert.Contains(t, out, "repeat: 1 of 3 runs done")
+	assert.Contains(t, out, "detection rate: 1 of 1 runs with a verdict invalid: 100% (95% Wilson interval 21%-100%)")
+	assert.Regexp(t, `invalid \(seed 7\): \d+ anomalies, first: .*\n  fencecheck test --target=memory --bug=accept-equal --time=1s .*--seed=7 `, out)
+	assert.Contains(t, out, "exit code 1: the worst verdict (invalid 1, then could not run 3, then unknown 2, then valid 0)")
+
+	code, _, errOut = cli(t, nil, "test", "--repeat", "0", "--store", store)
+	assert.Equal(t, analysis.ExitUsage, code)
+	assert.Contains(t, errOut, "--repeat must be 1 or more, got 0")
+}
