@@ -19,6 +19,7 @@ import (
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/targets/memory"
 )
 
@@ -134,6 +135,8 @@ func TestAFailedStartLeavesItsLogsOrNothing(t *testing.T) {
 	why, err := os.ReadFile(filepath.Join(res.Dir, "error.txt"))
 	require.NoError(t, err)
 	assert.Contains(t, string(why), "did not answer GET /v1/health with 200 within")
+	_, err = reports.HistoryOf(res.Dir)
+	assert.ErrorContains(t, err, "its error.txt says why: the run could not be carried out: target x did not start", "report and check say why")
 	_, err = os.Lstat(filepath.Join(store, "latest"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "latest points only at runs whose history began")
 }

@@ -425,19 +425,15 @@ func HoldsFiles(dir string, except ...string) bool {
 	return holds
 }
 
-// errorFile, in a run folder kept without a history, says why the run
-// ended before its history began.
-const errorFile = "error.txt"
-
 // tidyUnstarted tidies the folder of a run that ended with err before its
-// history began: kept with errorFile when keepLogs and it holds more than
+// history began: kept with reports.ErrorFile when keepLogs and it holds more than
 // config.json and an empty history (the target's logs say why it did not
 // start); removed otherwise, with its target's folder when that is left
 // empty, so refused runs leave no clutter. It reports whether the folder
 // was removed.
 func tidyUnstarted(dir string, err error, keepLogs bool) (removed bool) {
-	if keepLogs && HoldsFiles(dir, "config.json", "history.jsonl") {
-		os.WriteFile(filepath.Join(dir, errorFile), []byte(err.Error()+"\n"), 0o644)
+	if keepLogs && HoldsFiles(dir, reports.ConfigFile, reports.HistoryFile) {
+		os.WriteFile(filepath.Join(dir, reports.ErrorFile), []byte(err.Error()+"\n"), 0o644)
 		return false
 	}
 	if os.RemoveAll(dir) != nil {
