@@ -19,10 +19,10 @@ const (
 	// DefaultTimeout bounds Porcupine's search over a whole history.
 	DefaultTimeout = porcupine.DefaultTimeout
 	// DefaultMinOps is the fewest definite (ok or fail) client operations a
-	// run's history needs for a "valid" verdict to mean anything: the
-	// minimum of `fencecheck test` and the gate (harness.Default). `check`
-	// on a file judges what is there (no minimum) and notes when a history
-	// has fewer.
+	// history needs for a "valid" verdict to mean anything: the minimum of
+	// `fencecheck test`, `check` and the gate (harness.Default). With no
+	// minimum (--min-ops 0) a smaller history, even an empty one, is judged
+	// as it is, with a note.
 	DefaultMinOps = 10
 	// DefaultTTL is the lease the lease-overlap analysis assumes for
 	// acquires and renews whose events carry no extra.ttl_ms.

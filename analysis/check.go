@@ -126,10 +126,13 @@ func kindSummary(res *checkers.Result) string {
 // (service.go), in words.
 func (r *Result) gate(damage int, silent []string) {
 	var why []string
-	if min := r.Settings.MinOps; min > 0 && r.Counts.Definite < min {
+	switch min := r.Settings.MinOps; {
+	case min > 0 && r.Counts.Definite < min:
 		why = append(why, fmt.Sprintf("too few operations to judge: only %d ended ok or fail; the gate needs at least %d (--min-ops)", r.Counts.Definite, min))
-	} else if min == 0 && r.Counts.Definite < DefaultMinOps {
-		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail (fencecheck test and the gate ask for at least %d; --min-ops sets a minimum here)", r.Counts.Definite, DefaultMinOps))
+	case min == 0 && r.Counts.Definite == 0:
+		r.Notes = append(r.Notes, "nothing to judge: no client operation ended ok or fail, and --min-ops 0 asked for no minimum (the default asks for at least "+fmt.Sprint(DefaultMinOps)+")")
+	case min == 0 && r.Counts.Definite < DefaultMinOps:
+		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail, judged with no minimum (--min-ops 0; the default asks for at least %d)", r.Counts.Definite, DefaultMinOps))
 	}
 	if run := r.Run; run != nil {
 		if slices.Contains(namedNemeses(run.Requested), pauseNemesis) && r.pausedHolders() && r.LateWrites.Total == 0 {

@@ -30,10 +30,15 @@ type Config struct {
 
 	// Time is the length of the main phase.
 	Time time.Duration `json:"time_ns"`
-	// Concurrency is the number of writer clients; Keys the number of
-	// lock/resource keys they share.
+	// Concurrency is the number of writer clients; Keys the number each
+	// traffic profile scales its keys from (workloads/profiles.go), not the
+	// run's total.
 	Concurrency int `json:"concurrency"`
 	Keys        int `json:"keys"`
+	// Namespace scopes every lock, key and value name the run sends
+	// (workloads/namespace.go); "" derives a new one from the run id, so
+	// runs against one long-lived system never share a name.
+	Namespace string `json:"namespace,omitempty"`
 	// Readers is the number of extra clients that only read; a negative
 	// number means none (zero takes the default).
 	Readers int `json:"readers"`
@@ -168,6 +173,9 @@ func (c *Config) Validate() error {
 	if c.Keys < 1 || c.Keys > 10000 {
 		bad("--keys must be 1..10000, got %d", c.Keys)
 	}
+	if err := workloads.CheckNamespace(c.Namespace); err != nil {
+		bad("--namespace %v", err)
+	}
 	if c.Readers > 1000 {
 		bad("--readers must be 0..1000, got %d", c.Readers)
 	}
@@ -235,7 +243,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SealKey, "seal-key", d.SealKey, "memory reference: authenticate tokens with this HMAC key")
 	fs.DurationVar(&c.Time, "time", d.Time, "length of the main phase")
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "writer clients")
-	fs.IntVar(&c.Keys, "keys", d.Keys, "locks/resource keys the clients share")
+	fs.IntVar(&c.Keys, "keys", d.Keys, "keys each profile scales its own from, not the total: steady, long-holders and crashing-holders use N, skewed 8N (16 or more), many-locks 20N (64 or more), storm 1; the main-phase log line says how many the run uses")
+	fs.StringVar(&c.Namespace, "namespace", d.Namespace, "prefix of every lock, key and value name the run sends (default: a new one derived from the run id; two runs with one namespace against one long-lived server read each other's values)")
 	c.Readers = d.Readers
 	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read (0: none)")
 	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")

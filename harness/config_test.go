@@ -27,7 +27,7 @@ func parse(t *testing.T, command []string) Config {
 // The reproduce line repeats every setting: read back through the flags it
 // gives the same config, whatever was set.
 func TestCommandReproducesEverySetting(t *testing.T) {
-	all := Config{Target: "spec:/tmp/my system/spec.json", Time: 90 * time.Second, Concurrency: 7, Keys: 11,
+	all := Config{Target: "spec:/tmp/my system/spec.json", Time: 90 * time.Second, Concurrency: 7, Keys: 11, Namespace: "ci-run_7",
 		Readers: 4, TTL: 750 * time.Millisecond, OpTimeout: 2 * time.Second, Forge: true,
 		Nemesis: "pause,restart-wipe", Seed: 1 << 40, Recovery: 45 * time.Second,
 		Checker: "porcupine", CheckTimeout: 3 * time.Minute, MinOps: 500, Store: "/var/tmp/store"}
@@ -102,11 +102,12 @@ func TestWithDefaultsFillsZeroFieldsAndASeed(t *testing.T) {
 // Validate reports every bad setting at once, each by its flag.
 func TestValidateNamesEveryBadSetting(t *testing.T) {
 	c := Config{Time: -time.Second, Concurrency: 2000, Keys: -1, TTL: time.Millisecond, Nemesis: "gremlins",
-		Checker: "slow"}.WithDefaults()
+		Checker: "slow", Namespace: "a.b"}.WithDefaults()
 	err := c.Validate()
 	require.Error(t, err)
 	for _, want := range []string{"--time must be positive", "--concurrency must be 1..1000", "--keys must be 1..10000",
-		"--ttl must be at least 10ms", `--nemesis: unknown nemesis "gremlins"`, "--checker must be fast, porcupine or both"} {
+		"--ttl must be at least 10ms", `--nemesis: unknown nemesis "gremlins"`, "--checker must be fast, porcupine or both",
+		`--namespace must be 1-64 characters of A-Z a-z 0-9 _ -, got "a.b"`} {
 		assert.Contains(t, err.Error(), want)
 	}
 }

@@ -40,7 +40,8 @@ func (restart) Applicable(env *Env) (bool, string) {
 		return false, "the target's nodes cannot be killed and restarted"
 	}
 	if len(nodesOf(env)) == 0 {
-		return false, "the target lists no nodes"
+		// Nodes are those fencecheck runs: a spec's url nodes are not.
+		return false, "the target has no node fencecheck runs (a node it does not start, such as a spec's url node, is someone else's to kill)"
 	}
 	return true, ""
 }

@@ -173,9 +173,9 @@ func (t *Target) Semantics() checkers.Semantics { return t.spec.ModelSemantics()
 // in the history; the others are returned in words, for the report.
 func (t *Target) Preflight(ctx context.Context, record harness.OpRecorder) ([]string, error) {
 	t.mu.Lock()
-	eps := t.eps
+	eps, ns := t.eps, t.env.Namespace
 	t.mu.Unlock()
-	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics(), Record: record})
+	rep, err := conform.Check(ctx, eps, conform.Options{Semantics: t.Semantics(), Record: record, Namespace: ns})
 	t.mu.Lock()
 	t.preflight = rep
 	t.mu.Unlock()
@@ -197,7 +197,7 @@ func (t *Target) Preflight(ctx context.Context, record harness.OpRecorder) ([]st
 	if len(blocking) > 0 {
 		return reported, (&conform.Report{Checks: rep.Checks, Passed: rep.Passed, Deviations: blocking}).Err()
 	}
-	t.logf("conformance preflight: %d checks, %d deviations reported", rep.Checks, len(reported))
+	t.logf("conformance preflight: %d checks, %s reported", rep.Checks, conform.CountDeviations(len(reported)))
 	return reported, nil
 }
 
@@ -310,7 +310,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	for _, d := range rep.Safe() {
 		t.logf("contract deviation (the run goes on: it cannot let a bad token through; --strict-contract stops here): %s", d)
 	}
-	t.logf("conformance preflight passed (%d checks, %d deviations that cannot let a bad token through)", rep.Checks, len(rep.Safe()))
+	t.logf("conformance preflight passed (%d checks, %s that cannot let a bad token through)", rep.Checks, conform.CountDeviations(len(rep.Safe())))
 	return eps, nil
 }
 
@@ -648,10 +648,12 @@ func (t *Target) startContainer(ctx context.Context, n *node) error {
 }
 
 // waitNodes waits until every named node answers GET /v1/health with 200
-// (harness.PollHealth), failing early when a command node's program exits.
+// (harness.HealthWait), failing early when a command node's program exits
+// or a url node refuses every connection for a while.
 func (t *Target) waitNodes(ctx context.Context, names ...string) error {
 	var eps []harness.Endpoint
 	procs := map[string]*process{}
+	urls := map[string]bool{}
 	var logs []string
 	t.mu.Lock()
 	for _, name := range names {
@@ -666,6 +668,7 @@ func (t *Target) waitNodes(ctx context.Context, names ...string) error {
 		for _, sn := range t.spec.Nodes {
 			if sn.Name == name {
 				eps = append(eps, harness.Endpoint{Node: name, URL: sn.URL})
+				urls[name] = true
 			}
 		}
 	}
@@ -684,7 +687,7 @@ func (t *Target) waitNodes(ctx context.Context, names ...string) error {
 		}
 		return nil
 	}
-	err := harness.PollHealth(ctx, eps, t.spec.Timeout(), gone)
+	err := harness.HealthWait{Nodes: eps, Limit: t.spec.Timeout(), Gone: gone, Running: urls}.Run(ctx)
 	if err != nil && exited == nil && len(logs) > 0 {
 		err = fmt.Errorf("%w; see %s", err, strings.Join(logs, ", "))
 	}
