@@ -34,7 +34,10 @@ const (
 type Options struct {
 	// Semantics is what the target declares (zero fields: the defaults).
 	Semantics checkers.Semantics
-	// Checker is "fast", "porcupine" or "both" ("" means both).
+	// Checker names the checkers that run beside the direct checks: a
+	// comma-separated list of the checker table's names (CheckerNames) and
+	// aliases ("both": Porcupine and the fast checker; "" is
+	// DefaultChecker).
 	Checker string
 	// Checkers, when set, are used instead of those Checker selects (a
 	// replay of stored results, a test's fake).
@@ -292,8 +295,10 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 			return nil, err
 		}
 	}
-	if opts.Checker == "" {
-		opts.Checker = CheckerBoth
+	if opts.Checkers == nil {
+		opts.Checker, _ = NormalizeChecker(opts.Checker) // selectCheckers accepted it
+	} else if opts.Checker == "" {
+		opts.Checker = DefaultChecker
 	}
 	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(), ops: &history.Ops{},
 		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
@@ -314,24 +319,24 @@ func (a *analyzer) add(e history.Event) error {
 	case e.IsTamper():
 		a.tampered++
 	case e.Process == history.NemesisProcess:
-		switch action := extraString(e.Extra, "action"); {
-		case action == "stop-failed":
+		switch action := extraString(e.Extra, history.ExtraAction); {
+		case action == history.FaultStopFailed:
 			c := a.nemeses[e.F]
 			c.EndRetried++
 			a.nemeses[e.F] = c
-		case action == "stop" && extraString(e.Extra, "error") != "":
+		case action == history.FaultStop && extraString(e.Extra, history.ExtraError) != "":
 			c := a.nemeses[e.F]
 			c.EndFailed++
-			c.LastEndError = extraString(e.Extra, "error")
+			c.LastEndError = extraString(e.Extra, history.ExtraError)
 			a.nemeses[e.F] = c
 		}
 		if a.faults.add(e) {
 			break
 		}
-		switch extraString(e.Extra, "action") {
-		case "error":
+		switch extraString(e.Extra, history.ExtraAction) {
+		case history.FaultError:
 			c := a.nemeses[e.F]
-			c.countFault(extraString(e.Extra, "mode"), extraString(e.Extra, "error"))
+			c.countFault(extraString(e.Extra, history.ExtraMode), extraString(e.Extra, history.ExtraError))
 			a.nemeses[e.F] = c
 		}
 	}

@@ -69,7 +69,9 @@ type Config struct {
 	// the final reads.
 	Recovery time.Duration `json:"recovery_ns"`
 
-	// Checker is fast, porcupine or both.
+	// Checker names the checkers beside the direct checks: a
+	// comma-separated list of the checker table's names, or "both"
+	// (analysis.NormalizeChecker).
 	Checker string `json:"checker"`
 	// CheckTimeout bounds Porcupine's search.
 	CheckTimeout time.Duration `json:"check_timeout_ns"`
@@ -107,7 +109,7 @@ func Default() Config {
 		Time:   30 * time.Second, Concurrency: 5, Keys: 3, Readers: 2,
 		TTL: DefaultTTL, OpTimeout: time.Second, Profile: workloads.ProfileAll,
 		Nemesis: "all", Recovery: 30 * time.Second,
-		Checker: analysis.CheckerBoth, CheckTimeout: analysis.DefaultTimeout, MinOps: analysis.DefaultMinOps,
+		Checker: analysis.DefaultChecker, CheckTimeout: analysis.DefaultTimeout, MinOps: analysis.DefaultMinOps,
 		Store: "store",
 	}
 }
@@ -186,10 +188,8 @@ func (c *Config) Validate() error {
 	if c.Recovery <= 0 {
 		bad("--recovery must be positive, got %s", c.Recovery)
 	}
-	switch c.Checker {
-	case "fast", "porcupine", analysis.CheckerBoth:
-	default:
-		bad("--checker must be fast, porcupine or both, got %q", c.Checker)
+	if _, err := analysis.NormalizeChecker(c.Checker); err != nil {
+		bad("--checker %v", err)
 	}
 	if c.CheckTimeout <= 0 {
 		bad("--check-timeout must be positive, got %s", c.CheckTimeout)
@@ -247,7 +247,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
 	fs.StringVar(&c.Schedule, "schedule", d.Schedule, "replay this fault schedule (a run's schedule.json) instead of drawing faults from --seed; its nemeses replace --nemesis, and without --time its main phase is the schedule's")
 	fs.DurationVar(&c.Recovery, "recovery", d.Recovery, "how long the final phase waits for every node to answer after the heal")
-	fs.StringVar(&c.Checker, "checker", d.Checker, "checker: fast, porcupine or both")
+	fs.StringVar(&c.Checker, "checker", d.Checker, "checkers beside the direct checks: "+analysis.CheckerChoices()+", or a comma-separated list of them")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "time Porcupine may search")
 	c.MinOps = d.MinOps
 	fs.Var(zeroIsNone{&c.MinOps}, "min-ops", "fewest operations ending ok or fail for a verdict other than unknown (0: no minimum)")

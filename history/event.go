@@ -101,7 +101,7 @@ func (e *Event) IsTamper() bool {
 	if e.Process != NemesisProcess || e.F != Tamper {
 		return false
 	}
-	_, action := e.Extra["action"]
+	_, action := e.Extra[ExtraAction]
 	return !action
 }
 

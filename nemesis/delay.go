@@ -16,7 +16,13 @@ import (
 // high-water mark, or checks nothing lets it through.
 type delay struct{}
 
-func (delay) Name() string { return "delay" }
+// Delay is the delay nemesis's name.
+const Delay = "delay"
+
+func (delay) Name() string { return Delay }
+
+// Effects: a write arrives after a newer token's.
+func (delay) Effects() []Effect { return []Effect{Delays} }
 
 // ActsOnLinks: the proxies hold the writes.
 func (delay) ActsOnLinks() bool { return true }

@@ -315,11 +315,11 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 		mc.Failed++
 		mc.Error = err.Error()
 	})
-	details := map[string]any{"error": err.Error()}
+	details := map[string]any{history.ExtraError: err.Error()}
 	if mode != "" {
-		details["mode"] = mode
+		details[history.ExtraMode] = mode
 	}
-	s.record(n.Name(), "error", -1, nodes, details)
+	s.record(n.Name(), history.FaultError, -1, nodes, details)
 }
 
 // start claims p's nodes when it takes them over, starts the fault and
@@ -364,7 +364,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 		}
 		return -1, 0
 	}
-	mode, _ := f.Details["mode"].(string)
+	mode, _ := f.Details[history.ExtraMode].(string)
 	s.count(n, func(c *Count) { c.Started++; c.mode(mode).Started++ })
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
@@ -372,7 +372,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver}
 	s.mu.Unlock()
 	s.plan(planned)
-	s.record(n.Name(), "start", id, f.Nodes, f.Details)
+	s.record(n.Name(), history.FaultStart, id, f.Nodes, f.Details)
 	return id, planned.Duration
 }
 
@@ -412,16 +412,16 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 		s.mu.Lock()
 		s.active[id] = l
 		s.mu.Unlock()
-		s.record(l.nem.Name(), "stop-failed", id, l.fault.Nodes, map[string]any{"error": err.Error()})
+		s.record(l.nem.Name(), history.FaultStopFailed, id, l.fault.Nodes, map[string]any{history.ExtraError: err.Error()})
 		return err
 	}
 	var details map[string]any
 	if err != nil {
-		details = map[string]any{"error": err.Error()}
+		details = map[string]any{history.ExtraError: err.Error()}
 		err = fmt.Errorf("%s of %s could not be undone: %w", l.nem.Name(), strings.Join(l.fault.Nodes, ","), err)
 	}
 	s.Env.claims.release(l.claim)
-	s.record(l.nem.Name(), "stop", id, l.fault.Nodes, details)
+	s.record(l.nem.Name(), history.FaultStop, id, l.fault.Nodes, details)
 	return err
 }
 
@@ -472,7 +472,7 @@ func (s *Scheduler) Heal(ctx context.Context) error {
 			}
 		}
 	}
-	s.record("heal", "stop", 0, nil, nil)
+	s.record(history.FaultHeal, history.FaultStop, 0, nil, nil)
 	if len(errs) > 0 {
 		return fmt.Errorf("heal: %s", strings.Join(errs, "; "))
 	}
@@ -486,9 +486,9 @@ func (s *Scheduler) record(name, action string, id int64, nodes []string, detail
 			extra[k] = b
 		}
 	}
-	put("action", action)
+	put(history.ExtraAction, action)
 	if id > 0 {
-		put("id", id)
+		put(history.ExtraFaultID, id)
 	}
 	for k, v := range details {
 		put(k, v)
