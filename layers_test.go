@@ -96,3 +96,29 @@ func TestGroundPackagesStandAlone(t *testing.T) {
 		}
 	}
 }
+
+// Command-line flags are the commands' own: the run engine says what its
+// settings are (harness.Config.Settings), cmd/ binds them to flags.
+func TestFlagLibrariesOnlyInCmd(t *testing.T) {
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		rel, ok := strings.CutPrefix(fields[0], module+"/")
+		if !ok || strings.HasPrefix(rel, "cmd/") {
+			continue
+		}
+		checked++
+		for _, d := range fields[1:] {
+			if d == "github.com/spf13/pflag" || d == "github.com/spf13/cobra" {
+				t.Errorf("%s depends on %s: flags are bound in cmd/", fields[0], d)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d packages checked: go list output not understood", checked)
+	}
+}

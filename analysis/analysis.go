@@ -25,8 +25,9 @@ const (
 	// has fewer.
 	DefaultMinOps = 10
 	// DefaultTTL is the lease the lease-overlap analysis assumes for
-	// acquires and renews whose events carry no extra.ttl_ms.
-	DefaultTTL = time.Second
+	// acquires and renews whose events carry no extra.ttl_ms: the lease
+	// fencecheck's clients ask for by default.
+	DefaultTTL = history.DefaultTTL
 )
 
 // Options configure an analysis. The direct checks always run; Checker

@@ -115,13 +115,10 @@ func IsUsage(err error) bool {
 // run replays that schedule file's faults (a file that does not parse, or
 // names nodes or nemeses the target lacks, is a usage error).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	cfg, _, serr := cfg.WithSchedule()
-	cfg = cfg.WithDefaults()
+	n, err := cfg.Normalize()
+	cfg = n.Config
 	res := &Result{ExitCode: analysis.ExitUsage, Seed: cfg.Seed, Command: cfg.Command()}
-	if serr != nil {
-		return res, &usageError{serr}
-	}
-	if err := cfg.Validate(); err != nil {
+	if err != nil {
 		return res, &usageError{err}
 	}
 	target, err := targets.New(cfg)
@@ -129,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, &usageError{err}
 	}
 	res.ExitCode = analysis.ExitCannot
-	run, err := harness.Execute(ctx, cfg, target)
+	run, err := n.Execute(ctx, target)
 	if run != nil {
 		res.Dir = run.Dir
 	}

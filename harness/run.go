@@ -99,14 +99,16 @@ type Run struct {
 // history records the run itself too (history/run.go): what it set out to
 // do, its phases, its problems and how far it got.
 func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
-	cfg, replay, err := cfg.WithSchedule()
+	n, err := cfg.Normalize()
 	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+	return n.Execute(ctx, target)
+}
+
+// Execute is harness.Execute for a config normalised already (gate.Run's).
+func (n Normalized) Execute(ctx context.Context, target Target) (*Run, error) {
+	cfg, replay, nemNames := n.Config, n.Replay, n.Nemeses
 	if cfg.Abort != nil {
 		// An abort ends setup and the main phase as the caller's end does.
 		var cancel context.CancelFunc
@@ -138,10 +140,6 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	logf("setup: starting target %s (run folder %s, run id %s)", target.Name(), dir, run.RunID)
-	nemNames, err := nemesis.Parse(cfg.Nemesis)
-	if err != nil {
-		return run, err
-	}
 	env := Env{RunID: run.RunID, Dir: dir, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
 	eps, err := target.Start(ctx, env)
 	// Stop always runs: a target that half-started must still clean up.

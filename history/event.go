@@ -11,7 +11,10 @@
 // carried through untouched and ignored by the models.
 package history
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Type is the outcome class of an event: invoke opens an operation; ok, fail
 // and info close it.
@@ -104,6 +107,11 @@ func (e *Event) IsTamper() bool {
 	_, action := e.Extra[ExtraAction]
 	return !action
 }
+
+// DefaultTTL is the lease fencecheck's clients ask for unless told otherwise
+// (--ttl), and so the lease assumed for acquires and renews whose events
+// carry no extra.ttl_ms: the one default of the project's leases.
+const DefaultTTL = time.Second
 
 // Extra fields of client events.
 const (

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // delay makes the proxies between clients and the resource hold a share of
@@ -39,7 +41,7 @@ func (delay) Applicable(env *Env) (bool, string) {
 func delayBound(env *Env, rng *rand.Rand) time.Duration {
 	ttl := env.TTL
 	if ttl <= 0 {
-		ttl = time.Second
+		ttl = history.DefaultTTL
 	}
 	return ttl + time.Duration(rng.Int64N(int64(2*ttl)+1))
 }

@@ -8,8 +8,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
@@ -60,10 +62,37 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 		Args: cobra.NoArgs,
 	}
 	fl := cmd.Flags()
-	f.cfg.RegisterFlags(fl)
+	bindSettings(fl, &f.cfg)
 	fl.Lookup("target").Usage = "target to test: " + strings.Join(targets.Names(), ", ") + ", or spec:FILE"
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	return cmd, f
+}
+
+// bindSettings defines one flag per setting of a run (harness.Config's
+// Settings) on fl, bound to c, with the values of harness.Default (c is set
+// to them): the one place flags are bound to a run's config.
+func bindSettings(fl *pflag.FlagSet, c *harness.Config) {
+	*c = harness.Default()
+	for _, s := range c.Settings() {
+		switch v := s.Value.(type) {
+		case *string:
+			fl.StringVar(v, s.Name, *v, s.Usage)
+		case *[]string:
+			fl.StringSliceVar(v, s.Name, *v, s.Usage)
+		case *time.Duration:
+			fl.DurationVar(v, s.Name, *v, s.Usage)
+		case *int:
+			fl.IntVar(v, s.Name, *v, s.Usage)
+		case *uint64:
+			fl.Uint64Var(v, s.Name, *v, s.Usage)
+		case *bool:
+			fl.BoolVar(v, s.Name, *v, s.Usage)
+		case harness.FlagValue:
+			fl.Var(v, s.Name, s.Usage)
+		default:
+			panic(fmt.Sprintf("setting --%s: no flag for a %T", s.Name, s.Value))
+		}
+	}
 }
 
 // replayFlags applies what --schedule means for the other flags: the
