@@ -21,14 +21,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/targets"
 )
@@ -160,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.NotApplicable = run.NotApplicable
 	if cfg.JUnit != "" {
-		if err := copyFile(filepath.Join(run.Dir, "junit.xml"), cfg.JUnit); err != nil {
+		if err := durable.Copy(filepath.Join(run.Dir, "junit.xml"), cfg.JUnit, 0o644); err != nil {
 			res.ExitCode = analysis.ExitCannot
 			return res, fmt.Errorf("%w: --junit: %v", harness.ErrCannotRun, err)
 		}
@@ -172,16 +170,4 @@ func logf(cfg Config, format string, args ...any) {
 	if cfg.Log != nil {
 		fmt.Fprintf(cfg.Log, format+"\n", args...)
 	}
-}
-
-func copyFile(src, dst string) error {
-	return fencing.WriteFileFrom(dst, 0o644, func(w io.Writer) error {
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		_, err = io.Copy(w, in)
-		return err
-	})
 }

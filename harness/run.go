@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -392,7 +392,7 @@ func writeSchedule(dir string, s *nemesis.Schedule) error {
 	if err != nil {
 		return err
 	}
-	return fencing.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
+	return durable.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
 }
 
 // LoadConfig reads a stored run's config.json: the config the run ran with
@@ -417,5 +417,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return durable.WriteFile(path, append(b, '\n'), 0o644)
 }

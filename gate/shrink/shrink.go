@@ -39,7 +39,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -449,7 +449,7 @@ func (s *shrinker) test(c *Candidate) error {
 	sched := &nemesis.Schedule{Seed: s.base.Seed, Nemesis: s.orig.Nemesis, MainPhase: c.MainPhase, Faults: c.faults}
 	b, err := sched.Marshal()
 	if err == nil {
-		err = fencing.WriteFile(c.Schedule, b, 0o644)
+		err = durable.WriteFile(c.Schedule, b, 0o644)
 	}
 	if err != nil {
 		return err
@@ -692,7 +692,7 @@ func (s *shrinker) write() error {
 		sched := &nemesis.Schedule{Seed: s.base.Seed, Nemesis: s.orig.Nemesis, MainPhase: s.best.MainPhase, Faults: s.best.faults}
 		b, err := sched.Marshal()
 		if err == nil {
-			err = fencing.WriteFile(res.Schedule, b, 0o644)
+			err = durable.WriteFile(res.Schedule, b, 0o644)
 		}
 		if err != nil {
 			return err
@@ -730,14 +730,14 @@ func (s *shrinker) write() error {
 	}
 	fmt.Fprintf(&txt, ").\nEvery run is a run folder under %s; each candidate's schedule is in %s.\n",
 		filepath.Join(s.dir, "store"), filepath.Join(s.dir, "candidates"))
-	if err := fencing.WriteFile(filepath.Join(s.dir, "summary.txt"), []byte(txt.String()), 0o644); err != nil {
+	if err := durable.WriteFile(filepath.Join(s.dir, "summary.txt"), []byte(txt.String()), 0o644); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := fencing.WriteFile(filepath.Join(s.dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
+	if err := durable.WriteFile(filepath.Join(s.dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	s.progressf("%s", res.Summary)
