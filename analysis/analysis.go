@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/checkers/overlap"
 	"github.com/fencecheck/fencecheck/checkers/porcupine"
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // Defaults of Options' zero values.
@@ -266,7 +267,7 @@ type analyzer struct {
 	faults   faultPairer
 	run      runReader
 	service  serviceTracker
-	nemeses  map[string]NemesisCount
+	nemeses  map[string]*nemesis.Count
 
 	events, tampered int
 	keys             map[string]bool
@@ -302,7 +303,7 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 		opts.Checker = DefaultChecker
 	}
 	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(), ops: &history.Ops{},
-		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
+		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]*nemesis.Count{},
 		run:  runReader{mainAt: -1, finalAt: -1},
 		keys: map[string]bool{}, procs: map[int]bool{}}, nil
 }
@@ -320,24 +321,12 @@ func (a *analyzer) add(e history.Event) error {
 	case e.IsTamper():
 		a.tampered++
 	case e.Process == history.NemesisProcess:
-		switch action := extraString(e.Extra, history.ExtraAction); {
-		case action == history.FaultStopFailed:
-			c := a.nemeses[e.F]
-			c.EndRetried++
-			a.nemeses[e.F] = c
-		case action == history.FaultStop && extraString(e.Extra, history.ExtraError) != "":
-			c := a.nemeses[e.F]
-			c.EndFailed++
-			c.LastEndError = extraString(e.Extra, history.ExtraError)
-			a.nemeses[e.F] = c
+		a.faults.add(e)
+		c := a.nemeses[e.F]
+		if c == nil {
+			c = &nemesis.Count{}
 		}
-		if a.faults.add(e) {
-			break
-		}
-		switch extraString(e.Extra, history.ExtraAction) {
-		case history.FaultError:
-			c := a.nemeses[e.F]
-			c.countFault(extraString(e.Extra, history.ExtraMode), extraString(e.Extra, history.ExtraError))
+		if c.Add(e) {
 			a.nemeses[e.F] = c
 		}
 	}
@@ -430,21 +419,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	r.LateWrites = lateWrites(ops)
 	r.Faults = a.faults.periods(a.end)
 	r.Counts.Faults = len(r.Faults)
-	for _, f := range r.Faults {
-		if !f.Instant() {
-			c := a.nemeses[f.Nemesis]
-			c.countFault(f.Mode(), "")
-			a.nemeses[f.Nemesis] = c
-		}
-	}
-	for n, c := range a.nemeses {
-		if c.Failed == 0 || c.Started == 0 {
-			// Modes tell apart only a nemesis that both applied and failed.
-			c.Modes = nil
-			a.nemeses[n] = c
-		}
-	}
-	r.Nemeses = a.nemeses
+	r.Nemeses = nemesisCounts(a.nemeses)
 	r.Run = a.run.record()
 	// The lease summary before the checkers: the finder's leases are then
 	// garbage while they run.

@@ -108,7 +108,7 @@ func TestANewNemesisIsItsFileAndOneLine(t *testing.T) {
 		Time: 6 * time.Second, Seed: 4})
 	require.Equal(t, analysis.ExitInvalid, res.ExitCode, res.Summary())
 	assert.Positive(t, res.Faults["crash"], "the crash acted")
-	assert.Positive(t, res.Checked.Nemeses["crash"].Started, "the analysis counts it from the history")
+	assert.Equal(t, res.Faults["crash"], res.Checked.Nemeses["crash"].Started, "the analysis counts it from the history, as the run did")
 	first := res.Checked.FirstViolation
 	require.NotNil(t, first)
 	require.NotNil(t, first.Cause, first.Text)

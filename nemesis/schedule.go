@@ -50,38 +50,6 @@ type live struct {
 	takesOver bool  // its plan took its nodes over (Plan.TakesOver)
 }
 
-// Count is how often a nemesis acted, for the gate ("every requested fault
-// actually took effect") and the report.
-type Count struct {
-	Started int    `json:"started"`
-	Failed  int    `json:"failed"`
-	Error   string `json:"last_error,omitempty"`
-	// Waited counts tries that found every node held by another fault.
-	Waited int `json:"waited_for_a_node,omitempty"`
-	// Modes counts starts and failures by fault mode (the start event's
-	// extra.mode, an ApplyError's Mode; "" for faults without one).
-	Modes map[string]*ModeCount `json:"modes,omitempty"`
-}
-
-// ModeCount is how often one mode of a nemesis applied and failed to.
-type ModeCount struct {
-	Started int    `json:"started"`
-	Failed  int    `json:"failed"`
-	Error   string `json:"last_error,omitempty"`
-}
-
-func (c *Count) mode(m string) *ModeCount {
-	if c.Modes == nil {
-		c.Modes = map[string]*ModeCount{}
-	}
-	mc := c.Modes[m]
-	if mc == nil {
-		mc = &ModeCount{}
-		c.Modes[m] = mc
-	}
-	return mc
-}
-
 // ApplyError is a fault that was chosen but did not apply (a rule that
 // could not be set, a clock that could not be moved): its mode and nodes
 // are recorded with the error event, so that a mode that never applied is
@@ -308,13 +276,6 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 	if errors.As(err, &ae) {
 		mode, nodes = ae.Mode, ae.Nodes
 	}
-	s.count(n, func(c *Count) {
-		c.Failed++
-		c.Error = err.Error()
-		mc := c.mode(mode)
-		mc.Failed++
-		mc.Error = err.Error()
-	})
 	details := map[string]any{history.ExtraError: err.Error()}
 	if mode != "" {
 		details[history.ExtraMode] = mode
@@ -364,8 +325,6 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 		}
 		return -1, 0
 	}
-	mode, _ := f.Details[history.ExtraMode].(string)
-	s.count(n, func(c *Count) { c.Started++; c.mode(mode).Started++ })
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
@@ -493,8 +452,15 @@ func (s *Scheduler) record(name, action string, id int64, nodes []string, detail
 	for k, v := range details {
 		put(k, v)
 	}
-	s.Rec.Record(history.Event{Process: history.NemesisProcess, Type: history.Info, F: name,
-		Node: strings.Join(nodes, ","), Extra: extra})
+	e := history.Event{Process: history.NemesisProcess, Type: history.Info, F: name,
+		Node: strings.Join(nodes, ","), Extra: extra}
+	s.Rec.Record(e)
+	// The count is read from the events, as the analysis reads a history's.
+	s.countsMu.Lock()
+	defer s.countsMu.Unlock()
+	if c := s.Counts[name]; c != nil {
+		c.Add(e)
+	}
 }
 
 func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
