@@ -80,7 +80,7 @@ type Result struct {
 	Semantics checkers.Semantics
 	Settings  Settings
 	// Verdict is the overall verdict and Reason why (see combine and the
-	// gate in verdict.go); ExitCode the process exit code it maps to.
+	// gate in check.go); ExitCode the process exit code it maps to.
 	Verdict  checkers.Verdict
 	Reason   string
 	ExitCode int

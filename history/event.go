@@ -8,7 +8,7 @@
 //	{"index":12,"time":120034000,"process":3,"type":"ok","f":"write","key":"r1","token":"42","value":"c3-17"}
 //
 // Lines whose f is not a client operation (nemesis events, process -1) are
-// carried through untouched and ignored by the models.
+// carried through untouched and ignored by the checkers.
 package history
 
 import (
