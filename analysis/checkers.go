@@ -118,6 +118,29 @@ func CheckerNames() []string {
 	return out
 }
 
+// CheckerLines lists every checker of the table, those that always run
+// included, in the order they run (cmd/perfdoc measures each).
+func CheckerLines() []string {
+	checkerTableMu.RLock()
+	defer checkerTableMu.RUnlock()
+	out := make([]string, len(checkerTable))
+	for i, l := range checkerTable {
+		out[i] = l.name
+	}
+	return out
+}
+
+// NewChecker makes the table's checker of the name for an analysis with
+// opts (a measurement of one checker alone).
+func NewChecker(name string, opts Options) (Checker, error) {
+	checkerTableMu.RLock()
+	defer checkerTableMu.RUnlock()
+	if l := lineOf(name); l != nil {
+		return l.make(opts), nil
+	}
+	return nil, fmt.Errorf("no checker %q in the table", name)
+}
+
 // CheckerChoices says in words what Options.Checker takes, for help texts and
 // errors: "fast, porcupine or both".
 func CheckerChoices() string {
