@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // combine sets the checkers' verdict and its reason, by one rule:
@@ -135,7 +136,7 @@ func (r *Result) gate(damage int, silent []string) {
 		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail, judged with no minimum (--min-ops 0; the default asks for at least %d)", r.Counts.Definite, DefaultMinOps))
 	}
 	if run := r.Run; run != nil {
-		if slices.Contains(namedNemeses(run.Requested), pauseNemesis) && r.pausedHolders() && r.LateWrites.Total == 0 {
+		if slices.Contains(namedNemeses(run.Requested), nemesis.Pause) && r.pausedHolders() && r.LateWrites.Total == 0 {
 			// Like a fault that never took effect, measured from the other
 			// side: holders were paused, but none woke with an expired
 			// lease and wrote.
@@ -207,15 +208,11 @@ func (r *Result) gate(damage int, silent []string) {
 	}
 }
 
-// pauseNemesis is the nemesis whose holder pauses must produce late writes
-// by expired holders.
-const pauseNemesis = "pause"
-
 // pausedHolders says whether the pause nemesis paused lock holders (a node
 // pause only freezes a server: it need not make a late write).
 func (r *Result) pausedHolders() bool {
 	for _, f := range r.Faults {
-		if f.Nemesis == pauseNemesis && f.Mode() == "holder" {
+		if f.Nemesis == nemesis.Pause && f.Mode() == nemesis.PauseHolders {
 			return true
 		}
 	}

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -111,7 +111,16 @@ type Run struct {
 // it holds the target's logs, with error.txt saying why. STORE/latest points
 // at a run once its history began.
 func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
-	run, err := execute(ctx, cfg, target)
+	n, err := cfg.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	return n.Execute(ctx, target)
+}
+
+// Execute is harness.Execute for a config normalised already (gate.Run's).
+func (n Normalized) Execute(ctx context.Context, target Target) (*Run, error) {
+	run, err := n.execute(ctx, target)
 	if err != nil && run != nil && run.Dir != "" {
 		if st, serr := os.Stat(run.HistoryPath); serr != nil || st.Size() == 0 {
 			if tidyUnstarted(run.Dir, err, errors.Is(err, ErrCannotRun)) {
@@ -124,15 +133,8 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	return run, err
 }
 
-func execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
-	cfg, replay, err := cfg.WithSchedule()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
+	cfg, replay, nemNames := n.Config, n.Replay, n.Nemeses
 	if cfg.Abort != nil {
 		// An abort ends setup and the main phase as the caller's end does.
 		var cancel context.CancelFunc
@@ -168,10 +170,6 @@ func execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	logf("setup: starting target %s (run folder %s, run id %s, namespace %s)", target.Name(), dir, run.RunID, run.Namespace)
-	nemNames, err := nemesis.Parse(cfg.Nemesis)
-	if err != nil {
-		return run, err
-	}
 	setup := StartStatus(cfg.Progress, "setup")
 	logTo = setup.Log(logs)
 	env := Env{RunID: run.RunID, Dir: dir, Namespace: run.Namespace, Log: logTo, DiskLayer: nemesis.NeedDiskLayer(nemNames)}
@@ -473,7 +471,7 @@ func writeSchedule(dir string, s *nemesis.Schedule) error {
 	if err != nil {
 		return err
 	}
-	return fencing.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
+	return durable.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
 }
 
 // LoadConfig reads a stored run's config.json: the config the run ran with
@@ -501,5 +499,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return durable.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -13,12 +13,22 @@ import (
 // leaves it out.
 type restart struct{ wipe bool }
 
+// Names of the restart nemeses: kill and start again, with the data kept or
+// wiped.
+const (
+	Restart     = "restart"
+	RestartWipe = "restart-wipe"
+)
+
 func (r restart) Name() string {
 	if r.wipe {
-		return "restart-wipe"
+		return RestartWipe
 	}
-	return "restart"
+	return Restart
 }
+
+// Effects: a node comes back with what it made durable, or nothing.
+func (restart) Effects() []Effect { return []Effect{LosesState} }
 
 func (r restart) OptInOnly() bool { return r.wipe }
 

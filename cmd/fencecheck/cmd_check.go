@@ -40,7 +40,7 @@ type checkerFlags struct {
 
 func (c *checkerFlags) register(fl *pflag.FlagSet) {
 	c.fl = fl
-	fl.StringVar(&c.checker, "checker", analysis.CheckerBoth, "checker: fast, porcupine or both")
+	fl.StringVar(&c.checker, "checker", analysis.DefaultChecker, "checkers beside the direct checks: "+analysis.CheckerChoices()+", or a comma-separated list of them")
 	fl.DurationVar(&c.timeout, "timeout", analysis.DefaultTimeout, "time Porcupine may search, over the whole history")
 	fl.IntVar(&c.minOps, "min-ops", analysis.DefaultMinOps, "fewest ok/fail operations for a verdict other than unknown, as fencecheck test and the gate ask (0: no minimum, any history judged as it is)")
 	fl.DurationVar(&c.ttl, "ttl", analysis.DefaultTTL, "lease length for lease-overlap analysis when events carry none")
@@ -55,11 +55,10 @@ func (c *checkerFlags) validate() error {
 	case c.ttl <= 0:
 		return fmt.Errorf("--ttl must be positive, got %s", c.ttl)
 	}
-	switch c.checker {
-	case analysis.CheckerFast, analysis.CheckerPorcupine, analysis.CheckerBoth:
-		return nil
+	if _, err := analysis.NormalizeChecker(c.checker); err != nil {
+		return fmt.Errorf("--checker %w", err)
 	}
-	return fmt.Errorf("--checker must be fast, porcupine or both, got %q", c.checker)
+	return nil
 }
 
 // apply sets the options these flags give: all of them, or (onlyChanged)

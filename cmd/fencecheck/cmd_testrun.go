@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -82,7 +83,7 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 		Args: cobra.NoArgs,
 	}
 	fl := cmd.Flags()
-	f.cfg.RegisterFlags(fl)
+	bindSettings(fl, &f.cfg)
 	fl.Lookup("target").Usage = "target to test: " + strings.Join(targets.Names(), ", ") + ", or spec:FILE"
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
 	fl.IntVar(&f.repeat, "repeat", 1, "run N times, seeds one after another from --seed (drawn once when not given), and end with every verdict, the detection rate with its 95% Wilson interval and the reproduce line of each run that did not pass; exit code: the worst verdict (invalid 1, then could not run 3, then unknown 2, then valid 0)")
@@ -116,6 +117,33 @@ func refuseZeros(fl *pflag.FlagSet) error {
 		return usageErrorf("%s", strings.Join(bad, "\n"))
 	}
 	return nil
+}
+
+// bindSettings defines one flag per setting of a run (harness.Config's
+// Settings) on fl, bound to c, with the values of harness.Default (c is set
+// to them): the one place flags are bound to a run's config.
+func bindSettings(fl *pflag.FlagSet, c *harness.Config) {
+	*c = harness.Default()
+	for _, s := range c.Settings() {
+		switch v := s.Value.(type) {
+		case *string:
+			fl.StringVar(v, s.Name, *v, s.Usage)
+		case *[]string:
+			fl.StringSliceVar(v, s.Name, *v, s.Usage)
+		case *time.Duration:
+			fl.DurationVar(v, s.Name, *v, s.Usage)
+		case *int:
+			fl.IntVar(v, s.Name, *v, s.Usage)
+		case *uint64:
+			fl.Uint64Var(v, s.Name, *v, s.Usage)
+		case *bool:
+			fl.BoolVar(v, s.Name, *v, s.Usage)
+		case harness.FlagValue:
+			fl.Var(v, s.Name, s.Usage)
+		default:
+			panic(fmt.Sprintf("setting --%s: no flag for a %T", s.Name, s.Value))
+		}
+	}
 }
 
 // replayFlags applies what --schedule means for the other flags: the
