@@ -32,8 +32,10 @@ build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/fencecheck
 
 # The main job. The exit code is the verdict: 0 valid, 1 invalid, 2 unknown,
-# 3 could not run, 64 usage error.
-test: build $(if $(filter memory spec:%,$(TARGET)),,deps-docker)
+# 3 could not run, 64 usage error. It first installs the host packages that
+# TARGET alone needs (scripts/deps.sh: none for memory and spec:FILE).
+test: build
+	@./scripts/deps.sh $(TARGET)
 	@./$(BIN) test --target $(TARGET) --time $(TIME) --nemesis $(NEMESIS) --seed $(SEED) \
 		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(ARGS); \
 	code=$$?; echo "fencecheck exit code: $$code (0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage; make itself exits 2 on any of 1-64)"; exit $$code
@@ -50,9 +52,8 @@ fmt-check:
 unit:
 	$(GO) test -count=1 -timeout 25m ./...
 
-# Host tools the Docker targets need: iptables (partitions inside containers'
-# network namespaces), redis-server, postgresql-15, mariadb-server (copied into
-# the Redis, PostgreSQL and MariaDB images).
+# Host packages (scripts/deps.sh says which and why): every target's and the
+# browser test's for make check; every Docker target's for make images.
 deps:
 	@./scripts/deps.sh all
 

@@ -13,7 +13,7 @@ import (
 // package and its subpackages), never a package of its own layer in another
 // folder or of a higher layer. Tests obey the same rule.
 var layers = [][]string{
-	{"history"},
+	{"history", "durable"},
 	{"fencing"},
 	{"workloads", "nemesis", "checkers"},
 	{"analysis"},
@@ -83,16 +83,43 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
-// The layering itself: the ground packages import nothing of the project.
+// The layering itself: the ground packages import nothing of the project
+// but each other (fencing imports history and durable).
 func TestGroundPackagesStandAlone(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./history", "./fencing").Output()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./history", "./durable", "./fencing").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, p := range strings.Fields(string(out)) {
 		rel, ok := strings.CutPrefix(p, module+"/")
-		if ok && rel != "history" && rel != "fencing" {
-			t.Errorf("history and fencing must import nothing of the project but history; they depend on %s", rel)
+		if ok && rel != "history" && rel != "durable" && rel != "fencing" {
+			t.Errorf("history, durable and fencing must import nothing of the project but history and durable; they depend on %s", rel)
 		}
+	}
+}
+
+// Command-line flags are the commands' own: the run engine says what its
+// settings are (harness.Config.Settings), cmd/ binds them to flags.
+func TestFlagLibrariesOnlyInCmd(t *testing.T) {
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		rel, ok := strings.CutPrefix(fields[0], module+"/")
+		if !ok || strings.HasPrefix(rel, "cmd/") {
+			continue
+		}
+		checked++
+		for _, d := range fields[1:] {
+			if d == "github.com/spf13/pflag" || d == "github.com/spf13/cobra" {
+				t.Errorf("%s depends on %s: flags are bound in cmd/", fields[0], d)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d packages checked: go list output not understood", checked)
 	}
 }

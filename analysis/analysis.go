@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/checkers/overlap"
 	"github.com/fencecheck/fencecheck/checkers/porcupine"
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // Defaults of Options' zero values.
@@ -19,14 +20,15 @@ const (
 	// DefaultTimeout bounds Porcupine's search over a whole history.
 	DefaultTimeout = porcupine.DefaultTimeout
 	// DefaultMinOps is the fewest definite (ok or fail) client operations a
-	// run's history needs for a "valid" verdict to mean anything: the
-	// minimum of `fencecheck test` and the gate (harness.Default). `check`
-	// on a file judges what is there (no minimum) and notes when a history
-	// has fewer.
+	// history needs for a "valid" verdict to mean anything: the minimum of
+	// `fencecheck test`, `check` and the gate (harness.Default). With no
+	// minimum (--min-ops 0) a smaller history, even an empty one, is judged
+	// as it is, with a note.
 	DefaultMinOps = 10
 	// DefaultTTL is the lease the lease-overlap analysis assumes for
-	// acquires and renews whose events carry no extra.ttl_ms.
-	DefaultTTL = time.Second
+	// acquires and renews whose events carry no extra.ttl_ms: the lease
+	// fencecheck's clients ask for by default.
+	DefaultTTL = history.DefaultTTL
 )
 
 // Options configure an analysis. The direct checks always run; Checker
@@ -34,7 +36,10 @@ const (
 type Options struct {
 	// Semantics is what the target declares (zero fields: the defaults).
 	Semantics checkers.Semantics
-	// Checker is "fast", "porcupine" or "both" ("" means both).
+	// Checker names the checkers that run beside the direct checks: a
+	// comma-separated list of the checker table's names (CheckerNames) and
+	// aliases ("both": Porcupine and the fast checker; "" is
+	// DefaultChecker).
 	Checker string
 	// Checkers, when set, are used instead of those Checker selects (a
 	// replay of stored results, a test's fake).
@@ -75,7 +80,7 @@ type Result struct {
 	Semantics checkers.Semantics
 	Settings  Settings
 	// Verdict is the overall verdict and Reason why (see combine and the
-	// gate in verdict.go); ExitCode the process exit code it maps to.
+	// gate in check.go); ExitCode the process exit code it maps to.
 	Verdict  checkers.Verdict
 	Reason   string
 	ExitCode int
@@ -262,7 +267,7 @@ type analyzer struct {
 	faults   faultPairer
 	run      runReader
 	service  serviceTracker
-	nemeses  map[string]NemesisCount
+	nemeses  map[string]*nemesis.Count
 
 	events, tampered int
 	keys             map[string]bool
@@ -292,11 +297,13 @@ func newAnalyzer(opts Options) (*analyzer, error) {
 			return nil, err
 		}
 	}
-	if opts.Checker == "" {
-		opts.Checker = CheckerBoth
+	if opts.Checkers == nil {
+		opts.Checker, _ = NormalizeChecker(opts.Checker) // selectCheckers accepted it
+	} else if opts.Checker == "" {
+		opts.Checker = DefaultChecker
 	}
 	return &analyzer{opts: opts, sem: sem, checkers: cs, pairer: history.NewPairer(), ops: &history.Ops{},
-		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]NemesisCount{},
+		leases: overlap.NewFinder(overlap.Options{TTL: opts.TTL}), nemeses: map[string]*nemesis.Count{},
 		run:  runReader{mainAt: -1, finalAt: -1},
 		keys: map[string]bool{}, procs: map[int]bool{}}, nil
 }
@@ -314,24 +321,12 @@ func (a *analyzer) add(e history.Event) error {
 	case e.IsTamper():
 		a.tampered++
 	case e.Process == history.NemesisProcess:
-		switch action := extraString(e.Extra, "action"); {
-		case action == "stop-failed":
-			c := a.nemeses[e.F]
-			c.EndRetried++
-			a.nemeses[e.F] = c
-		case action == "stop" && extraString(e.Extra, "error") != "":
-			c := a.nemeses[e.F]
-			c.EndFailed++
-			c.LastEndError = extraString(e.Extra, "error")
-			a.nemeses[e.F] = c
+		a.faults.add(e)
+		c := a.nemeses[e.F]
+		if c == nil {
+			c = &nemesis.Count{}
 		}
-		if a.faults.add(e) {
-			break
-		}
-		switch extraString(e.Extra, "action") {
-		case "error":
-			c := a.nemeses[e.F]
-			c.countFault(extraString(e.Extra, "mode"), extraString(e.Extra, "error"))
+		if c.Add(e) {
 			a.nemeses[e.F] = c
 		}
 	}
@@ -424,21 +419,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	r.LateWrites = lateWrites(ops)
 	r.Faults = a.faults.periods(a.end)
 	r.Counts.Faults = len(r.Faults)
-	for _, f := range r.Faults {
-		if !f.Instant() {
-			c := a.nemeses[f.Nemesis]
-			c.countFault(f.Mode(), "")
-			a.nemeses[f.Nemesis] = c
-		}
-	}
-	for n, c := range a.nemeses {
-		if c.Failed == 0 || c.Started == 0 {
-			// Modes tell apart only a nemesis that both applied and failed.
-			c.Modes = nil
-			a.nemeses[n] = c
-		}
-	}
-	r.Nemeses = a.nemeses
+	r.Nemeses = nemesisCounts(a.nemeses)
 	r.Run = a.run.record()
 	// The lease summary before the checkers: the finder's leases are then
 	// garbage while they run.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // The cause rule, the one place a violation is attributed to a fault: the
@@ -13,7 +14,8 @@ import (
 // all show what nameCauses sets.
 //
 // A fault explains an anomaly when it is of a kind that can produce it
-// (causeRules), lies in the anomaly's window (from the earliest call among
+// (causeRules: by the effects nemeses declare, nemesis.Effect), lies in the
+// anomaly's window (from the earliest call among
 // its operations to when the history showed it: between the two acquires of
 // a token regression, since the overwritten write of a stale read), and,
 // preferably, acted on a node the operations went to. Of the kinds a rule
@@ -29,8 +31,9 @@ import (
 const causeSeparator = " — "
 
 type causeRule struct {
-	// tiers are the nemeses that can produce the anomaly, likeliest first.
-	tiers [][]string
+	// tiers are the effects of faults that can produce the anomaly,
+	// likeliest first.
+	tiers [][]nemesis.Effect
 	// window says in words where the fault lies.
 	window string
 	// tamper: the strip proxy's tampering with the accepted write explains it.
@@ -38,11 +41,10 @@ type causeRule struct {
 }
 
 var (
-	restarts  = []string{"restart", "restart-wipe", "power-loss"}
-	lostState = [][]string{restarts, {"partition"}}
-	lateWrite = [][]string{restarts, {"partition"}, {"delay", "pause"}}
+	lostState = [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.Separates}}
+	lateWrite = [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.Separates}, {nemesis.Delays}}
 
-	issuerRule   = causeRule{tiers: [][]string{restarts, {"partition"}, {"clock"}}, window: "between the acquires"}
+	issuerRule   = causeRule{tiers: [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.Separates}, {nemesis.SkewsClocks}}, window: "between the acquires"}
 	readRule     = causeRule{tiers: lostState, window: "since the overwritten write"}
 	writeRule    = causeRule{tiers: lateWrite, window: "since the overwritten write"}
 	strippedRule = causeRule{tamper: true, window: "tampering with this write's token"}
@@ -150,7 +152,7 @@ func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.
 		}
 		best := -1
 		for i, f := range r.Faults {
-			if f.Nemesis == history.Tamper && !f.Instant() && f.Start <= w.Completed && f.Stop >= w.Call {
+			if nemesis.HasEffect(f.Nemesis, nemesis.Tampers) && !f.Instant() && f.Start <= w.Completed && f.Stop >= w.Call {
 				best = i
 			}
 		}
@@ -170,7 +172,7 @@ func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.
 	for _, tier := range rule.tiers {
 		onNode, anyNode := -1, -1
 		for i, f := range r.Faults {
-			if f.Instant() || f.Start > a.At || f.Stop < from || !contains(tier, f.Nemesis) {
+			if f.Instant() || f.Start > a.At || f.Stop < from || !hasEffect(f.Nemesis, tier) {
 				continue
 			}
 			anyNode = i // faults are by start: the latest so far
@@ -232,9 +234,10 @@ func span(f Fault) string {
 	return fmt.Sprintf("(%s–%s)", strings.TrimSuffix(checkers.Secs(f.Start), " s"), checkers.Secs(f.Stop))
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
+// hasEffect reports whether the nemesis of the name declares one of effects.
+func hasEffect(name string, effects []nemesis.Effect) bool {
+	for _, e := range effects {
+		if nemesis.HasEffect(name, e) {
 			return true
 		}
 	}

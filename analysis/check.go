@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // combine sets the checkers' verdict and its reason, by one rule:
@@ -126,13 +127,16 @@ func kindSummary(res *checkers.Result) string {
 // (service.go), in words.
 func (r *Result) gate(damage int, silent []string) {
 	var why []string
-	if min := r.Settings.MinOps; min > 0 && r.Counts.Definite < min {
+	switch min := r.Settings.MinOps; {
+	case min > 0 && r.Counts.Definite < min:
 		why = append(why, fmt.Sprintf("too few operations to judge: only %d ended ok or fail; the gate needs at least %d (--min-ops)", r.Counts.Definite, min))
-	} else if min == 0 && r.Counts.Definite < DefaultMinOps {
-		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail (fencecheck test and the gate ask for at least %d; --min-ops sets a minimum here)", r.Counts.Definite, DefaultMinOps))
+	case min == 0 && r.Counts.Definite == 0:
+		r.Notes = append(r.Notes, "nothing to judge: no client operation ended ok or fail, and --min-ops 0 asked for no minimum (the default asks for at least "+fmt.Sprint(DefaultMinOps)+")")
+	case min == 0 && r.Counts.Definite < DefaultMinOps:
+		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail, judged with no minimum (--min-ops 0; the default asks for at least %d)", r.Counts.Definite, DefaultMinOps))
 	}
 	if run := r.Run; run != nil {
-		if slices.Contains(namedNemeses(run.Requested), pauseNemesis) && r.pausedHolders() && r.LateWrites.Total == 0 {
+		if slices.Contains(namedNemeses(run.Requested), nemesis.Pause) && r.pausedHolders() && r.LateWrites.Total == 0 {
 			// Like a fault that never took effect, measured from the other
 			// side: holders were paused, but none woke with an expired
 			// lease and wrote.
@@ -204,15 +208,11 @@ func (r *Result) gate(damage int, silent []string) {
 	}
 }
 
-// pauseNemesis is the nemesis whose holder pauses must produce late writes
-// by expired holders.
-const pauseNemesis = "pause"
-
 // pausedHolders says whether the pause nemesis paused lock holders (a node
 // pause only freezes a server: it need not make a late write).
 func (r *Result) pausedHolders() bool {
 	for _, f := range r.Faults {
-		if f.Nemesis == pauseNemesis && f.Mode() == "holder" {
+		if f.Nemesis == nemesis.Pause && f.Mode() == nemesis.PauseHolders {
 			return true
 		}
 	}

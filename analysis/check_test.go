@@ -103,6 +103,27 @@ func TestCheckerSelection(t *testing.T) {
 	rep = run(t, validHistory(), Options{MinOps: -1})
 	assert.Len(t, rep.Checks, 6, "both: direct, porcupine and fast")
 	assert.Equal(t, CheckerBoth, rep.Settings.Checker)
+	rep = run(t, validHistory(), Options{Checker: " fast ,porcupine", MinOps: -1})
+	assert.Len(t, rep.Checks, 6, "a list of the table's names")
+	assert.Equal(t, CheckerBoth, rep.Settings.Checker, "spelled the one way: the alias it equals")
+}
+
+// --checker takes a comma-separated list of the table's names and aliases,
+// and says what it takes when a name has no line.
+func TestNormalizeCheckerReadsTheTable(t *testing.T) {
+	for spec, want := range map[string]string{
+		"": CheckerBoth, "both": CheckerBoth, "fast": CheckerFast, "porcupine,fast": CheckerBoth,
+		"fast,fast": CheckerFast, "both,fast": CheckerBoth, "porcupine": CheckerPorcupine,
+	} {
+		got, err := NormalizeChecker(spec)
+		require.NoError(t, err, spec)
+		assert.Equal(t, want, got, spec)
+	}
+	for _, spec := range []string{"direct", "fast,quick", "fast,", "both fast"} {
+		_, err := NormalizeChecker(spec)
+		assert.ErrorContains(t, err, "must be fast, porcupine or both, or a comma-separated list of them", spec)
+	}
+	assert.Equal(t, []string{CheckerFast, CheckerPorcupine}, CheckerNames(), "the direct checks always run: not a choice")
 }
 
 func TestTooFewOperationsIsUnknown(t *testing.T) {

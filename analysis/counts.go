@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // Counts are the sizes of the history.
@@ -26,7 +27,8 @@ type Counts struct {
 	Faults int `json:"faults"`
 }
 
-// NemesisCount is how often a nemesis acted, from its events.
+// NemesisCount is how often a nemesis acted, as results.json says it: the
+// one count (nemesis.Count, read from the nemesis's events) rendered.
 type NemesisCount struct {
 	Started int `json:"started"`
 	// Failed counts tries that failed to start (error events), LastError
@@ -151,23 +153,22 @@ func times(n int) string {
 	return fmt.Sprintf("%d times", n)
 }
 
-// countFault adds one applied fault (start) or one failure (err != "") of
-// mode to c.
-func (c *NemesisCount) countFault(mode, err string) {
-	if c.Modes == nil {
-		c.Modes = map[string]ModeCount{}
+// nemesisCounts renders the counts of a history's fault events. Modes tell
+// apart only a nemesis that both applied and failed.
+func nemesisCounts(counts map[string]*nemesis.Count) map[string]NemesisCount {
+	out := make(map[string]NemesisCount, len(counts))
+	for n, c := range counts {
+		r := NemesisCount{Started: c.Started, Failed: c.Failed, LastError: c.Error,
+			EndFailed: c.EndFailed, LastEndError: c.EndError, EndRetried: c.EndRetried}
+		if c.Failed > 0 && c.Started > 0 {
+			r.Modes = map[string]ModeCount{}
+			for m, mc := range c.Modes {
+				r.Modes[m] = ModeCount{Started: mc.Started, Failed: mc.Failed, LastError: mc.Error}
+			}
+		}
+		out[n] = r
 	}
-	mc := c.Modes[mode]
-	if err != "" {
-		c.Failed++
-		c.LastError = err
-		mc.Failed++
-		mc.LastError = err
-	} else {
-		c.Started++
-		mc.Started++
-	}
-	c.Modes[mode] = mc
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

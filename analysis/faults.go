@@ -30,7 +30,7 @@ type Fault struct {
 func (f Fault) Instant() bool { return !f.Open && f.Start == f.Stop }
 
 // Mode is the fault's extra.mode ("holder", "step", ...), if any.
-func (f Fault) Mode() string { return rawString(f.Details["mode"]) }
+func (f Fault) Mode() string { return rawString(f.Details[history.ExtraMode]) }
 
 // on reports whether the fault acted on any of nodes.
 func (f Fault) on(nodes map[string]bool) bool {
@@ -102,17 +102,17 @@ func (p *faultPairer) add(e history.Event) bool {
 	if p.open == nil {
 		p.open = map[string][]int{}
 	}
-	action := rawString(e.Extra["action"])
-	id := string(e.Extra["id"])
+	action := rawString(e.Extra[history.ExtraAction])
+	id := string(e.Extra[history.ExtraFaultID])
 	key := e.F + "\x00" + id
 	marker := Fault{Nemesis: e.F, Start: e.Time, Stop: e.Time, Node: e.Node, Details: details(e.Extra)}
 	switch action {
-	case "start":
+	case history.FaultStart:
 		f := marker
 		f.Open = true
 		p.out = append(p.out, f)
 		p.open[key] = append(p.open[key], len(p.out)-1)
-	case "stop":
+	case history.FaultStop:
 		q := p.open[key]
 		if len(q) == 0 {
 			for k, v := range p.open {
@@ -127,7 +127,7 @@ func (p *faultPairer) add(e history.Event) bool {
 		}
 		p.open[key] = q[1:]
 		p.out[q[0]].Stop, p.out[q[0]].Open = e.Time, false
-	case "error", "stop-failed":
+	case history.FaultError, history.FaultStopFailed:
 		return false
 	default:
 		// A one-shot event: an instant marker.
@@ -159,7 +159,7 @@ func (p *faultPairer) periods(end int64) []Fault {
 func details(extra map[string]json.RawMessage) map[string]json.RawMessage {
 	var d map[string]json.RawMessage
 	for k, v := range extra {
-		if k == "action" || k == "id" {
+		if k == history.ExtraAction || k == history.ExtraFaultID {
 			continue
 		}
 		if d == nil {

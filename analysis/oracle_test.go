@@ -58,17 +58,19 @@ func inProcess(checker string) oracle.Checker {
 	}
 }
 
-// TestDifferentialWithOracle runs the analysis with each checker selection
-// and the independent brute-force oracle (checkers/oracle) on generated
-// histories and requires the same answer on every one: the verdict, and
-// for a refused history the line. -short runs a fifth as many.
+// TestDifferentialWithOracle runs the analysis with the default selection
+// and each checker of the table alone (a checker added to it is tested
+// here with no change) and the independent brute-force oracle
+// (checkers/oracle) on generated histories, and requires the same answer on
+// every one: the verdict, and for a refused history the line. -short runs a
+// fifth as many.
 func TestDifferentialWithOracle(t *testing.T) {
 	n := 3000
 	if testing.Short() {
 		n = 600
 	}
 	total := 0
-	for i, checker := range []string{CheckerBoth, CheckerFast, CheckerPorcupine} {
+	for i, checker := range append([]string{DefaultChecker}, CheckerNames()...) {
 		rep := oracle.Differential(inProcess(checker), oracle.DiffOptions{Seed: uint64(1 + i*n), N: n, Workers: runtime.GOMAXPROCS(0), Causes: oracle.Causes})
 		total += rep.Checked
 		t.Logf("--checker %s: %d generated histories checked (oracle: %d valid, %d invalid, %d input errors), %d over the oracle's bound, %d disagreement classes",

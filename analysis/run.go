@@ -51,13 +51,13 @@ func (r *runReader) inMain(t int64) bool {
 func (r *runReader) add(e history.Event) {
 	r.seen = true
 	x := e.Extra
-	switch extraString(x, "action") {
+	switch extraString(x, history.RunExtraAction) {
 	case history.RunStart:
-		r.rec.Requested = extraString(x, "requested")
-		_ = json.Unmarshal(x["nemeses"], &r.rec.Nemeses)
-		_ = json.Unmarshal(x["not_applicable"], &r.rec.NotApplicable)
+		r.rec.Requested = extraString(x, history.RunExtraRequested)
+		_ = json.Unmarshal(x[history.RunExtraNemeses], &r.rec.Nemeses)
+		_ = json.Unmarshal(x[history.RunExtraNotApplicable], &r.rec.NotApplicable)
 	case history.RunPhase:
-		ph := extraString(x, "phase")
+		ph := extraString(x, history.RunExtraPhase)
 		r.rec.Phases = append(r.rec.Phases, ph)
 		switch {
 		case ph == history.PhaseMain && r.mainAt < 0:
@@ -66,16 +66,16 @@ func (r *runReader) add(e history.Event) {
 			r.finalAt = e.Time
 		}
 	case history.RunProblem:
-		p := extraString(x, "error")
-		if ph := extraString(x, "phase"); ph != "" {
+		p := extraString(x, history.RunExtraError)
+		if ph := extraString(x, history.RunExtraPhase); ph != "" {
 			p = ph + ": " + p
 		}
 		r.rec.Problems = append(r.rec.Problems, p)
 	case history.RunEnd:
 		r.rec.Ended = true
-		_ = json.Unmarshal(x["complete"], &r.rec.Complete)
-		_ = json.Unmarshal(x["cut_short"], &r.rec.CutShort)
-		_ = json.Unmarshal(x["waited"], &r.rec.Waited)
+		_ = json.Unmarshal(x[history.RunExtraComplete], &r.rec.Complete)
+		_ = json.Unmarshal(x[history.RunExtraCutShort], &r.rec.CutShort)
+		_ = json.Unmarshal(x[history.RunExtraWaited], &r.rec.Waited)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package models is the vocabulary every checker of fencecheck shares: the
+// Package checkers is the vocabulary every checker of fencecheck shares: the
 // semantics a target declares, verdicts, one checker's Result, anomalies and
 // their kinds, the model and checker names, and the few helpers the checkers
 // need to word and bound what they report.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencecheck/fencecheck/durable"
 )
 
 // Clock is where a server reads wall time (lease expiry, wall-clock tokens).
@@ -120,7 +122,7 @@ func ParseClockOffset(s string) (time.Duration, bool) {
 func WriteClockOffset(path string, d time.Duration) error {
 	// Atomic, so a reader never sees half a number; readable by a container
 	// process under any uid.
-	if err := WriteFile(path, []byte(strconv.FormatInt(int64(d), 10)+"\n"), 0o644); err != nil {
+	if err := durable.WriteFile(path, []byte(strconv.FormatInt(int64(d), 10)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("writing clock offset %s: %w", path, err)
 	}
 	return nil

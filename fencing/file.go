@@ -3,66 +3,26 @@ package fencing
 import (
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 
-	"github.com/google/renameio/v2"
+	"github.com/fencecheck/fencecheck/durable"
 )
 
-// WriteFile replaces path with data, all or nothing: a reader, or a process
-// restarted after a crash, sees the old contents or the new, never a part.
-// It is the one atomic write of the project: a store's state (the
-// reference's snapshot), clock offset files read by other processes, built
-// binaries and report files all go through it.
+// WriteFile is durable.WriteFile, kept for the callers in targets/ and
+// harness/docker until they call durable directly.
+//
+// Deprecated: use durable.WriteFile.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	return WriteFileFrom(path, perm, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return durable.WriteFile(path, data, perm)
 }
 
-// WriteFileFrom is WriteFile for contents that are streamed (a copy of a
-// large file): fill writes them. The contents go to a temporary file beside
-// path (so the rename never crosses file systems), which is fsynced, given
-// perm (whatever the umask: other processes, e.g. a container under another
-// uid, may read it), renamed over path, and the folder is fsynced, so the new
-// contents are durable once it returns. A temporary file that a crash left
-// behind is named by TempFiles.
+// WriteFileFrom is durable.WriteFileFrom.
+//
+// Deprecated: use durable.WriteFileFrom.
 func WriteFileFrom(path string, perm os.FileMode, fill func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
-	if err != nil {
-		return err
-	}
-	defer f.Cleanup()
-	if err := fill(f); err != nil {
-		return err
-	}
-	if err := f.CloseAtomicallyReplace(); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFileFrom(path, perm, fill)
 }
 
-// TempFiles lists the temporary files of writes to path that never
-// completed (the process died mid-write): they were never renamed, so
-// nothing ever read them, and they can be removed.
-func TempFiles(path string) []string {
-	dir, base := filepath.Split(path)
-	entries, err := os.ReadDir(filepath.Clean(dir))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if rest, ok := strings.CutPrefix(e.Name(), "."+base); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out
-}
+// TempFiles is durable.TempFiles.
+//
+// Deprecated: use durable.TempFiles.
+func TempFiles(path string) []string { return durable.TempFiles(path) }

@@ -2,9 +2,12 @@ package gate
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,4 +80,36 @@ func TestConformErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "did not answer GET /v1/health with 200 within 2s")
 	assert.DirExists(t, filepath.Join(dir, "logs"), "the logs of a node that did not start are kept")
 	os.RemoveAll(dir)
+}
+
+// issue 23: conform against a url node of a closed port fails fast and says
+// why (before: 30 s of silence, then exit 3), and leaves no empty
+// fencecheck-conform-* folder in the temporary folder; one deviation is "1
+// deviation".
+func TestConformOfAClosedPortFailsFast(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+	spec := filepath.Join(t.TempDir(), "url.json")
+	require.NoError(t, os.WriteFile(spec, []byte(`{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"url":"`+url+`"}]}`), 0o644))
+	start := time.Now()
+	_, dir, err := Conform(context.Background(), ConformConfig{Target: "spec:" + spec})
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), harness.RefusedGrace+3*time.Second)
+	assert.ErrorIs(t, err, harness.ErrCannotRun)
+	assert.Contains(t, err.Error(), "node n1 at "+url+" refused every connection for 5s: nothing listens there")
+	assert.NotContains(t, err.Error(), "logs in")
+	assert.Empty(t, dir)
+	left, _ := filepath.Glob(filepath.Join(tmp, "fencecheck-conform-*"))
+	assert.Empty(t, left, "no empty folder left behind")
+
+	rep, dir, err := Conform(context.Background(), ConformConfig{Target: "memory", Bugs: []string{"accept-equal"}})
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	var out strings.Builder
+	rep.Print(&out)
+	assert.Contains(t, out.String(), "not conformant: 1 deviation; ")
 }

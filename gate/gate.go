@@ -21,14 +21,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/targets"
 )
@@ -115,13 +113,10 @@ func IsUsage(err error) bool {
 // run replays that schedule file's faults (a file that does not parse, or
 // names nodes or nemeses the target lacks, is a usage error).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	cfg, _, serr := cfg.WithSchedule()
-	cfg = cfg.WithDefaults()
+	n, err := cfg.Normalize()
+	cfg = n.Config
 	res := &Result{ExitCode: analysis.ExitUsage, Seed: cfg.Seed, Command: cfg.Command()}
-	if serr != nil {
-		return res, &usageError{serr}
-	}
-	if err := cfg.Validate(); err != nil {
+	if err != nil {
 		return res, &usageError{err}
 	}
 	target, err := targets.New(cfg)
@@ -129,7 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, &usageError{err}
 	}
 	res.ExitCode = analysis.ExitCannot
-	run, err := harness.Execute(ctx, cfg, target)
+	run, err := n.Execute(ctx, target)
 	if run != nil {
 		res.Dir = run.Dir
 	}
@@ -163,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.NotApplicable = run.NotApplicable
 	if cfg.JUnit != "" {
-		if err := copyFile(filepath.Join(run.Dir, "junit.xml"), cfg.JUnit); err != nil {
+		if err := durable.Copy(filepath.Join(run.Dir, "junit.xml"), cfg.JUnit, 0o644); err != nil {
 			res.ExitCode = analysis.ExitCannot
 			return res, fmt.Errorf("%w: --junit: %v", harness.ErrCannotRun, err)
 		}
@@ -175,16 +170,4 @@ func logf(cfg Config, format string, args ...any) {
 	if cfg.Log != nil {
 		fmt.Fprintf(cfg.Log, format+"\n", args...)
 	}
-}
-
-func copyFile(src, dst string) error {
-	return fencing.WriteFileFrom(dst, 0o644, func(w io.Writer) error {
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		_, err = io.Copy(w, in)
-		return err
-	})
 }

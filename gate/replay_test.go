@@ -17,6 +17,7 @@ import (
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
+	"github.com/fencecheck/fencecheck/targets"
 )
 
 // Every run records its schedule, and a run given that schedule carries out
@@ -128,11 +129,35 @@ func TestAScheduleThatDoesNotFitIsAUsageError(t *testing.T) {
 			assert.Equal(t, analysis.ExitUsage, res.ExitCode)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), file)
-			if res.Dir != "" { // found once the target was up: before the main phase
-				events, err := history.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
-				require.NoError(t, err)
-				assert.Empty(t, events, "no fault and no operation happened")
-			}
+			// Found before the main phase (once the target was up, for a
+			// schedule that names what it lacks): no fault and no
+			// operation happened, and the refused run left no folder.
+			assert.Empty(t, res.Dir)
+			left, _ := filepath.Glob(filepath.Join(dir, "*", "2*"))
+			assert.Empty(t, left, "no empty run folder in the store")
 		})
 	}
+}
+
+// A run's settings are normalised once: the schedule file is read by
+// Normalize, and the run carries out what it read (the file is gone by
+// then), its nemeses parsed once, the checker selection spelled one way.
+func TestTheScheduleIsReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"schedule_version": 1, "main_phase_ns": 1500000000, "faults": [
+		{"nemesis": "restart", "nodes": ["reference"], "takes_over": true, "start_ns": 300000000, "duration_ns": 300000000}]}`), 0o644))
+	n, err := gate.Config{Target: "memory", Schedule: file, Checker: "porcupine,fast", Store: dir}.Normalize()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"restart"}, n.Nemeses)
+	assert.Equal(t, 1500*time.Millisecond, n.Time, "the schedule's main phase")
+	assert.Equal(t, analysis.CheckerBoth, n.Checker)
+	require.Len(t, n.Replay.Faults, 1)
+	require.NoError(t, os.Remove(file))
+	target, err := targets.New(n.Config)
+	require.NoError(t, err)
+	run, err := n.Execute(context.Background(), target)
+	require.NoError(t, err)
+	assert.Equal(t, 1, run.Nemeses["restart"].Started, "the replay carried out the schedule it was given")
+	assert.Equal(t, file, run.Schedule.ReplayOf)
 }

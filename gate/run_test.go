@@ -168,7 +168,8 @@ func TestHistoryRecordsProblemsAndAnIncompleteEnd(t *testing.T) {
 	}
 	require.Len(t, problems, 2, "%v", x)
 	assert.Contains(t, problems[0], "recovery: node reference did not answer GET /v1/health with 200 within 1ns")
-	assert.Contains(t, problems[1], "final reads: no definite answer for key(s) k0, k1, k2")
+	ns := res.Run.Namespace
+	assert.Contains(t, problems[1], "final reads: no definite answer for key(s) "+ns+".k0, "+ns+".k1, "+ns+".k2")
 	assert.Equal(t, false, x[len(x)-1][history.RunExtraComplete])
 	assert.Equal(t, problems, res.Run.RunErrors)
 	// A system that did not come back does not pass: unknown, with why.

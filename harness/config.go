@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/workloads"
 )
@@ -30,10 +28,15 @@ type Config struct {
 
 	// Time is the length of the main phase.
 	Time time.Duration `json:"time_ns"`
-	// Concurrency is the number of writer clients; Keys the number of
-	// lock/resource keys they share.
+	// Concurrency is the number of writer clients; Keys the number each
+	// traffic profile scales its keys from (workloads/profiles.go), not the
+	// run's total.
 	Concurrency int `json:"concurrency"`
 	Keys        int `json:"keys"`
+	// Namespace scopes every lock, key and value name the run sends
+	// (workloads/namespace.go); "" derives a new one from the run id, so
+	// runs against one long-lived system never share a name.
+	Namespace string `json:"namespace,omitempty"`
 	// Readers is the number of extra clients that only read; a negative
 	// number means none (zero takes the default).
 	Readers int `json:"readers"`
@@ -69,7 +72,9 @@ type Config struct {
 	// the final reads.
 	Recovery time.Duration `json:"recovery_ns"`
 
-	// Checker is fast, porcupine or both.
+	// Checker names the checkers beside the direct checks: a
+	// comma-separated list of the checker table's names, or "both"
+	// (analysis.NormalizeChecker).
 	Checker string `json:"checker"`
 	// CheckTimeout bounds Porcupine's search.
 	CheckTimeout time.Duration `json:"check_timeout_ns"`
@@ -94,10 +99,6 @@ type Config struct {
 	_     struct{}
 }
 
-// DefaultTTL is the lease clients ask for when a config does not say. Checks
-// of histories whose events carry no lease use it too.
-const DefaultTTL = time.Second
-
 // Default is the configuration of `fencecheck test` with no flags: the one
 // place defaults are defined. The CLI's flags, the Go gate API and
 // WithDefaults take them from here; the checker's come from the checkers.
@@ -105,9 +106,9 @@ func Default() Config {
 	return Config{
 		Target: "memory",
 		Time:   30 * time.Second, Concurrency: 5, Keys: 3, Readers: 2,
-		TTL: DefaultTTL, OpTimeout: time.Second, Profile: workloads.ProfileAll,
+		TTL: history.DefaultTTL, OpTimeout: time.Second, Profile: workloads.ProfileAll,
 		Nemesis: "all", Recovery: 30 * time.Second,
-		Checker: analysis.CheckerBoth, CheckTimeout: analysis.DefaultTimeout, MinOps: analysis.DefaultMinOps,
+		Checker: analysis.DefaultChecker, CheckTimeout: analysis.DefaultTimeout, MinOps: analysis.DefaultMinOps,
 		Store: "store",
 	}
 }
@@ -154,6 +155,12 @@ func (c Config) WithDefaults() Config {
 // Validate rejects settings no run can use, all at once. Which target names
 // and bug switches exist is the targets' to say (targets.New).
 func (c *Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate that also returns the nemesis list parsed.
+func (c *Config) validate() ([]string, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Target == "" {
@@ -168,6 +175,9 @@ func (c *Config) Validate() error {
 	if c.Keys < 1 || c.Keys > 10000 {
 		bad("--keys must be 1..10000, got %d", c.Keys)
 	}
+	if err := workloads.CheckNamespace(c.Namespace); err != nil {
+		bad("--namespace %v", err)
+	}
 	if c.Readers > 1000 {
 		bad("--readers must be 0..1000, got %d", c.Readers)
 	}
@@ -177,7 +187,8 @@ func (c *Config) Validate() error {
 	if c.OpTimeout <= 0 {
 		bad("--op-timeout must be positive, got %s", c.OpTimeout)
 	}
-	if _, err := nemesis.Parse(c.Nemesis); err != nil {
+	nemeses, err := nemesis.Parse(c.Nemesis)
+	if err != nil {
 		bad("--nemesis: %v", err)
 	}
 	if _, err := workloads.ParseProfile(c.Profile); err != nil {
@@ -186,10 +197,8 @@ func (c *Config) Validate() error {
 	if c.Recovery <= 0 {
 		bad("--recovery must be positive, got %s", c.Recovery)
 	}
-	switch c.Checker {
-	case "fast", "porcupine", analysis.CheckerBoth:
-	default:
-		bad("--checker must be fast, porcupine or both, got %q", c.Checker)
+	if _, err := analysis.NormalizeChecker(c.Checker); err != nil {
+		bad("--checker %v", err)
 	}
 	if c.CheckTimeout <= 0 {
 		bad("--check-timeout must be positive, got %s", c.CheckTimeout)
@@ -197,7 +206,38 @@ func (c *Config) Validate() error {
 	if c.Store == "" {
 		bad("--store is needed")
 	}
-	return errors.Join(errs...)
+	return nemeses, errors.Join(errs...)
+}
+
+// Normalized is a Config made ready for one run, once: its schedule file
+// read, every zero field set from Default, every setting checked, its lists
+// parsed. gate.Run makes one from the flags' Config and hands it on; nothing
+// after reads the schedule or parses a list again.
+type Normalized struct {
+	Config
+	// Replay is the faults of the schedule file (Config.Schedule) the run
+	// carries out; nil when it draws them.
+	Replay *nemesis.Schedule
+	// Nemeses is Config.Nemesis parsed (nemesis.Parse: "all" stays "all").
+	Nemeses []string
+}
+
+// Normalize is the one place a run's settings become what the run uses:
+// WithSchedule, WithDefaults, Validate, and the checker selection spelled
+// the one way (analysis.NormalizeChecker). Its error is a usage error; the
+// Config it returns with one is normalised as far as it got (its seed and
+// Command are the run's).
+func (c Config) Normalize() (Normalized, error) {
+	c, replay, err := c.WithSchedule()
+	n := Normalized{Config: c.WithDefaults(), Replay: replay}
+	if err != nil {
+		return n, err
+	}
+	if n.Nemeses, err = n.validate(); err != nil {
+		return n, err
+	}
+	n.Checker, err = analysis.NormalizeChecker(n.Checker)
+	return n, err
 }
 
 // WithSchedule reads c's schedule file, when it names one, and returns the
@@ -225,67 +265,6 @@ func (c Config) WithSchedule() (Config, *nemesis.Schedule, error) {
 // readers is the number of read-only clients c asks for.
 func (c *Config) readers() int { return max(c.Readers, 0) }
 
-// RegisterFlags defines one flag per setting on fs, bound to c, with the
-// values of Default (c is set to them): the flags of `fencecheck test`.
-func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
-	d := Default()
-	*c = Config{}
-	fs.StringVar(&c.Target, "target", d.Target, "target to test, or spec:FILE")
-	fs.StringSliceVar(&c.Bugs, "bug", d.Bugs, "memory reference bug switch(es) to turn on (see 'fencecheck targets')")
-	fs.StringVar(&c.SealKey, "seal-key", d.SealKey, "memory reference: authenticate tokens with this HMAC key")
-	fs.DurationVar(&c.Time, "time", d.Time, "length of the main phase")
-	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "writer clients")
-	fs.IntVar(&c.Keys, "keys", d.Keys, "locks/resource keys the clients share")
-	c.Readers = d.Readers
-	fs.Var(zeroIsNone{&c.Readers}, "readers", "extra clients that only read (0: none)")
-	fs.DurationVar(&c.TTL, "ttl", d.TTL, "lease the clients ask for")
-	fs.DurationVar(&c.OpTimeout, "op-timeout", d.OpTimeout, "per-request timeout; a request past it is recorded as info")
-	fs.BoolVar(&c.Forge, "forge", d.Forge, "add the forge workload: writes with tokens no issuer signed (always on for a target that declares authenticated tokens)")
-	fs.BoolVar(&c.StrictContract, "strict-contract", d.StrictContract, "stop at any deviation from Fencing API v1 the preflight finds (as fencecheck conform judges); without it, deviations that cannot let a stale, equal, missing or forged token through are reported and the run goes on")
-	fs.StringVar(&c.Profile, "profile", d.Profile, "workload traffic profile(s): "+strings.Join(workloads.ProfileNames(), ", ")+" (all: each writer one profile, the mix drawn from --seed; a list: the writers take them in turn)")
-	fs.StringVar(&c.Nemesis, "nemesis", d.Nemesis, "comma-separated nemeses ("+strings.Join(nemesis.Names(), ", ")+"), 'all' (every one that applies, except "+strings.Join(nemesis.OptInNames(), " and ")+") or 'none'")
-	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)")
-	fs.StringVar(&c.Schedule, "schedule", d.Schedule, "replay this fault schedule (a run's schedule.json) instead of drawing faults from --seed; its nemeses replace --nemesis, and without --time its main phase is the schedule's")
-	fs.DurationVar(&c.Recovery, "recovery", d.Recovery, "how long the final phase waits for every node to answer after the heal")
-	fs.StringVar(&c.Checker, "checker", d.Checker, "checker: fast, porcupine or both")
-	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "time Porcupine may search")
-	c.MinOps = d.MinOps
-	fs.Var(zeroIsNone{&c.MinOps}, "min-ops", "fewest operations ending ok or fail for a verdict other than unknown (0: no minimum)")
-	fs.StringVar(&c.Store, "store", d.Store, "run store folder")
-	fs.StringVar(&c.JUnit, "junit", d.JUnit, "also write the JUnit XML file here")
-}
-
-// notReproduced are the flags Command leaves out: where else the results go
-// is not a setting of the run (a repeat must not overwrite CI's file).
-var notReproduced = map[string]bool{"junit": true}
-
-// Command is the fencecheck command line that repeats a run of c: every
-// setting, defaults included (they may change between versions), the seed
-// too. It is generated from the flags RegisterFlags defines, so a setting
-// with a flag cannot be left out.
-func (c Config) Command() []string {
-	fs := pflag.NewFlagSet("fencecheck test", pflag.ContinueOnError)
-	fs.SortFlags = false // in the order RegisterFlags defines them: target first
-	var bound Config
-	bound.RegisterFlags(fs)
-	bound = c // the flags now read c's values
-	out := []string{"fencecheck", "test"}
-	fs.VisitAll(func(f *pflag.Flag) {
-		if notReproduced[f.Name] || f.Name == "nemesis" && c.Schedule != "" {
-			return // a replay's nemeses are its schedule's
-		}
-		v := f.Value.String()
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			v = strings.Join(sv.GetSlice(), ",")
-		}
-		if v == "" && f.DefValue == "" || v == "" && f.DefValue == "[]" {
-			return // nothing set, nothing to repeat
-		}
-		out = append(out, "--"+f.Name+"="+v)
-	})
-	return out
-}
-
 // ShellLine joins a command line for a shell, quoting what needs it.
 func ShellLine(args []string) string {
 	out := make([]string, len(args))
@@ -297,31 +276,3 @@ func ShellLine(args []string) string {
 	}
 	return strings.Join(out, " ")
 }
-
-// zeroIsNone is an int flag whose 0 means none. A Config stores none as a
-// negative number, since a zero field takes the default.
-type zeroIsNone struct{ p *int }
-
-func (v zeroIsNone) String() string {
-	if v.p == nil || *v.p < 0 {
-		return "0"
-	}
-	return strconv.Itoa(*v.p)
-}
-
-func (v zeroIsNone) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a whole number", s)
-	}
-	if n < 0 {
-		return fmt.Errorf("must be >= 0, got %d", n)
-	}
-	if n == 0 {
-		n = -1
-	}
-	*v.p = n
-	return nil
-}
-
-func (zeroIsNone) Type() string { return "int" }

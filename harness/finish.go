@@ -56,8 +56,12 @@ func RunInfoOf(run *Run) reports.RunInfo {
 	if id == "" {
 		id = filepath.Base(run.Dir)
 	}
+	cfg := run.Config
+	if run.Namespace != "" {
+		cfg.Namespace = run.Namespace // the names the run used
+	}
 	info := reports.RunInfo{RunID: id, Target: run.Config.Target, Seed: int64(run.Config.Seed),
-		Command: strings.Join(run.Command, " "), Start: run.Start, End: run.End, Config: run.Config}
+		Command: strings.Join(run.Command, " "), Start: run.Start, End: run.End, Config: cfg}
 	for n := range run.Nemeses {
 		info.Nemeses = append(info.Nemeses, n)
 	}

@@ -51,7 +51,7 @@ func interpose(rec *history.Recorder, cfg Config, eps Endpoints, nemeses []strin
 // runForge runs the forge workload beside the main one, sharing its process
 // numbers.
 func runForge(ctx context.Context, rec *history.Recorder, wl *workloads.Fenced, eps Endpoints, cfg Config) error {
-	f, err := workloads.NewForge(workloads.ForgeConfig{Resources: conns(eps.Resources), Keys: 2,
+	f, err := workloads.NewForge(workloads.ForgeConfig{Resources: conns(eps.Resources), Keys: 2, Namespace: wl.Namespace(),
 		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Processes: wl.Processes()})
 	if err != nil {
 		return err

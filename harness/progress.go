@@ -30,13 +30,18 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, total time.Duration, active func() []string) *progress {
-	p := &progress{w: w, start: time.Now(), total: total, active: active, stop: make(chan struct{})}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
+	return &progress{w: w, start: time.Now(), total: total, active: active, stop: make(chan struct{}), tty: isTerminal(w)}
+}
+
+// isTerminal says whether w is a terminal, where a status line is rewritten
+// in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
 	}
-	return p
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func (p *progress) observe(e history.Event) {

@@ -11,12 +11,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -68,6 +70,9 @@ type Run struct {
 	// RunID labels everything the run creates (NewRunID); `fencecheck
 	// clean --run` takes it.
 	RunID string
+	// Namespace scopes every name the run sends: Config.Namespace, or one
+	// derived from RunID (namespaceOf).
+	Namespace string
 	// HistoryPath is Dir/history.jsonl.
 	HistoryPath string
 	Start, End  time.Time
@@ -98,15 +103,38 @@ type Run struct {
 // history is complete on disk; checking and reporting follow (Finish). The
 // history records the run itself too (history/run.go): what it set out to
 // do, its phases, its problems and how far it got.
+//
+// A run that ends before its history began leaves no empty folder in the
+// store (tidyUnstarted): a refused one (a schedule that does not fit the
+// target: a usage error) none at all; one that could not be carried out
+// (its target did not start, an interrupt during setup) its folder only when
+// it holds the target's logs, with error.txt saying why. STORE/latest points
+// at a run once its history began.
 func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
-	cfg, replay, err := cfg.WithSchedule()
+	n, err := cfg.Normalize()
 	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	return n.Execute(ctx, target)
+}
+
+// Execute is harness.Execute for a config normalised already (gate.Run's).
+func (n Normalized) Execute(ctx context.Context, target Target) (*Run, error) {
+	run, err := n.execute(ctx, target)
+	if err != nil && run != nil && run.Dir != "" {
+		if st, serr := os.Stat(run.HistoryPath); serr != nil || st.Size() == 0 {
+			if tidyUnstarted(run.Dir, err, errors.Is(err, ErrCannotRun)) {
+				run.Dir, run.HistoryPath = "", ""
+			} else {
+				err = fmt.Errorf("%w (the target's logs are kept in %s)", err, run.Dir)
+			}
+		}
 	}
+	return run, err
+}
+
+func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
+	cfg, replay, nemNames := n.Config, n.Replay, n.Nemeses
 	if cfg.Abort != nil {
 		// An abort ends setup and the main phase as the caller's end does.
 		var cancel context.CancelFunc
@@ -120,30 +148,34 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 			}
 		}()
 	}
-	logf := func(format string, args ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", args...)
-		}
-	}
+	// Outside the main phase the log goes through the phase's status line
+	// (status.go), which shows the step a long wait is at.
+	logs := orDiscard(cfg.Log)
+	logTo := logs
+	logf := func(format string, args ...any) { fmt.Fprintf(logTo, format+"\n", args...) }
 	run := &Run{Config: cfg, Command: cfg.Command(), Start: time.Now()}
 	logf("fencecheck: seed %d; reproduce with: %s", cfg.Seed, ShellLine(run.Command))
-	dir, err := newRunDir(cfg.Store, target.Name(), run.Start)
+	dir, err := reports.NewRunDir(cfg.Store, target.Name(), run.Start)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	run.Dir = dir
 	run.HistoryPath = filepath.Join(dir, "history.jsonl")
 	run.RunID = NewRunID(target.Name(), dir)
+	run.Namespace = cfg.Namespace
+	if run.Namespace == "" {
+		run.Namespace = namespaceOf(run.RunID)
+	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(run, target)); err != nil {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
-	logf("setup: starting target %s (run folder %s, run id %s)", target.Name(), dir, run.RunID)
-	nemNames, err := nemesis.Parse(cfg.Nemesis)
-	if err != nil {
-		return run, err
-	}
-	env := Env{RunID: run.RunID, Dir: dir, Log: orDiscard(cfg.Log), DiskLayer: nemesis.NeedDiskLayer(nemNames)}
-	eps, err := target.Start(ctx, env)
+	logf("setup: starting target %s (run folder %s, run id %s, namespace %s)", target.Name(), dir, run.RunID, run.Namespace)
+	setup := StartStatus(cfg.Progress, "setup")
+	logTo = setup.Log(logs)
+	env := Env{RunID: run.RunID, Dir: dir, Namespace: run.Namespace, Log: logTo, DiskLayer: nemesis.NeedDiskLayer(nemNames)}
+	eps, err := target.Start(setup.Context(ctx), env)
+	setup.End()
+	logTo = logs
 	// Stop always runs: a target that half-started must still clean up.
 	defer func() {
 		logf("teardown: stopping target")
@@ -170,7 +202,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	wl, err := workloads.NewFenced(workloads.Config{
-		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, TTL: cfg.TTL,
+		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, Namespace: run.Namespace, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile,
 		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
@@ -218,6 +250,9 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	})); err != nil {
 		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
 	}
+	if err := reports.UpdateLatest(cfg.Store, dir); err != nil {
+		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
+	}
 	if pf, ok := target.(Preflighter); ok {
 		rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhasePreflight}))
 		logf("preflight: checking the Fencing API contract (every request recorded)")
@@ -258,7 +293,7 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 
 	prog := newProgress(cfg.Progress, cfg.Time, sched.Active)
 	rec.Listen(prog.observe)
-	logf("main phase: %s, %d clients, profiles %v, nemeses %v, seed %d", cfg.Time, cfg.Concurrency, wl.Mix(), names, cfg.Seed)
+	logf("main phase: %s, %d clients, profiles %v (%s), nemeses %v, seed %d", cfg.Time, cfg.Concurrency, wl.Mix(), wl.KeysInWords(), names, cfg.Seed)
 	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseMain}))
 	prog.run()
 	mainCtx, cancel := context.WithTimeout(ctx, cfg.Time)
@@ -283,6 +318,9 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	// healed and the final state read so the history can be checked.
 	fctx, fcancel := UntilAbort(ctx, cfg.Abort)
 	defer fcancel()
+	final := StartStatus(cfg.Progress, "final")
+	logTo = final.Log(logs)
+	defer func() { final.End(); logTo = logs }()
 	logf("final phase: heal, recover, read every key")
 	rec.Record(runEvent(history.RunPhase, map[string]any{history.RunExtraPhase: history.PhaseFinal}))
 	run.Complete = true
@@ -297,10 +335,12 @@ func Execute(ctx context.Context, cfg Config, target Target) (*Run, error) {
 	if err := writeSchedule(dir, run.Schedule); err != nil {
 		problem(history.PhaseFinal, "schedule: "+err.Error())
 	}
-	if err := WaitHealthy(fctx, eps, cfg.Recovery); err != nil {
+	final.Set(fmt.Sprintf("recovery: waiting for every node to answer GET /v1/health (up to %s)", cfg.Recovery))
+	if err := WaitHealthy(final.Context(fctx), eps, cfg.Recovery); err != nil {
 		problem(history.PhaseFinal, "recovery: "+err.Error())
 		run.Complete = false
 	}
+	final.Set("final reads: reading every key once more")
 	rctx, rcancel := context.WithTimeout(fctx, cfg.Recovery)
 	if err := wl.FinalReads(rctx, rec); err != nil {
 		problem(history.PhaseFinal, "final reads: "+err.Error())
@@ -340,6 +380,14 @@ func NewRunID(target, dir string) string {
 	return reports.TargetDirName(target) + "-" + filepath.Base(dir) + "-" + hex.EncodeToString(b[:])
 }
 
+// namespaceOf is the namespace a run derives from its id: the id's random
+// part, so that no two runs share one (a repeat of a run included: the
+// reproduce line leaves it out, since a repeat against the same long-lived
+// server must not read what the run it repeats wrote).
+func namespaceOf(runID string) string {
+	return "r" + runID[strings.LastIndex(runID, "-")+1:]
+}
+
 // runEvent is a run event (history/run.go) with its extra fields.
 func runEvent(action string, extra map[string]any) history.Event {
 	e := history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.RunEvent,
@@ -360,13 +408,37 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// newRunDir makes STORE/<target>/<timestamp>/ and points STORE/latest at it.
-func newRunDir(store, target string, t time.Time) (string, error) {
-	dir, err := reports.NewRunDir(store, target, t)
-	if err != nil {
-		return "", err
+// HoldsFiles reports whether the folder tree dir holds a file other than
+// its own top-level files named in except (empty folders do not count): a
+// folder that does not is of no use to keep.
+func HoldsFiles(dir string, except ...string) bool {
+	holds := false
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !(filepath.Dir(path) == dir && slices.Contains(except, d.Name())) {
+			holds = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return holds
+}
+
+// tidyUnstarted tidies the folder of a run that ended with err before its
+// history began: kept with reports.ErrorFile when keepLogs and it holds more than
+// config.json and an empty history (the target's logs say why it did not
+// start); removed otherwise, with its target's folder when that is left
+// empty, so refused runs leave no clutter. It reports whether the folder
+// was removed.
+func tidyUnstarted(dir string, err error, keepLogs bool) (removed bool) {
+	if keepLogs && HoldsFiles(dir, reports.ConfigFile, reports.HistoryFile) {
+		os.WriteFile(filepath.Join(dir, reports.ErrorFile), []byte(err.Error()+"\n"), 0o644)
+		return false
 	}
-	return dir, reports.UpdateLatest(store, dir)
+	if os.RemoveAll(dir) != nil {
+		return false
+	}
+	os.Remove(filepath.Dir(dir)) // only when empty: the target's folder of this run alone
+	return true
 }
 
 // configRecord is config.json: every setting, the command that repeats the
@@ -377,15 +449,20 @@ const configVersion = 2
 
 type configRecord struct {
 	Config
-	RunID      string   `json:"run_id"`
-	Command    []string `json:"command"`
-	TargetName string   `json:"target_name"`
-	Semantics  any      `json:"semantics"`
-	Version    int      `json:"config_version"`
+	// NamespaceDerived says Config.Namespace is the one the run derived
+	// from its id: a run made from this record derives its own.
+	NamespaceDerived bool     `json:"namespace_derived,omitempty"`
+	RunID            string   `json:"run_id"`
+	Command          []string `json:"command"`
+	TargetName       string   `json:"target_name"`
+	Semantics        any      `json:"semantics"`
+	Version          int      `json:"config_version"`
 }
 
 func storedConfig(run *Run, t Target) configRecord {
-	return configRecord{Config: run.Config, RunID: run.RunID, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
+	cfg := run.Config
+	cfg.Namespace = run.Namespace
+	return configRecord{Config: cfg, NamespaceDerived: run.Config.Namespace == "", RunID: run.RunID, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
 }
 
 // writeSchedule writes the run's schedule.json.
@@ -394,7 +471,7 @@ func writeSchedule(dir string, s *nemesis.Schedule) error {
 	if err != nil {
 		return err
 	}
-	return fencing.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
+	return durable.WriteFile(filepath.Join(dir, nemesis.ScheduleFile), b, 0o644)
 }
 
 // LoadConfig reads a stored run's config.json: the config the run ran with
@@ -411,6 +488,9 @@ func LoadConfig(runDir string) (Config, error) {
 	if rec.Version != configVersion {
 		return Config{}, fmt.Errorf("%s: config_version %d, this fencecheck reads %d", filepath.Join(runDir, "config.json"), rec.Version, configVersion)
 	}
+	if rec.NamespaceDerived {
+		rec.Config.Namespace = ""
+	}
 	return rec.Config, nil
 }
 
@@ -419,5 +499,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return durable.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -31,6 +31,9 @@ type Env struct {
 	RunID string
 	// Dir is the run's store folder; node logs go to Dir/logs.
 	Dir string
+	// Namespace scopes the names the run sends (Run.Namespace): a target
+	// that sends requests of its own (the preflight) uses it too.
+	Namespace string
 	// Log receives human-readable progress lines.
 	Log io.Writer
 	// DiskLayer asks the target to keep its nodes' data on the lazyfs layer

@@ -8,10 +8,13 @@
 //	{"index":12,"time":120034000,"process":3,"type":"ok","f":"write","key":"r1","token":"42","value":"c3-17"}
 //
 // Lines whose f is not a client operation (nemesis events, process -1) are
-// carried through untouched and ignored by the models.
+// carried through untouched and ignored by the checkers.
 package history
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Type is the outcome class of an event: invoke opens an operation; ok, fail
 // and info close it.
@@ -101,9 +104,14 @@ func (e *Event) IsTamper() bool {
 	if e.Process != NemesisProcess || e.F != Tamper {
 		return false
 	}
-	_, action := e.Extra["action"]
+	_, action := e.Extra[ExtraAction]
 	return !action
 }
+
+// DefaultTTL is the lease fencecheck's clients ask for unless told otherwise
+// (--ttl), and so the lease assumed for acquires and renews whose events
+// carry no extra.ttl_ms: the one default of the project's leases.
+const DefaultTTL = time.Second
 
 // Extra fields of client events.
 const (

@@ -39,12 +39,12 @@ const (
 
 // Keys of run events' extra, as documented above.
 const (
-	RunExtraAction        = "action"
+	RunExtraAction        = ExtraAction
 	RunExtraRequested     = "requested"
 	RunExtraNemeses       = "nemeses"
 	RunExtraNotApplicable = "not_applicable"
 	RunExtraPhase         = "phase"
-	RunExtraError         = "error"
+	RunExtraError         = ExtraError
 	RunExtraComplete      = "complete"
 	RunExtraCutShort      = "cut_short"
 	RunExtraWaited        = "waited"

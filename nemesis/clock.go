@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // clock steps a node's wall clock forward or back by seconds to minutes, or
@@ -22,7 +24,13 @@ import (
 // Heal set every offset back to zero, which is itself a step.
 type clock struct{}
 
-func (clock) Name() string { return "clock" }
+// Clock is the clock nemesis's name.
+const Clock = "clock"
+
+func (clock) Name() string { return Clock }
+
+// Effects: wall clocks jump or strobe.
+func (clock) Effects() []Effect { return []Effect{SkewsClocks} }
 
 // Timing: skews last long enough that the skewed node hands out leases and
 // tokens meanwhile even when other faults (restart, partition) keep it
@@ -205,7 +213,7 @@ func (clock) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		if err := set(ctx, off); err != nil {
 			return nil, applyFailed("step", p.Nodes, errors.Join(err, set(context.WithoutCancel(ctx), 0)))
 		}
-		return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "step", "offset_ms": cp.OffsetMS},
+		return &Fault{Nodes: p.Nodes, Details: map[string]any{history.ExtraMode: "step", "offset_ms": cp.OffsetMS},
 			Stop: func(ctx context.Context) error { return set(ctx, 0) }}, nil
 	}
 	if cp.Mode != "strobe" || len(cp.OffsetsMS) != 2 || cp.PeriodMS <= 0 {
@@ -245,7 +253,7 @@ func (clock) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}()
 	var once sync.Once
 	return &Fault{Nodes: p.Nodes,
-		Details: map[string]any{"mode": "strobe", "offsets_ms": []int64{cp.OffsetsMS[0], cp.OffsetsMS[1]}, "period_ms": cp.PeriodMS},
+		Details: map[string]any{history.ExtraMode: "strobe", "offsets_ms": []int64{cp.OffsetsMS[0], cp.OffsetsMS[1]}, "period_ms": cp.PeriodMS},
 		Stop: func(ctx context.Context) error {
 			var err error
 			once.Do(func() {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // delay makes the proxies between clients and the resource hold a share of
@@ -16,7 +18,13 @@ import (
 // high-water mark, or checks nothing lets it through.
 type delay struct{}
 
-func (delay) Name() string { return "delay" }
+// Delay is the delay nemesis's name.
+const Delay = "delay"
+
+func (delay) Name() string { return Delay }
+
+// Effects: a write arrives after a newer token's.
+func (delay) Effects() []Effect { return []Effect{Delays} }
 
 // ActsOnLinks: the proxies hold the writes.
 func (delay) ActsOnLinks() bool { return true }
@@ -33,7 +41,7 @@ func (delay) Applicable(env *Env) (bool, string) {
 func delayBound(env *Env, rng *rand.Rand) time.Duration {
 	ttl := env.TTL
 	if ttl <= 0 {
-		ttl = time.Second
+		ttl = history.DefaultTTL
 	}
 	return ttl + time.Duration(rng.Int64N(int64(2*ttl)+1))
 }

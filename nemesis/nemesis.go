@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -89,8 +91,37 @@ var DefaultTiming = Timing{QuietMin: 1 * time.Second, QuietMax: 3 * time.Second,
 // it is not the system under test.
 type LinkActor interface{ ActsOnLinks() bool }
 
+// Effect is what a fault does to the system under test, in the words of the
+// analysis's cause rule (analysis/cause.go), which says by effect which
+// faults can explain which anomaly: a nemesis that declares its effects
+// (Effector) is found by the rule with no change there.
+type Effect string
+
+const (
+	// LosesState: a node may come back with less than it had (a kill, a
+	// power loss): a counter or a high-water mark not made durable is gone.
+	LosesState Effect = "loses-state"
+	// Separates: nodes, or clients and nodes, cannot reach each other;
+	// replicas decide apart.
+	Separates Effect = "separates"
+	// SkewsClocks: a node's wall clock jumps or strobes.
+	SkewsClocks Effect = "skews-clocks"
+	// Delays: a request arrives late (a holder stalled past its lease, a
+	// write held in flight).
+	Delays Effect = "delays"
+	// Tampers: requests are changed on their way (the token header
+	// stripped or garbled).
+	Tampers Effect = "tampers"
+)
+
+// Effector is a nemesis that says what its faults do. A nemesis without it
+// is named for an anomaly only as the last fault event before it.
+type Effector interface{ Effects() []Effect }
+
 // table is every nemesis: adding one is its file and one line here. Each
 // call of a constructor gives a fresh nemesis (some keep per-run state).
+// Everything else reads it: the names --nemesis takes and its help, "all",
+// the proxies and the disk layer a run needs, and the cause rule's effects.
 var table = []func() Nemesis{
 	func() Nemesis { return &pause{} },
 	func() Nemesis { return restart{} },
@@ -103,16 +134,47 @@ var table = []func() Nemesis{
 }
 
 // registry is the table by name.
-var registry = func() map[string]func() Nemesis {
-	m := map[string]func() Nemesis{}
-	for _, mk := range table {
-		m[mk().Name()] = mk
+var (
+	registryMu sync.RWMutex
+	registry   = func() map[string]func() Nemesis {
+		m := map[string]func() Nemesis{}
+		for _, mk := range table {
+			m[mk().Name()] = mk
+		}
+		return m
+	}()
+)
+
+// Register adds a nemesis to the table, as a line of it would: for a nemesis
+// defined outside this package (a test's, or one of a project that gates its
+// own system through gate.Run). Call it before any run starts, e.g. from an
+// init function. A name already taken panics: two nemeses cannot share one.
+func Register(mk func() Nemesis) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	name := mk().Name()
+	if _, ok := registry[name]; ok {
+		panic(fmt.Sprintf("nemesis %q is registered twice", name))
 	}
-	return m
-}()
+	table = append(table, mk)
+	registry[name] = mk
+}
+
+// lookup makes a fresh nemesis of the name.
+func lookup(name string) (Nemesis, bool) {
+	registryMu.RLock()
+	mk, ok := registry[name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return mk(), true
+}
 
 // Names lists the nemeses, sorted.
 func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
 	var out []string
 	for n := range registry {
 		out = append(out, n)
@@ -125,11 +187,28 @@ func Names() []string {
 func OptInNames() []string {
 	var out []string
 	for _, n := range Names() {
-		if o, ok := registry[n]().(OptIn); ok && o.OptInOnly() {
+		if optIn(n) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+func optIn(name string) bool {
+	nem, _ := lookup(name)
+	o, ok := nem.(OptIn)
+	return ok && o.OptInOnly()
+}
+
+// HasEffect reports whether the nemesis of the name declares e (Effector);
+// false for a name no nemesis has (another tool's events).
+func HasEffect(name string, e Effect) bool {
+	nem, ok := lookup(name)
+	if !ok {
+		return false
+	}
+	ef, ok := nem.(Effector)
+	return ok && slices.Contains(ef.Effects(), e)
 }
 
 // expand turns "all" into every nemesis that is not opt-in.
@@ -139,7 +218,7 @@ func expand(names []string) []string {
 	}
 	var out []string
 	for _, n := range Names() {
-		if o, ok := registry[n]().(OptIn); !ok || !o.OptInOnly() {
+		if !optIn(n) {
 			out = append(out, n)
 		}
 	}
@@ -150,7 +229,8 @@ func expand(names []string) []string {
 // "all" included) acts on links, so the harness must interpose proxies.
 func NeedLinks(names []string) bool {
 	for _, n := range expand(names) {
-		if la, ok := registry[n]().(LinkActor); ok && la.ActsOnLinks() {
+		nem, _ := lookup(n)
+		if la, ok := nem.(LinkActor); ok && la.ActsOnLinks() {
 			return true
 		}
 	}
@@ -163,7 +243,8 @@ func NeedLinks(names []string) bool {
 // apply, and "all" goes on without it).
 func NeedDiskLayer(names []string) bool {
 	for _, n := range expand(names) {
-		if dl, ok := registry[n]().(DiskLayered); ok && dl.NeedsDiskLayer() {
+		nem, _ := lookup(n)
+		if dl, ok := nem.(DiskLayered); ok && dl.NeedsDiskLayer() {
 			return true
 		}
 	}
@@ -188,7 +269,7 @@ func Parse(spec string) ([]string, error) {
 		if n == "" {
 			continue
 		}
-		if _, ok := registry[n]; !ok {
+		if _, ok := lookup(n); !ok {
 			return nil, fmt.Errorf("unknown nemesis %q (known: %s, all, none)", n, strings.Join(Names(), ", "))
 		}
 		if !seen[n] {
@@ -213,7 +294,7 @@ type Selection struct {
 func Select(names []string, env *Env) Selection {
 	sel := Selection{NotApplicable: map[string]string{}}
 	for _, n := range expand(names) {
-		nem := registry[n]()
+		nem, _ := lookup(n)
 		if ok, why := nem.Applicable(env); !ok {
 			sel.NotApplicable[n] = why
 			continue

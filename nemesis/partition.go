@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis/proxy"
 )
 
@@ -27,7 +28,13 @@ type partition struct {
 	started int
 }
 
-func (partition) Name() string { return "partition" }
+// Partition is the partition nemesis's name.
+const Partition = "partition"
+
+func (partition) Name() string { return Partition }
+
+// Effects: nodes, or clients and nodes, cannot reach each other.
+func (partition) Effects() []Effect { return []Effect{Separates} }
 
 // ActsOnLinks: besides the target's own cuts, the proxies black-hole
 // clients, the only cut a single node or a host process allows.
@@ -139,7 +146,7 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	if err != nil {
 		return nil, err
 	}
-	details := map[string]any{"mode": pp.Mode}
+	details := map[string]any{history.ExtraMode: pp.Mode}
 	if len(pp.Groups) > 0 {
 		cutter, ok := env.Target.(Partitioner)
 		if !ok {

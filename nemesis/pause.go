@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // pause freezes a lock holder past its lease (the GC pause that fencing
@@ -40,7 +42,19 @@ type pauseParams struct {
 	Quiet bool `json:"quiet,omitempty"`
 }
 
-func (*pause) Name() string { return "pause" }
+// Pause is the pause nemesis's name; PauseHolders the mode of its pauses
+// of lock holders (the seeds' scenario), as its start events' extra.mode
+// says, beside the freeze of a node.
+const (
+	Pause        = "pause"
+	PauseHolders = "holder"
+	pauseNode    = "node"
+)
+
+func (*pause) Name() string { return Pause }
+
+// Effects: a paused holder's write arrives after its lease ran out.
+func (*pause) Effects() []Effect { return []Effect{Delays} }
 
 func (*pause) Params() any { return &pauseParams{} }
 
@@ -101,7 +115,7 @@ func (pz *pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 		}
 		quiet := pz.holderPauses%2 == 0
 		pz.holderPauses++
-		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: "holder", StallMS: d.Milliseconds(), Holders: n, IdleMS: idle.Milliseconds(), Quiet: quiet}}, nil
+		return Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: PauseHolders, StallMS: d.Milliseconds(), Holders: n, IdleMS: idle.Milliseconds(), Quiet: quiet}}, nil
 	}
 	// Holder pauses are the seeds' scenario itself: three of four pauses
 	// are of holders when nodes can be paused too (under "all" other
@@ -130,7 +144,7 @@ func (pz *pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: &pauseParams{Mode: "node"}}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: &pauseParams{Mode: pauseNode}}, nil
 }
 
 func (*pause) CheckPlan(env *Env, p Plan) error {
@@ -139,7 +153,7 @@ func (*pause) CheckPlan(env *Env, p Plan) error {
 		return err
 	}
 	switch pp.Mode {
-	case "holder":
+	case PauseHolders:
 		if env.Holders == nil {
 			return errors.New("mode holder: the workload's lock holders cannot be paused")
 		}
@@ -149,7 +163,7 @@ func (*pause) CheckPlan(env *Env, p Plan) error {
 		if pp.Holders < 0 || pp.IdleMS < 0 {
 			return errors.New("mode holder needs holders >= 0 (0 means one) and idle_ms >= 0")
 		}
-	case "node":
+	case pauseNode:
 		if _, ok := env.Target.(Pauser); !ok {
 			return errors.New("mode node: the target's nodes cannot be paused")
 		}
@@ -167,14 +181,14 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pp.Mode == "holder" {
+	if pp.Mode == PauseHolders {
 		if env.Holders == nil {
 			return nil, errors.New("no lock holder can be paused")
 		}
 		n := max(pp.Holders, 1)
 		d := time.Duration(pp.StallMS) * time.Millisecond
 		idle := time.Duration(pp.IdleMS) * time.Millisecond
-		details := map[string]any{"mode": "holder", "stall_ms": pp.StallMS, "holders": n, "idle_ms": pp.IdleMS}
+		details := map[string]any{history.ExtraMode: PauseHolders, "stall_ms": pp.StallMS, "holders": n, "idle_ms": pp.IdleMS}
 		unhush := func() {}
 		if pp.Quiet {
 			t0 := time.Now()
@@ -241,9 +255,9 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}
 	node := p.Nodes[0]
 	if err := pz.PauseNode(ctx, node); err != nil {
-		return nil, applyFailed("node", []string{node}, err)
+		return nil, applyFailed(pauseNode, []string{node}, err)
 	}
-	return &Fault{Nodes: p.Nodes, Details: map[string]any{"mode": "node"},
+	return &Fault{Nodes: p.Nodes, Details: map[string]any{history.ExtraMode: pauseNode},
 		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil
 }
 

@@ -22,7 +22,13 @@ import (
 // leaves it out as it does every nemesis that does not apply.
 type powerLoss struct{}
 
-func (powerLoss) Name() string { return "power-loss" }
+// PowerLoss is the power-loss nemesis's name.
+const PowerLoss = "power-loss"
+
+func (powerLoss) Name() string { return PowerLoss }
+
+// Effects: a node comes back without what it did not fsync.
+func (powerLoss) Effects() []Effect { return []Effect{LosesState} }
 
 func (powerLoss) NeedsDiskLayer() bool { return true }
 

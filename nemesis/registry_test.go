@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,3 +42,54 @@ func TestNeedLinksFollowsWhatNemesesDeclare(t *testing.T) {
 		assert.Equal(t, want, NeedLinks(names), spec)
 	}
 }
+
+// Every nemesis of the table says what its faults do, so the analysis's
+// cause rule finds it by effect; the names it is found by are the
+// constants analysis and reports read.
+func TestEveryNemesisDeclaresItsEffects(t *testing.T) {
+	for _, n := range Names() {
+		nem, ok := lookup(n)
+		require.True(t, ok, n)
+		ef, ok := nem.(Effector)
+		if assert.True(t, ok, "%s declares no effect", n) {
+			assert.NotEmpty(t, ef.Effects(), n)
+		}
+	}
+	for name, e := range map[string]Effect{Restart: LosesState, RestartWipe: LosesState, PowerLoss: LosesState,
+		Partition: Separates, Clock: SkewsClocks, Pause: Delays, Delay: Delays, Strip: Tampers} {
+		assert.True(t, HasEffect(name, e), "%s %s", name, e)
+	}
+	assert.False(t, HasEffect(Partition, LosesState))
+	assert.False(t, HasEffect("kill", LosesState), "another tool's nemesis has no declared effect")
+}
+
+// Register is a line of the table: the nemesis is then parsed, listed and
+// selected like the others; a name taken twice is refused.
+func TestRegisterAddsALineOfTheTable(t *testing.T) {
+	registryMu.Lock()
+	saved, savedReg := table, registry
+	table, registry = append([]func() Nemesis(nil), table...), maps.Clone(registry)
+	registryMu.Unlock()
+	t.Cleanup(func() {
+		registryMu.Lock()
+		table, registry = saved, savedReg
+		registryMu.Unlock()
+	})
+	Register(func() Nemesis { return testNemesis{} })
+	assert.Contains(t, Names(), "test-nemesis")
+	names, err := Parse("pause,test-nemesis")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"pause", "test-nemesis"}, names)
+	all, err := Parse("all")
+	require.NoError(t, err)
+	assert.Contains(t, expand(all), "test-nemesis")
+	assert.True(t, HasEffect("test-nemesis", Delays))
+	assert.Panics(t, func() { Register(func() Nemesis { return testNemesis{} }) })
+	assert.Panics(t, func() { Register(func() Nemesis { return strip{} }) })
+}
+
+type testNemesis struct{ strip }
+
+func (testNemesis) Name() string                   { return "test-nemesis" }
+func (testNemesis) Effects() []Effect              { return []Effect{Delays} }
+func (testNemesis) Applicable(*Env) (bool, string) { return true, "" }

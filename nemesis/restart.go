@@ -13,12 +13,22 @@ import (
 // leaves it out.
 type restart struct{ wipe bool }
 
+// Names of the restart nemeses: kill and start again, with the data kept or
+// wiped.
+const (
+	Restart     = "restart"
+	RestartWipe = "restart-wipe"
+)
+
 func (r restart) Name() string {
 	if r.wipe {
-		return "restart-wipe"
+		return RestartWipe
 	}
-	return "restart"
+	return Restart
 }
+
+// Effects: a node comes back with what it made durable, or nothing.
+func (restart) Effects() []Effect { return []Effect{LosesState} }
 
 func (r restart) OptInOnly() bool { return r.wipe }
 
@@ -40,7 +50,8 @@ func (restart) Applicable(env *Env) (bool, string) {
 		return false, "the target's nodes cannot be killed and restarted"
 	}
 	if len(nodesOf(env)) == 0 {
-		return false, "the target lists no nodes"
+		// Nodes are those fencecheck runs: a spec's url nodes are not.
+		return false, "the target has no node fencecheck runs (a node it does not start, such as a spec's url node, is someone else's to kill)"
 	}
 	return true, ""
 }

@@ -50,38 +50,6 @@ type live struct {
 	takesOver bool  // its plan took its nodes over (Plan.TakesOver)
 }
 
-// Count is how often a nemesis acted, for the gate ("every requested fault
-// actually took effect") and the report.
-type Count struct {
-	Started int    `json:"started"`
-	Failed  int    `json:"failed"`
-	Error   string `json:"last_error,omitempty"`
-	// Waited counts tries that found every node held by another fault.
-	Waited int `json:"waited_for_a_node,omitempty"`
-	// Modes counts starts and failures by fault mode (the start event's
-	// extra.mode, an ApplyError's Mode; "" for faults without one).
-	Modes map[string]*ModeCount `json:"modes,omitempty"`
-}
-
-// ModeCount is how often one mode of a nemesis applied and failed to.
-type ModeCount struct {
-	Started int    `json:"started"`
-	Failed  int    `json:"failed"`
-	Error   string `json:"last_error,omitempty"`
-}
-
-func (c *Count) mode(m string) *ModeCount {
-	if c.Modes == nil {
-		c.Modes = map[string]*ModeCount{}
-	}
-	mc := c.Modes[m]
-	if mc == nil {
-		mc = &ModeCount{}
-		c.Modes[m] = mc
-	}
-	return mc
-}
-
 // ApplyError is a fault that was chosen but did not apply (a rule that
 // could not be set, a clock that could not be moved): its mode and nodes
 // are recorded with the error event, so that a mode that never applied is
@@ -308,18 +276,11 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 	if errors.As(err, &ae) {
 		mode, nodes = ae.Mode, ae.Nodes
 	}
-	s.count(n, func(c *Count) {
-		c.Failed++
-		c.Error = err.Error()
-		mc := c.mode(mode)
-		mc.Failed++
-		mc.Error = err.Error()
-	})
-	details := map[string]any{"error": err.Error()}
+	details := map[string]any{history.ExtraError: err.Error()}
 	if mode != "" {
-		details["mode"] = mode
+		details[history.ExtraMode] = mode
 	}
-	s.record(n.Name(), "error", -1, nodes, details)
+	s.record(n.Name(), history.FaultError, -1, nodes, details)
 }
 
 // start claims p's nodes when it takes them over, starts the fault and
@@ -364,15 +325,13 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 		}
 		return -1, 0
 	}
-	mode, _ := f.Details["mode"].(string)
-	s.count(n, func(c *Count) { c.Started++; c.mode(mode).Started++ })
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
 	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver}
 	s.mu.Unlock()
 	s.plan(planned)
-	s.record(n.Name(), "start", id, f.Nodes, f.Details)
+	s.record(n.Name(), history.FaultStart, id, f.Nodes, f.Details)
 	return id, planned.Duration
 }
 
@@ -412,16 +371,16 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 		s.mu.Lock()
 		s.active[id] = l
 		s.mu.Unlock()
-		s.record(l.nem.Name(), "stop-failed", id, l.fault.Nodes, map[string]any{"error": err.Error()})
+		s.record(l.nem.Name(), history.FaultStopFailed, id, l.fault.Nodes, map[string]any{history.ExtraError: err.Error()})
 		return err
 	}
 	var details map[string]any
 	if err != nil {
-		details = map[string]any{"error": err.Error()}
+		details = map[string]any{history.ExtraError: err.Error()}
 		err = fmt.Errorf("%s of %s could not be undone: %w", l.nem.Name(), strings.Join(l.fault.Nodes, ","), err)
 	}
 	s.Env.claims.release(l.claim)
-	s.record(l.nem.Name(), "stop", id, l.fault.Nodes, details)
+	s.record(l.nem.Name(), history.FaultStop, id, l.fault.Nodes, details)
 	return err
 }
 
@@ -478,7 +437,7 @@ func (s *Scheduler) Heal(ctx context.Context) error {
 			}
 		}
 	}
-	s.record("heal", "stop", 0, nil, nil)
+	s.record(history.FaultHeal, history.FaultStop, 0, nil, nil)
 	if len(errs) > 0 {
 		return fmt.Errorf("heal: %s", strings.Join(errs, "; "))
 	}
@@ -492,15 +451,22 @@ func (s *Scheduler) record(name, action string, id int64, nodes []string, detail
 			extra[k] = b
 		}
 	}
-	put("action", action)
+	put(history.ExtraAction, action)
 	if id > 0 {
-		put("id", id)
+		put(history.ExtraFaultID, id)
 	}
 	for k, v := range details {
 		put(k, v)
 	}
-	s.Rec.Record(history.Event{Process: history.NemesisProcess, Type: history.Info, F: name,
-		Node: strings.Join(nodes, ","), Extra: extra})
+	e := history.Event{Process: history.NemesisProcess, Type: history.Info, F: name,
+		Node: strings.Join(nodes, ","), Extra: extra}
+	s.Rec.Record(e)
+	// The count is read from the events, as the analysis reads a history's.
+	s.countsMu.Lock()
+	defer s.countsMu.Unlock()
+	if c := s.Counts[name]; c != nil {
+		c.Add(e)
+	}
 }
 
 func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {

@@ -222,11 +222,11 @@ func parseFault(r json.RawMessage) (Scheduled, error) {
 		return Scheduled{}, err
 	}
 	out := f.Scheduled
-	mk, ok := registry[out.Nemesis]
+	nem, ok := lookup(out.Nemesis)
 	if !ok {
 		return out, fmt.Errorf("unknown nemesis %q (known: %s)", out.Nemesis, strings.Join(Names(), ", "))
 	}
-	params := mk().Params()
+	params := nem.Params()
 	empty := len(f.Params) == 0 || string(f.Params) == "null"
 	switch {
 	case params == nil && !empty && string(bytes.TrimSpace(f.Params)) != "{}":
@@ -274,7 +274,7 @@ func (s *Schedule) Check() error {
 		errs = append(errs, fmt.Errorf("%s: %s", s.Faults[i].where(i), fmt.Sprintf(format, args...)))
 	}
 	for i, f := range s.Faults {
-		if _, ok := registry[f.Nemesis]; !ok {
+		if _, ok := lookup(f.Nemesis); !ok {
 			bad(i, "unknown nemesis (known: %s)", strings.Join(Names(), ", "))
 		}
 		if f.Start < 0 || f.Duration < 0 {

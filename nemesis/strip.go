@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fencecheck/fencecheck/history"
 )
 
 // strip makes the proxies between clients and the resource remove, empty or
@@ -16,7 +18,14 @@ import (
 // token as zero accepts it.
 type strip struct{}
 
-func (strip) Name() string { return "strip" }
+// Strip is the strip nemesis's name: the f of its start and stop events and
+// of the proxy's event for each write it tampered with (history.Tamper).
+const Strip = history.Tamper
+
+func (strip) Name() string { return Strip }
+
+// Effects: writes reach the resource with their token removed or garbled.
+func (strip) Effects() []Effect { return []Effect{Tampers} }
 
 // ActsOnLinks: the proxies strip the header.
 func (strip) ActsOnLinks() bool { return true }

@@ -45,6 +45,9 @@ const (
 	ReportFile        = "report.html"
 	JUnitFile         = "junit.xml"
 	LogsDir           = "logs"
+	// ErrorFile, in a run folder kept without a history (its target did
+	// not start; the folder holds its logs), says why the run ended there.
+	ErrorFile = "error.txt"
 )
 
 // RunInfo describes the run a report is about: what its history does not

@@ -240,11 +240,15 @@ func HistoryOf(path string) (string, error) {
 		return file, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); err == nil && filepath.Base(file) == HistoryFile {
-		return file, fmt.Errorf("%w: %s has no %s: the run stopped during setup, before its history began (killed, interrupted, or its target did not start; its %s says what it set out to do): there is nothing to check",
-			ErrNoHistory, dir, HistoryFile, ConfigFile)
+		why := ""
+		if b, err := os.ReadFile(filepath.Join(dir, ErrorFile)); err == nil {
+			why = fmt.Sprintf("; its %s says why: %s", ErrorFile, strings.TrimSpace(string(b)))
+		}
+		return file, fmt.Errorf("%w: %s has no %s: the run stopped during setup, before its history began (killed, interrupted, or its target did not start; its %s says what it set out to do%s): there is nothing to check",
+			ErrNoHistory, dir, HistoryFile, ConfigFile, why)
 	}
 	if file == path {
-		return file, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+		return file, fmt.Errorf("no such run folder or history: %s: %w", path, fs.ErrNotExist)
 	}
 	return file, fmt.Errorf("%s is not a run folder: it has no %s: %w", path, HistoryFile, fs.ErrNotExist)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/durable"
 )
 
 // Write renders an analysis of dir/history.jsonl into the run directory dir:
@@ -32,7 +33,7 @@ func WriteFrom(dir, historyPath string, info RunInfo, res *analysis.Result) (*Re
 	}
 	dst := filepath.Join(dir, HistoryFile)
 	if !sameFile(historyPath, dst) {
-		if err := copyFile(historyPath, dst); err != nil {
+		if err := durable.Copy(historyPath, dst, 0o644); err != nil {
 			return nil, fmt.Errorf("copy history into report folder: %w", err)
 		}
 	}
@@ -79,7 +80,7 @@ func write(dir string, info RunInfo, res *analysis.Result, now time.Time) (*Resu
 		name string
 		data []byte
 	}{{ResultsFile, rj}, {JUnitFile, ju}, {ReportFile, page}} {
-		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+		if err := durable.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -118,7 +119,7 @@ func visualize(res *analysis.Result, dir string) map[string]string {
 		if err := os.MkdirAll(filepath.Join(dir, VisualizeDir), 0o755); err != nil {
 			continue
 		}
-		if err := writeWith(filepath.Join(dir, rel), func(w io.Writer) error { return res.Visualize(k.Model, k.Key, w) }); err == nil {
+		if err := durable.WriteFileFrom(filepath.Join(dir, rel), 0o644, func(w io.Writer) error { return res.Visualize(k.Model, k.Key, w) }); err == nil {
 			out[k.Model+"/"+k.Key] = filepath.ToSlash(rel)
 		}
 	}
@@ -315,54 +316,6 @@ func listFiles(dir, sub string, max int) []string {
 	})
 	sort.Strings(out)
 	return out
-}
-
-// writeWith writes a file atomically from what fn writes: a crash leaves the
-// old file or the new one, never half of one.
-func writeWith(path string, fn func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := fn(tmp); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	return writeWith(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeWith(dst, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
 }
 
 func sameFile(a, b string) bool {

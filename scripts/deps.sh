@@ -1,31 +1,64 @@
 #!/usr/bin/env bash
-# Installs the host packages fencecheck's Docker targets need, when missing:
-#   iptables      partitions are iptables rules set inside our containers'
-#                 network namespaces (nsenter comes with util-linux)
-#   redis-server  the Redis image is assembled from Debian's redis-server
-#   postgresql-15 the PostgreSQL image is assembled from Debian's PostgreSQL 15
-#   mariadb-server the MariaDB image (target mysql) from Debian's MariaDB 10.11
-#   gcc           the Redis image's clock-skew library is compiled at build
-#   zookeeper     the ZooKeeper image is assembled from Debian's zookeeper
-#                 and the Java runtime it depends on (default-jre-headless)
-#   chromium      the browser test loads report.html in headless Chromium
+# Installs the host packages fencecheck needs, when missing (Debian, apt-get;
+# root or sudo). It never changes host firewall rules or anything else.
+#
+#   deps.sh TARGET   what `make test TARGET=...` needs for that target alone:
+#                    memory and spec:FILE need nothing; etcd, etcd-mutex:
+#                    iptables, util-linux, fuse3; redis*: those, redis-server
+#                    and gcc; postgres*: iptables, util-linux, postgresql-15,
+#                    gcc; mysql: iptables, util-linux, mariadb-server, gcc;
+#                    zookeeper: iptables, util-linux, zookeeper with its Java
+#                    runtime, gcc
+#   deps.sh docker   what every Docker target needs (make images)
+#   deps.sh all      that and chromium (make check)
+#   deps.sh --list X prints the packages X needs, installed or not, and exits
+#
+# Why each:
+#   iptables, util-linux  partitions are iptables rules set inside the
+#                 containers' network namespaces (nsenter is util-linux's)
 #   fuse3         the power-loss nemesis's lazyfs layer is a FUSE mount
 #                 (fusermount3 for unprivileged mounts and detaching)
-# It never changes host firewall rules or anything else.
+#   gcc           the clock-skew preload library (Redis, PostgreSQL,
+#                 MariaDB, ZooKeeper) is compiled on this machine
+#   redis-server, postgresql-15, mariadb-server, zookeeper (and
+#   default-jre-headless)  their images are assembled from Debian's packages
+#   chromium      the browser test loads report.html in headless Chromium
 set -euo pipefail
-need=()
-command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
-command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
-[ -x /usr/bin/redis-server ] || need+=(redis-server)
-[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
-[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
-command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
-command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
-{ [ -f /usr/share/java/zookeeper.jar ] && [ -x /usr/bin/java ]; } || need+=(zookeeper default-jre-headless)
-# `deps.sh docker` (make test) needs no browser; `deps.sh` (make check) does.
-if [ "${1:-all}" = all ]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
+list_only=false
+if [ "${1:-}" = --list ]; then list_only=true; shift; fi
+what="${1:-all}"
+
+need=() # missing packages
+all=()  # every package what needs
+want() { # want CHECK PACKAGE...: PACKAGEs are needed, missing unless CHECK succeeds
+  local check=$1; shift
+  all+=("$@")
+  if ! $list_only && ! eval "$check" >/dev/null 2>&1; then need+=("$@"); fi
+}
+net()       { want 'command -v iptables || [ -x /usr/sbin/iptables ]' iptables; want 'command -v nsenter' util-linux; }
+fuse()      { want 'command -v fusermount3' fuse3; }
+cc()        { want 'command -v gcc' gcc libc6-dev; }
+redis()     { want '[ -x /usr/bin/redis-server ]' redis-server; }
+postgres()  { want '[ -x /usr/lib/postgresql/15/bin/postgres ]' postgresql-15; }
+mariadb()   { want '[ -x /usr/sbin/mariadbd ]' mariadb-server; }
+zookeeper() { want '[ -f /usr/share/java/zookeeper.jar ] && [ -x /usr/bin/java ]' zookeeper default-jre-headless; }
+browser()   { want 'command -v chromium' chromium; }
+
+case "$what" in
+  memory|spec:*) ;;
+  etcd|etcd-mutex) net; fuse ;;
+  redis|redis-volatile|redis-everysec) net; fuse; cc; redis ;;
+  postgres|postgres-trigger|postgres-async) net; cc; postgres ;;
+  mysql) net; cc; mariadb ;;
+  zookeeper) net; cc; zookeeper ;;
+  docker) net; fuse; cc; redis; postgres; mariadb; zookeeper ;;
+  all) net; fuse; cc; redis; postgres; mariadb; zookeeper; browser ;;
+  # fencecheck itself says what is wrong with a target it does not know.
+  *) echo "deps: no package list for target $what: installing nothing" >&2 ;;
+esac
+if $list_only; then echo "${all[*]}"; exit 0; fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
-echo "deps: installing ${need[*]} (Debian packages)"
+echo "deps: installing ${need[*]} (Debian packages, for $what)"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else

@@ -21,12 +21,15 @@ import (
 // Config shapes the fenced-write workload.
 type Config struct {
 	// Clients is the number of writers; Readers the number of read-only
-	// clients; Keys the lock/resource names they share ("k0".."kN-1": lock
-	// kI fences resource kI).
+	// clients; Keys the number each profile scales its keys from
+	// (profiles.go: steady uses "k0".."kN-1", lock kI fencing resource kI).
 	Clients, Readers, Keys int
-	TTL                    time.Duration
-	OpTimeout              time.Duration
-	Seed                   uint64
+	// Namespace scopes every lock, key and value name the workload sends
+	// (namespace.go): "" for none.
+	Namespace string
+	TTL       time.Duration
+	OpTimeout time.Duration
+	Seed      uint64
 	// Issuers and Resources are the connections clients spread over.
 	Issuers, Resources []Conn
 	// ReplayShare is the share of accepted writes the client sends again
@@ -111,7 +114,7 @@ func NewFenced(cfg Config) (*Fenced, error) {
 	}
 	mix := Mix(names, cfg.Clients, cfg.Seed)
 	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fencing.NewOffsetClock(), mix: mix,
-		keys: keyNames(mix, cfg.Keys), stormers: make([][]*recorder, cfg.Clients)}, nil
+		keys: keyNames(cfg.Namespace, mix, cfg.Keys), stormers: make([][]*recorder, cfg.Clients)}, nil
 }
 
 // Mix names each writer's profile, in writer order.
@@ -125,6 +128,9 @@ func (w *Fenced) Mix() []string {
 
 // Keys lists every key the run's profiles use.
 func (w *Fenced) Keys() []string { return slices.Clone(w.keys) }
+
+// Namespace is the namespace of every name the workload sends.
+func (w *Fenced) Namespace() string { return w.cfg.Namespace }
 
 // Processes is the process allocator, shared with other workloads of the run
 // so process numbers stay unique.
@@ -141,9 +147,6 @@ func (w *Fenced) SetClockOffset(_ context.Context, node string, offset time.Dura
 	w.clock.Set(offset)
 	return nil
 }
-
-// Key names the i-th key of the steady profile.
-func Key(i int) string { return fmt.Sprintf("k%d", i) }
 
 // Run drives the clients until ctx ends.
 func (w *Fenced) Run(ctx context.Context, rec *history.Recorder) error {
@@ -174,7 +177,7 @@ func (w *Fenced) rng(worker int) *rand.Rand {
 }
 
 func (w *Fenced) value(r *recorder) string {
-	return fmt.Sprintf("c%d-%d", r.proc, w.seq.Add(1))
+	return Scoped(w.cfg.Namespace, fmt.Sprintf("c%d-%d", r.proc, w.seq.Add(1)))
 }
 
 func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) {
@@ -191,7 +194,7 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		}
 		first = false
 		ki := keys.pick(rng)
-		key := prof.key(ki)
+		key := Scoped(w.cfg.Namespace, prof.key(ki))
 		if prof.storm > 1 {
 			w.storm(ctx, rec, worker, prof, key, rng)
 			continue

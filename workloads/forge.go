@@ -15,7 +15,9 @@ type ForgeConfig struct {
 	Resources []Conn
 	// Keys is the number of keys it writes ("forge-0".."forge-N-1"); its
 	// own keys, so forged writes never block the honest clients' keys.
-	Keys      int
+	Keys int
+	// Namespace scopes its keys and values, as Config.Namespace does.
+	Namespace string
 	OpTimeout time.Duration
 	Seed      uint64
 	// Processes is the run's process allocator (Fenced.Processes()), so the
@@ -69,12 +71,12 @@ func (f *Forge) Run(ctx context.Context, rec *history.Recorder) error {
 	rng := rand.New(rand.NewPCG(f.cfg.Seed, 0xf0f0))
 	r := newRecorder(rec, f.cfg.Processes, f.cfg.OpTimeout)
 	for i := 0; ctx.Err() == nil; i++ {
-		key := ForgeKey(rng.IntN(f.cfg.Keys))
+		key := Scoped(f.cfg.Namespace, ForgeKey(rng.IntN(f.cfg.Keys)))
 		token := f.token(rng)
 		// Values are unique across the run: "forge-N" never repeats and
 		// differs from the honest clients' "cP-N".
 		f.seq++
-		v := fmt.Sprintf("forge-%d", f.seq)
+		v := Scoped(f.cfg.Namespace, fmt.Sprintf("forge-%d", f.seq))
 		res := f.cfg.Resources[i%len(f.cfg.Resources)]
 		r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: res.Node()},
 			func(c context.Context) Reply { return res.Write(c, key, token, []byte(v)) })

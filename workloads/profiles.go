@@ -132,8 +132,9 @@ func Mix(names []string, clients int, seed uint64) []Profile {
 	return out
 }
 
-// keyNames lists the keys of the profiles in mix (each profile's once).
-func keyNames(mix []Profile, n int) []string {
+// keyNames lists the keys of the profiles in mix (each profile's once), in
+// namespace ns.
+func keyNames(ns string, mix []Profile, n int) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, p := range mix {
@@ -142,10 +143,25 @@ func keyNames(mix []Profile, n int) []string {
 		}
 		seen[p.Name] = true
 		for i := 0; i < p.keys(n); i++ {
-			out = append(out, p.key(i))
+			out = append(out, Scoped(ns, p.key(i)))
 		}
 	}
 	return out
+}
+
+// KeysInWords says how many keys the run's writers use, in all and per
+// profile: --keys is what each profile scales its own keys from, not the
+// total ("95 keys: steady 3, skewed 24, many-locks 64, ...").
+func (w *Fenced) KeysInWords() string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, p := range w.mix {
+		if !seen[p.Name] {
+			seen[p.Name] = true
+			parts = append(parts, fmt.Sprintf("%s %d", p.Name, p.keys(w.cfg.Keys)))
+		}
+	}
+	return fmt.Sprintf("%d keys: %s", len(w.keys), strings.Join(parts, ", "))
 }
 
 func (p Profile) key(i int) string { return fmt.Sprintf("%s%d", p.prefix, i) }

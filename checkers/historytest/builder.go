@@ -159,16 +159,17 @@ func (b *Builder) Release(lock, token string, call, ret int64) *Builder {
 // mode is "remove", "empty" or "garble". The write must be in flight at at.
 func (b *Builder) Strip(key, value, token, mode string, at int64) *Builder {
 	m, _ := json.Marshal(mode)
-	b.add(at, history.Event{Process: history.NemesisProcess, Type: history.Info, F: "strip",
-		Key: key, Value: value, Token: token, Extra: map[string]json.RawMessage{"mode": m}})
+	b.add(at, history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.Tamper,
+		Key: key, Value: value, Token: token, Extra: map[string]json.RawMessage{history.ExtraMode: m}})
 	return b
 }
 
-// Nemesis records a fault's start or stop ("start"/"stop") at time at (ms).
+// Nemesis records a fault event of action (history.FaultStart,
+// history.FaultStop, ...) at time at (ms).
 func (b *Builder) Nemesis(name, action string, at int64) *Builder {
 	a, _ := json.Marshal(action)
 	b.add(at, history.Event{Process: history.NemesisProcess, Type: history.Info, F: name,
-		Extra: map[string]json.RawMessage{"action": a}})
+		Extra: map[string]json.RawMessage{history.ExtraAction: a}})
 	return b
 }
 
@@ -181,11 +182,11 @@ func (b *Builder) Fault(name, node string, start, stop int64) *Builder {
 	ev := func(action string) history.Event {
 		a, _ := json.Marshal(action)
 		return history.Event{Process: history.NemesisProcess, Type: history.Info, F: name, Node: node,
-			Extra: map[string]json.RawMessage{"action": a, "id": id}}
+			Extra: map[string]json.RawMessage{history.ExtraAction: a, history.ExtraFaultID: id}}
 	}
-	b.add(start, ev("start"))
+	b.add(start, ev(history.FaultStart))
 	if stop != Open {
-		b.add(stop, ev("stop"))
+		b.add(stop, ev(history.FaultStop))
 	}
 	return b
 }
@@ -197,7 +198,7 @@ func (b *Builder) Run(action string, at int64, extra map[string]any) *Builder {
 	for k, v := range extra {
 		x[k], _ = json.Marshal(v)
 	}
-	x["action"], _ = json.Marshal(action)
+	x[history.RunExtraAction], _ = json.Marshal(action)
 	b.add(at, history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.RunEvent, Extra: x})
 	return b
 }

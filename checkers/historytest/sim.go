@@ -401,12 +401,12 @@ func (h *SimHistory) each(fn func(*history.Event)) {
 	for idx, x := range evs {
 		if x.fault {
 			f := &h.Faults[x.i]
-			action := `"start"`
+			action := strconv.Quote(history.FaultStart)
 			if x.done {
-				action = `"stop"`
+				action = strconv.Quote(history.FaultStop)
 			}
 			e = history.Event{Index: int64(idx), Time: x.t, Process: history.NemesisProcess, Type: history.Info, F: f.Name, Node: h.node,
-				Extra: map[string]json.RawMessage{"action": json.RawMessage(action), "id": json.RawMessage(strconv.FormatInt(f.ID, 10))}}
+				Extra: map[string]json.RawMessage{history.ExtraAction: json.RawMessage(action), history.ExtraFaultID: json.RawMessage(strconv.FormatInt(f.ID, 10))}}
 			fn(&e)
 			continue
 		}
@@ -456,9 +456,9 @@ func (h *SimHistory) WriteJSONL(w io.Writer) error {
 		}
 		if len(e.Extra) > 0 {
 			b = append(b, `,"extra":{"action":`...)
-			b = append(b, e.Extra["action"]...)
+			b = append(b, e.Extra[history.ExtraAction]...)
 			b = append(b, `,"id":`...)
-			b = append(b, e.Extra["id"]...)
+			b = append(b, e.Extra[history.ExtraFaultID]...)
 			b = append(b, '}')
 		}
 		b = append(b, "}\n"...)

@@ -1,7 +1,7 @@
 // Package oracle is an independent, brute-force linearizability checker for
 // small fencecheck histories, written from the documents only (README.md,
 // fencing/PROTOCOL.md, docs/, the history package's documentation) and never
-// from the models' code, so that the project's checkers can be tested against
+// from the checkers' code, so that the project's checkers can be tested against
 // it: a generator of small random histories, a differential harness that runs
 // any checker and the oracle on them and shrinks every disagreement, and
 // issue 12's cases as annotated histories in testdata/.
@@ -45,7 +45,7 @@
 //
 // The issuer, per lock or globally: the state is the greatest token issued.
 // Renews and releases are not judged (the lead's decision for issue 12, as
-// in the project's models); the rules below for them are kept for reference
+// in the project's checkers); the rules below for them are kept for reference
 // but take no part.
 //
 //   - An ok acquire returned a well-formed token greater than every token

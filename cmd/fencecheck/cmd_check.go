@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/reports"
 )
@@ -35,9 +40,9 @@ type checkerFlags struct {
 
 func (c *checkerFlags) register(fl *pflag.FlagSet) {
 	c.fl = fl
-	fl.StringVar(&c.checker, "checker", analysis.CheckerBoth, "checker: fast, porcupine or both")
+	fl.StringVar(&c.checker, "checker", analysis.DefaultChecker, "checkers beside the direct checks: "+analysis.CheckerChoices()+", or a comma-separated list of them")
 	fl.DurationVar(&c.timeout, "timeout", analysis.DefaultTimeout, "time Porcupine may search, over the whole history")
-	fl.IntVar(&c.minOps, "min-ops", 0, fmt.Sprintf("fewest ok/fail operations for a verdict other than unknown (0: no minimum; fencecheck test and the gate use %d)", analysis.DefaultMinOps))
+	fl.IntVar(&c.minOps, "min-ops", analysis.DefaultMinOps, "fewest ok/fail operations for a verdict other than unknown, as fencecheck test and the gate ask (0: no minimum, any history judged as it is)")
 	fl.DurationVar(&c.ttl, "ttl", analysis.DefaultTTL, "lease length for lease-overlap analysis when events carry none")
 }
 
@@ -50,11 +55,10 @@ func (c *checkerFlags) validate() error {
 	case c.ttl <= 0:
 		return fmt.Errorf("--ttl must be positive, got %s", c.ttl)
 	}
-	switch c.checker {
-	case analysis.CheckerFast, analysis.CheckerPorcupine, analysis.CheckerBoth:
-		return nil
+	if _, err := analysis.NormalizeChecker(c.checker); err != nil {
+		return fmt.Errorf("--checker %w", err)
 	}
-	return fmt.Errorf("--checker must be fast, porcupine or both, got %q", c.checker)
+	return nil
 }
 
 // apply sets the options these flags give: all of them, or (onlyChanged)
@@ -78,18 +82,21 @@ func (c *checkerFlags) apply(o *analysis.Options, onlyChanged bool) {
 func init() {
 	f := &checkFlags{}
 	cmd := &cobra.Command{
-		Use:   "check [flags] HISTORY.jsonl|RUN_DIR",
+		Use:   "check [flags] HISTORY.jsonl|RUN_DIR|-",
 		Short: "Check a recorded history (from fencecheck or any tool writing the same JSON Lines)",
 		Long: `check reads a history in fencecheck's JSON Lines format and decides whether it
 is linearizable for a fenced register (per key) and an issuer (per lock), with
 Porcupine and the specialised checker (given a run folder, its
-history.jsonl). It prints the verdict and every anomaly
+history.jsonl; given -, standard input). It prints the verdict and every anomaly
 in words, each with the fault that explains it. With --report DIR it also
 writes results.json, report.html and junit.xml there.
 
 A history recorded by fencecheck says what its run set out to do and how far
 it got: a requested fault that never took effect, or a run that did not
-finish, makes a valid history unknown.
+finish, makes a valid history unknown. So does a history with fewer than
+` + fmt.Sprint(analysis.DefaultMinOps) + ` operations that ended ok or fail, an empty one included (--min-ops sets
+the minimum; 0 judges any history as it is). Notes on the history (too few
+operations, a last line cut short and skipped) are printed with the verdict.
 
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error
 (including a malformed history, reported with its line number).`,
@@ -125,23 +132,56 @@ func runCheck(path string, f *checkFlags) error {
 	defer stop()
 	opts := analysis.Options{Semantics: sem, Progress: os.Stderr}
 	f.checkerFlags.apply(&opts, false)
-	path, err = reports.HistoryOf(path)
-	if errors.Is(err, reports.ErrNoHistory) {
-		return exitWith(analysis.ExitCannot, err)
+	name := path
+	var res *analysis.Result
+	if path == "-" {
+		name = "standard input"
+		path, res, err = checkStdin(ctx, f.report, opts)
+	} else {
+		path, err = reports.HistoryOf(path)
+		switch {
+		case errors.Is(err, reports.ErrNoHistory):
+			return exitWith(analysis.ExitCannot, err)
+		case errors.Is(err, fs.ErrNotExist):
+			return usageErrorf("%v", strings.TrimSuffix(err.Error(), ": "+fs.ErrNotExist.Error()))
+		}
+		name = path
+		res, err = analysis.CheckFile(ctx, path, opts)
 	}
-	res, err := analysis.CheckFile(ctx, path, opts)
 	if err != nil {
 		var pe *history.ParseError
 		if errors.As(err, &pe) || errors.Is(err, os.ErrNotExist) {
-			return usageErrorf("%s: %v", path, err)
+			return usageErrorf("%s: %v", name, err)
 		}
-		return exitWith(analysis.ExitCannot, fmt.Errorf("%s: %w", path, err))
+		return exitWith(analysis.ExitCannot, fmt.Errorf("%s: %w", name, err))
 	}
 	if f.report != "" {
-		if _, err := reports.WriteFrom(f.report, path, reports.RunInfo{Target: "history " + path}, res); err != nil {
+		if _, err := reports.WriteFrom(f.report, path, reports.RunInfo{Target: "history " + name}, res); err != nil {
 			return exitWith(analysis.ExitCannot, err)
 		}
 	}
 	printSummary(os.Stdout, res, f.report)
 	return exitWith(res.ExitCode, nil)
+}
+
+// checkStdin checks a history read from standard input ("-"). With a report
+// folder the history is kept there as it streams by (the report links it),
+// and checked from that file.
+func checkStdin(ctx context.Context, reportDir string, opts analysis.Options) (string, *analysis.Result, error) {
+	if reportDir == "" {
+		res, err := analysis.CheckReader(ctx, os.Stdin, opts)
+		return "", res, err
+	}
+	if err := os.MkdirAll(reportDir, 0o755); err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(reportDir, reports.HistoryFile)
+	if err := fencing.WriteFileFrom(path, 0o644, func(w io.Writer) error {
+		_, err := io.Copy(w, os.Stdin)
+		return err
+	}); err != nil {
+		return "", nil, fmt.Errorf("keeping the history in %s: %w", reportDir, err)
+	}
+	res, err := analysis.CheckFile(ctx, path, opts)
+	return path, res, err
 }

@@ -29,7 +29,8 @@ listed: removing a live run's containers would make it fail. Only the objects
 of one run with --run. --all removes every run's objects, live ones too (with
 a warning). Nothing unlabelled is touched. Images are kept (they are a cache)
 unless --images is given. Power-loss layers (FUSE mounts of fencecheck's own)
-left dead by a killed run are detached first; live ones are never touched.`,
+left dead by a killed run are detached first, and the run directories that
+held them removed; live ones are never touched.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		// Before Docker: a dead mount needs no engine, and a machine
@@ -40,6 +41,14 @@ left dead by a killed run are detached first; live ones are never touched.`,
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fencecheck: warning: detaching dead power-loss layers: %v\n", err)
+		}
+		// A dead layer's harness is gone: its run directory goes too.
+		dirs, err := docker.SweepRunDirsHolding(mounts)
+		for _, r := range dirs {
+			fmt.Println("removed", r)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fencecheck: warning: %v\n", err)
 		}
 		cli, err := docker.Connect(cmd.Context())
 		if err != nil {

@@ -58,7 +58,7 @@ func runConform(f *conformFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, dir, err := gate.Conform(ctx, gate.ConformConfig{Target: f.target, Bugs: f.bugs, SealKey: f.sealKey,
-		Keep: f.keep, Timeout: f.timeout, Log: history.NewPrintableWriter(os.Stderr)})
+		Keep: f.keep, Timeout: f.timeout, Log: history.NewPrintableWriter(os.Stderr), Progress: os.Stderr})
 	if err != nil {
 		if gate.IsUsage(err) {
 			return usageErrorf("%v", err)

@@ -117,11 +117,12 @@ func TestSummaryNamesTheCause(t *testing.T) {
 	assert.NotContains(t, s, "after pause started")
 }
 
-// issue 12: --min-ops is 0 (no minimum) by default for check and report,
+// issue 23: --min-ops is the default minimum for check and report, as for
+// test (issue 12 had 0: an empty history passed),
 // and a negative number is refused.
 func TestMinOpsFlag(t *testing.T) {
 	f := reportFlagsOf(t)
-	assert.Equal(t, 0, f.checkerFlags.minOps)
+	assert.Equal(t, analysis.DefaultMinOps, f.checkerFlags.minOps)
 	require.NoError(t, f.checkerFlags.validate())
 	f = reportFlagsOf(t, "--min-ops", "-1")
 	assert.ErrorContains(t, f.checkerFlags.validate(), "--min-ops must be 0 (no minimum) or more")

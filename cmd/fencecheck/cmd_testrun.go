@@ -8,8 +8,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fencecheck/fencecheck/gate"
 	"github.com/fencecheck/fencecheck/harness"
@@ -22,13 +24,26 @@ import (
 type testFlags struct {
 	cfg   harness.Config
 	quiet bool
+	// repeat runs the config that many times, seeds one after another
+	// (cmd_repeat.go); failFast stops at the first invalid run.
+	repeat   int
+	failFast bool
 }
 
 func init() {
 	cmd, f := newTestCmd()
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		if err := refuseZeros(c.Flags()); err != nil {
+			return err
+		}
 		if err := replayFlags(c, f); err != nil {
 			return err
+		}
+		if f.repeat < 1 {
+			return usageErrorf("--repeat must be 1 or more, got %d", f.repeat)
+		}
+		if f.repeat > 1 {
+			return runRepeat(f)
 		}
 		return runTest(f)
 	}
@@ -51,19 +66,84 @@ Ctrl-C (or SIGTERM) cuts the run short: faults are healed, the final reads
 made, the history checked and every report written; the verdict is then at
 best unknown. A second Ctrl-C tears down at once (exit 3, no report).
 
+With --repeat N it runs N times, seeds one after another (each its own run
+folder and report), stops at the first invalid run with --fail-fast (and
+after the run an interrupt cut short), and ends with every verdict, the
+detection rate with its 95% Wilson interval, and the reproduce line of each
+run that did not pass. Its exit code is the worst verdict: invalid (1), then
+could not run (3), then unknown (2), then valid (0).
+
 Targets: ` + strings.Join(targets.Names(), ", ") + `, spec:FILE.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage error.`,
 		Example: `  fencecheck test --target memory --time 30s --nemesis pause,restart --seed 7
   fencecheck test --target memory --bug accept-equal --nemesis all
   fencecheck test --target etcd --nemesis partition
-  fencecheck test --target memory --bug counter-in-memory --seed 7 --schedule store/latest/shrink/schedule.json`,
+  fencecheck test --target memory --bug counter-in-memory --seed 7 --schedule store/latest/shrink/schedule.json
+  fencecheck test --target memory --bug highwater-no-fsync --repeat 10 --time 20s`,
 		Args: cobra.NoArgs,
 	}
 	fl := cmd.Flags()
-	f.cfg.RegisterFlags(fl)
+	bindSettings(fl, &f.cfg)
 	fl.Lookup("target").Usage = "target to test: " + strings.Join(targets.Names(), ", ") + ", or spec:FILE"
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fl.IntVar(&f.repeat, "repeat", 1, "run N times, seeds one after another from --seed (drawn once when not given), and end with every verdict, the detection rate with its 95% Wilson interval and the reproduce line of each run that did not pass; exit code: the worst verdict (invalid 1, then could not run 3, then unknown 2, then valid 0)")
+	fl.BoolVar(&f.failFast, "fail-fast", false, "with --repeat: stop at the first invalid run")
 	return cmd, f
+}
+
+// zeroTakesDefault are test's flags whose zero in a Config means "the
+// default": given as 0 on the command line, they would silently run the
+// default (--time 0s ran 30 s), so they are refused.
+var zeroTakesDefault = []string{"time", "concurrency", "keys", "ttl", "op-timeout", "recovery", "check-timeout"}
+
+// refuseZeros is a usage error for each flag of zeroTakesDefault given as
+// zero.
+func refuseZeros(fl *pflag.FlagSet) error {
+	var bad []string
+	for _, name := range zeroTakesDefault {
+		f := fl.Lookup(name)
+		if f == nil || !fl.Changed(name) {
+			continue
+		}
+		zero := f.Value.String() == "0"
+		if d, err := fl.GetDuration(name); err == nil {
+			zero = d == 0
+		}
+		if zero {
+			bad = append(bad, fmt.Sprintf("--%s %s: must be positive (leave the flag out for its default, %s)", name, f.Value, f.DefValue))
+		}
+	}
+	if len(bad) > 0 {
+		return usageErrorf("%s", strings.Join(bad, "\n"))
+	}
+	return nil
+}
+
+// bindSettings defines one flag per setting of a run (harness.Config's
+// Settings) on fl, bound to c, with the values of harness.Default (c is set
+// to them): the one place flags are bound to a run's config.
+func bindSettings(fl *pflag.FlagSet, c *harness.Config) {
+	*c = harness.Default()
+	for _, s := range c.Settings() {
+		switch v := s.Value.(type) {
+		case *string:
+			fl.StringVar(v, s.Name, *v, s.Usage)
+		case *[]string:
+			fl.StringSliceVar(v, s.Name, *v, s.Usage)
+		case *time.Duration:
+			fl.DurationVar(v, s.Name, *v, s.Usage)
+		case *int:
+			fl.IntVar(v, s.Name, *v, s.Usage)
+		case *uint64:
+			fl.Uint64Var(v, s.Name, *v, s.Usage)
+		case *bool:
+			fl.BoolVar(v, s.Name, *v, s.Usage)
+		case harness.FlagValue:
+			fl.Var(v, s.Name, s.Usage)
+		default:
+			panic(fmt.Sprintf("setting --%s: no flag for a %T", s.Name, s.Value))
+		}
+	}
 }
 
 // replayFlags applies what --schedule means for the other flags: the

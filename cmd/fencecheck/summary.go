@@ -42,6 +42,9 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 	for _, g := range res.GateReasons {
 		fmt.Fprintf(w, "gate: %s\n", p(g))
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", p(n))
+	}
 	for _, l := range analysis.FaultLines(res.Nemeses) {
 		fmt.Fprintln(w, p(l))
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencecheck/fencecheck/durable"
 )
 
 func main() {
@@ -75,7 +77,7 @@ func main() {
 	}
 	if cfg.Out == "-" {
 		fmt.Print(md)
-	} else if err := os.WriteFile(cfg.Out, []byte(md), 0o644); err != nil {
+	} else if err := durable.WriteFile(cfg.Out, []byte(md), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "matrix:", err)
 		os.Exit(3)
 	} else {

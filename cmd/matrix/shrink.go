@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencecheck/fencecheck/durable"
 )
 
 // The shrink bar (issue 17): for every bug, shrinking a failing run ends
@@ -117,7 +119,7 @@ func runShrinks(ctx context.Context, cfg Config) int {
 		fmt.Print(section)
 	} else {
 		old, _ := os.ReadFile(cfg.Out)
-		if err := os.WriteFile(cfg.Out, []byte(splice(string(old), section)), 0o644); err != nil {
+		if err := durable.WriteFile(cfg.Out, []byte(splice(string(old), section)), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "matrix:", err)
 			return 3
 		}

@@ -37,6 +37,7 @@ func main() {
 	cvdOps := flag.Int("check-vs-decode-ops", 1_000_000, "history size of the check-vs-decode comparison (0: skip it)")
 	cvdReps := flag.Int("check-vs-decode-reps", 2, "repetitions of each side of the check-vs-decode comparison")
 	cvdOnly := flag.Bool("check-vs-decode-only", false, "print only the check-vs-decode section")
+	tableOnly := flag.Bool("table-only", false, "print only the section on each checker of the analysis's table")
 	flag.Parse()
 	if *childMode != "" {
 		child(*childMode, flag.Arg(0))
@@ -57,6 +58,14 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
+	if *tableOnly {
+		table, err := measureTable(filepath.Join(dir, "table.jsonl"), *timeout)
+		if err != nil {
+			fail(err)
+		}
+		writeTable(os.Stdout, table, *timeout)
+		return
+	}
 	var cvd *CheckVsDecode
 	if *cvdOps > 0 {
 		m, err := measureCheckVsDecode(*cvdOps, *cvdReps, filepath.Join(dir, "check-vs-decode.jsonl"))
@@ -72,6 +81,7 @@ func main() {
 		}
 		return
 	}
+
 	start := time.Now()
 	loadBefore := loadavg()
 	var rows []PerfRow
@@ -113,8 +123,14 @@ func main() {
 		h = nil
 		os.Remove(path)
 	}
+	table, err := measureTable(path, *timeout)
+	if err != nil {
+		fail(err)
+	}
 	w := bufio.NewWriter(os.Stdout)
 	write(w, rows, *timeout, *maxPorc, time.Since(start), loadBefore, loadavg(), *reps, *repsLarge)
+	fmt.Fprintln(w)
+	writeTable(w, table, *timeout)
 	if cvd != nil {
 		fmt.Fprintln(w)
 		writeCheckVsDecode(w, *cvd)
@@ -322,4 +338,30 @@ func passFail(ok bool) string {
 		return "**pass**"
 	}
 	return "**FAIL**"
+}
+
+// tableCase is the history every checker of the table is measured on.
+var tableCase = historytest.PerfCase{Ops: 100_000, Keys: 10, ClientsPerKey: 5, Seed: 1}
+
+func measureTable(path string, timeout time.Duration) ([]TableRow, error) {
+	if err := historytest.SimulatePerf(tableCase).WriteFile(path); err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	return MeasureTable(path, timeout)
+}
+
+// writeTable is the section on each checker of the analysis's table: a
+// checker added to the table gets its row with no change here.
+func writeTable(w io.Writer, rows []TableRow, timeout time.Duration) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## Each checker of the table\n\n")
+	p("Every checker of the analysis's table (`analysis/checkers.go`, the direct checks included) alone\n")
+	p("on the paired operations of one history (%s; Porcupine's budget %s), once each\n", tableCase, timeout)
+	p("(%s, load average %s after; `go run ./cmd/perfdoc -table-only` prints this section alone). A\n", time.Now().UTC().Format("2006-01-02"), loadavg())
+	p("checker added to the table gets its row here.\n\n")
+	p("| checker | s cpu / wall | peak MB | verdict |\n|---|---:|---:|---|\n")
+	for _, r := range rows {
+		p("| %s | %s / %s | %s | %s |\n", r.Checker, secs(r.CPU), secs(r.Time), mb(r.PeakHeap), r.Verdict)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/checkers/fast"
 	"github.com/fencecheck/fencecheck/checkers/historytest"
@@ -258,4 +259,41 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// TableRow is one checker of the analysis's table alone on one history's
+// paired operations.
+type TableRow struct {
+	Checker string
+	Measured
+	Verdict checkers.Verdict
+}
+
+// MeasureTable runs every checker of the analysis's table (analysis.
+// CheckerLines: the direct checks, Porcupine with timeout, the fast
+// checker, and any checker added to the table) alone on the history in path,
+// each once on the same paired operations.
+func MeasureTable(path string, timeout time.Duration) ([]TableRow, error) {
+	events, err := history.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	paired, err := history.Pair(events)
+	if err != nil {
+		return nil, err
+	}
+	events = nil
+	ops := history.OpsOf(paired)
+	sem := checkers.DefaultSemantics()
+	var rows []TableRow
+	for _, name := range analysis.CheckerLines() {
+		c, err := analysis.NewChecker(name, analysis.Options{Timeout: timeout})
+		if err != nil {
+			return nil, err
+		}
+		var res []checkers.Result
+		m := Measure(func() { res = c.Check(context.Background(), ops, sem) })
+		rows = append(rows, TableRow{Checker: name, Measured: m, Verdict: combined(res)})
+	}
+	return rows, nil
 }

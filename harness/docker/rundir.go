@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // A run's host directory holds what its containers bind-mount (data dirs,
@@ -70,11 +72,49 @@ func sweepRunDirs(runID string, orphansOnly bool) ([]Removed, error) {
 		if orphansOnly && !orphanedRunDir(dir) {
 			continue
 		}
+		// A killed harness's power-loss layers (FUSE mounts it served) are
+		// dead mounts in its folder: every access to them fails, the
+		// removal with it, and the folder would stay. Detached first.
+		if _, err := lazyfs.SweepDeadUnder(dir); err != nil {
+			errs = append(errs, fmt.Errorf("detaching dead power-loss layers in %s: %w", dir, err))
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", dir, err))
 			continue
 		}
 		removed = append(removed, Removed{Kind: "directory", Name: dir, RunID: strings.TrimPrefix(filepath.Base(dir), runDirPrefix)})
+	}
+	return removed, errors.Join(errs...)
+}
+
+// SweepRunDirsHolding removes the run directories that hold any of the
+// mount points given (dead power-loss layers `fencecheck clean` detached):
+// a dead layer's server was its harness, so the run is over, even when an
+// earlier removal took its owner file with it.
+func SweepRunDirsHolding(points []string) ([]Removed, error) {
+	prefix := filepath.Join(os.TempDir(), runDirPrefix)
+	seen := map[string]bool{}
+	var removed []Removed
+	var errs []error
+	for _, p := range points {
+		rest, ok := strings.CutPrefix(p, prefix)
+		if !ok {
+			continue
+		}
+		run, _, _ := strings.Cut(rest, string(filepath.Separator))
+		dir := prefix + run
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if _, err := os.ReadFile(filepath.Join(dir, runDirOwner)); err == nil && !orphanedRunDir(dir) {
+			continue // its harness is alive after all
+		}
+		rm, err := sweepRunDirs(run, false)
+		removed = append(removed, rm...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return removed, errors.Join(errs...)
 }

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 		helperHarness(run, os.Getenv("FENCECHECK_TEST_IMAGE"))
 		return
 	}
+	if run := os.Getenv(layerHarnessEnv); run != "" {
+		layerHarness(run, os.Getenv(layerWatchdogEnv) == "1")
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness"
@@ -32,7 +33,7 @@ func (c *Cluster) ask(hc *http.Client, m *member, p Probe) harness.Check {
 		}
 		return harness.HTTPCheck(hc, m.Name, "http://"+a+p.HTTP)
 	case p.Func != nil:
-		return harness.Check{Node: m.Name, What: "its probe", Ask: func(ctx context.Context) (string, bool) {
+		return harness.Check{Node: m.Name, What: "its probe", Where: where(addr), Ask: func(ctx context.Context) (string, bool, bool) {
 			a, err := addr()
 			if err == nil {
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -42,12 +43,12 @@ func (c *Cluster) ask(hc *http.Client, m *member, p Probe) harness.Check {
 			return answer(ctx, err)
 		}}
 	case p.Command != nil:
-		return harness.Check{Node: m.Name, What: "its probe command", Ask: func(ctx context.Context) (string, bool) {
+		return harness.Check{Node: m.Name, What: "its probe command", Where: "this machine", Ask: func(ctx context.Context) (string, bool, bool) {
 			_, err := c.command(ctx, m, p.Command)
 			return answer(ctx, err)
 		}}
 	}
-	return harness.Check{Node: m.Name, What: "a TCP connection", Ask: func(ctx context.Context) (string, bool) {
+	return harness.Check{Node: m.Name, What: "a TCP connection", Where: where(addr), Ask: func(ctx context.Context) (string, bool, bool) {
 		a, err := addr()
 		if err == nil {
 			var conn net.Conn
@@ -73,18 +74,25 @@ func (c *Cluster) health(hc *http.Client, m *member) harness.Check {
 // set says whether the probe asks anything of its own.
 func (p Probe) set() bool { return p.HTTP != "" || p.Func != nil || p.Command != nil || p.TCP }
 
-func answer(ctx context.Context, err error) (string, bool) {
+// answer is a probe's outcome as a health check's.
+func answer(ctx context.Context, err error) (string, bool, bool) {
 	switch {
 	case err == nil:
-		return "", true
+		return "", false, true
 	case ctx.Err() != nil:
-		return "", false
+		return "", false, false
 	}
-	return err.Error(), false
+	return err.Error(), errors.Is(err, syscall.ECONNREFUSED), false
+}
+
+// where is the address a check asks, for the status line.
+func where(addr func() (string, error)) string {
+	a, _ := addr()
+	return a
 }
 
 func failing(node string, err error) harness.Check {
-	return harness.Check{Node: node, What: "its health check", Ask: func(context.Context) (string, bool) { return err.Error(), false }}
+	return harness.Check{Node: node, What: "its health check", Ask: func(context.Context) (string, bool, bool) { return err.Error(), false, false }}
 }
 
 // command runs a probe command on this machine, its placeholders filled as
@@ -130,14 +138,23 @@ func (c *Cluster) waitHealthy(ctx context.Context, ms []*member, limit time.Dura
 	hc := &http.Client{Timeout: time.Second}
 	checks := make([]harness.Check, len(ms))
 	longest := time.Duration(0)
+	running := map[string]bool{}
 	for i, m := range ms {
 		checks[i] = c.health(hc, m)
 		longest = max(longest, timeoutOf(m))
+		// Nobody starts a url node: one that refuses every connection
+		// has nothing listening, and waiting longer would not help.
+		running[m.Name] = m.Kind() == KindURL
 	}
 	if limit <= 0 {
 		limit = longest
 	}
-	return harness.Poll(ctx, checks, limit, c.proc.gone)
+	err := harness.HealthWait{Checks: checks, Limit: limit, Gone: c.proc.gone, Running: running}.Run(ctx)
+	var exited exitedError
+	if logs := logsOf(ms); err != nil && !errors.As(err, &exited) && len(logs) > 0 {
+		err = fmt.Errorf("%w; see %s", err, strings.Join(logs, ", "))
+	}
+	return err
 }
 
 func timeoutOf(m *member) time.Duration {

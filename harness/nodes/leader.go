@@ -32,7 +32,7 @@ func (c *Cluster) FindLeader(ctx context.Context) (string, error) {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		said, yes := c.ask(hc, m, *m.Leads).Ask(actx)
+		said, _, yes := c.ask(hc, m, *m.Leads).Ask(actx)
 		cancel()
 		if yes {
 			return m.Name, nil

@@ -315,7 +315,25 @@ func (d *processes) gone(node string) error {
 	if tl := tail(state(m).logPath, 10); tl != "" {
 		err = fmt.Errorf("%w; last lines of %s:\n%s", err, state(m).logPath, tl)
 	}
-	return err
+	return exitedError{err}
+}
+
+// exitedError is a wait ended by a program that exited (its log's tail
+// already said).
+type exitedError struct{ error }
+
+func (e exitedError) Unwrap() error { return e.error }
+
+// logsOf are the logs of the process nodes among ms, for an error that
+// should say where to look.
+func logsOf(ms []*member) []string {
+	var out []string
+	for _, m := range ms {
+		if s, ok := m.kind.(*procState); ok && s.logPath != "" {
+			out = append(out, s.logPath)
+		}
+	}
+	return out
 }
 
 // close lets the reaper go and closes the logs and the clock groups.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -17,7 +18,20 @@ const fsType = "fuse.fencecheck"
 // with "transport endpoint is not connected") and returns their mount
 // points. Live mounts, another run's included, are left alone: an access to
 // them answers.
-func SweepDead() ([]string, error) {
+func SweepDead() ([]string, error) { return sweepDead("") }
+
+// SweepDeadUnder is SweepDead for the mounts under the folder dir only (a
+// run's folder, before it is removed: a dead mount in it makes the removal
+// fail, and the folder stays).
+func SweepDeadUnder(dir string) ([]string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	return sweepDead(abs)
+}
+
+func sweepDead(under string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -26,7 +40,7 @@ func SweepDead() ([]string, error) {
 	var points []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if p, ok := mountPoint(sc.Text()); ok {
+		if p, ok := mountPoint(sc.Text()); ok && (under == "" || strings.HasPrefix(p, under+string(filepath.Separator))) {
 			points = append(points, p)
 		}
 	}

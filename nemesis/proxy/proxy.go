@@ -33,7 +33,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -448,11 +447,11 @@ func (l *link) maybeStrip(key string, body []byte, header http.Header) {
 	s.mu.Unlock()
 
 	extra := map[string]json.RawMessage{}
-	extra["mode"], _ = json.Marshal(mode)
+	extra[history.ExtraMode], _ = json.Marshal(mode)
 	extra["link"], _ = json.Marshal(l.info.Name)
 	extra["sent_by_client"], _ = json.Marshal(orig)
 	if s.rec != nil {
-		s.rec.Record(history.Event{Process: history.NemesisProcess, Type: history.Info, F: "strip",
+		s.rec.Record(history.Event{Process: history.NemesisProcess, Type: history.Info, F: history.Tamper,
 			Key: key, Value: string(body), Token: sent, Node: l.info.To, Extra: extra})
 	}
 }
@@ -532,11 +531,11 @@ func (s *Set) noteAccepted(key, token string) {
 	}
 }
 
-// tokenNumber is the number part of "N" or "N.SEAL".
+// tokenNumber is the number of a token read by the project's one grammar
+// (history.ParseToken): "007" or "-1" is no token, as the resource says.
 func tokenNumber(tok string) (uint64, bool) {
-	num, _, _ := strings.Cut(tok, ".")
-	n, err := strconv.ParseUint(num, 10, 64)
-	return n, err == nil
+	t := history.ParseToken(tok)
+	return t.N, t.State == history.TokenValid
 }
 
 // hopHeaders are connection-level headers a proxy must not pass on.

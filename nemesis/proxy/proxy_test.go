@@ -510,3 +510,17 @@ func TestARefusedNodeIsADefiniteFailureThroughTheProxy(t *testing.T) {
 	w = fencing.NewClient(u2, nil).Write(ctx, "k", "6", []byte("v"))
 	assert.Equal(t, fencing.Info, w.Outcome, "%+v", w)
 }
+
+// The delay proxy orders tokens by the project's one grammar: what the
+// resource would reject as malformed is no token here either.
+func TestTokenNumberReadsTheOneGrammar(t *testing.T) {
+	for tok, want := range map[string]uint64{"7": 7, "42.9f86d0": 42, "0": 0} {
+		n, ok := tokenNumber(tok)
+		assert.True(t, ok, tok)
+		assert.Equal(t, want, n, tok)
+	}
+	for _, tok := range []string{"007", "-1", "+7", "7.", "", "7x", "18446744073709551616"} {
+		_, ok := tokenNumber(tok)
+		assert.False(t, ok, "%q is not a token", tok)
+	}
+}

@@ -7,8 +7,9 @@
 // 409 belongs turns every rejection into an unknown outcome.
 //
 // The preflight works on its own lock and resource names (prefixed
-// "fencecheck-conform-" and a random nonce), never on the names a fault run
-// uses, so it can run against a system the run then tests.
+// "fencecheck-conform-" and a random nonce, or in a run the run's namespace
+// and "conform"), never on the names a fault run's clients use, so it can run
+// against a system the run then tests.
 package conform
 
 import (
@@ -45,7 +46,10 @@ type Options struct {
 	// Record, when set, records every request that is an operation as a
 	// client operation (record.go): the preflight as evidence.
 	Record Recorder
-	_      struct{}
+	// Namespace, when set, scopes the lock and resource names the preflight
+	// uses (a run's namespace); without it they carry a random id.
+	Namespace string
+	_         struct{}
 }
 
 // Deviation is one answer that breaks the contract, in words.
@@ -142,7 +146,7 @@ func (r *Report) Print(w io.Writer) {
 	if r.Conformant() {
 		fmt.Fprintf(w, "conformant: %d of %d checks passed\n", r.Passed, r.Checks)
 	} else {
-		fmt.Fprintf(w, "not conformant: %d deviations; %d of %d checks passed\n", len(r.Deviations), r.Passed, r.Checks)
+		fmt.Fprintf(w, "not conformant: %s; %d of %d checks passed\n", CountDeviations(len(r.Deviations)), r.Passed, r.Checks)
 	}
 }
 
@@ -160,7 +164,7 @@ type NonconformantError struct{ Report *Report }
 
 func (e *NonconformantError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the system breaks Fencing API v1 (%d deviations; fencecheck conform lists them):", len(e.Report.Deviations))
+	fmt.Fprintf(&b, "the system breaks Fencing API v1 (%s; fencecheck conform lists them):", CountDeviations(len(e.Report.Deviations)))
 	for _, d := range e.Report.Deviations {
 		b.WriteString("\n  - " + d.String())
 	}
@@ -180,7 +184,11 @@ func Check(ctx context.Context, eps harness.Endpoints, opts Options) (*Report, e
 	if opts.Semantics.Equal == "" {
 		opts.Semantics.Equal = checkers.EqualReject
 	}
-	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: "fencecheck-conform-" + nonce(), noTokens: map[string]bool{},
+	prefix := "fencecheck-conform-" + nonce()
+	if opts.Namespace != "" {
+		prefix = opts.Namespace + ".conform"
+	}
+	c := &checker{ctx: ctx, opts: opts, rep: &Report{}, prefix: prefix, noTokens: map[string]bool{},
 		nodes: map[string]string{}}
 	for _, e := range append(append([]harness.Endpoint{}, eps.Issuers...), eps.Resources...) {
 		c.nodes[e.URL] = e.Node
@@ -501,4 +509,12 @@ func (c *checker) acrossIssuers(issuers []harness.Endpoint) {
 		c.release(e, lock, "conform-x", tok)
 		prev, prevNode = tok, e.Node
 	}
+}
+
+// CountDeviations is n deviations in words: "1 deviation", "3 deviations".
+func CountDeviations(n int) string {
+	if n == 1 {
+		return "1 deviation"
+	}
+	return fmt.Sprintf("%d deviations", n)
 }

@@ -120,7 +120,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 	for _, d := range rep.Safe() {
 		t.logf("contract deviation (the run goes on: it cannot let a bad token through; --strict-contract stops here): %s", d)
 	}
-	t.logf("conformance preflight passed (%d checks, %d deviations that cannot let a bad token through)", rep.Checks, len(rep.Safe()))
+	t.logf("conformance preflight passed (%d checks, %s that cannot let a bad token through)", rep.Checks, conform.CountDeviations(len(rep.Safe())))
 	return eps, nil
 }
 
@@ -131,7 +131,7 @@ func (t *Target) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 // token's write the system accepted is left to the checkers, which find it
 // in the history; the others are returned in words, for the report.
 func (t *Target) Preflight(ctx context.Context, record harness.OpRecorder) ([]string, error) {
-	rep, err := conform.Check(ctx, t.Endpoints(), conform.Options{Semantics: t.Semantics(), Record: record})
+	rep, err := conform.Check(ctx, t.Endpoints(), conform.Options{Semantics: t.Semantics(), Record: record, Namespace: t.Env().Namespace})
 	t.mu.Lock()
 	t.preflight = rep
 	t.mu.Unlock()
@@ -153,7 +153,7 @@ func (t *Target) Preflight(ctx context.Context, record harness.OpRecorder) ([]st
 	if len(blocking) > 0 {
 		return reported, (&conform.Report{Checks: rep.Checks, Passed: rep.Passed, Deviations: blocking}).Err()
 	}
-	t.logf("conformance preflight: %d checks, %d deviations reported", rep.Checks, len(reported))
+	t.logf("conformance preflight: %d checks, %s reported", rep.Checks, conform.CountDeviations(len(reported)))
 	return reported, nil
 }
 

@@ -205,7 +205,8 @@ func TestURLNode(t *testing.T) {
 	assert.Empty(t, tg.(nemesis.ClockSkewer).ClockNodes())
 	env := &nemesis.Env{Target: tg}
 	sel := nemesis.Select([]string{"restart", "clock"}, env)
-	assert.Contains(t, sel.NotApplicable, "restart")
+	assert.Contains(t, sel.NotApplicable["restart"], "no node fencecheck runs (a node it does not start, such as a spec's url node")
+	assert.NotContains(t, sel.NotApplicable["restart"], "lists no nodes", "the spec lists one")
 	assert.Contains(t, sel.NotApplicable, "clock")
 	assert.Error(t, tg.(nemesis.Pauser).PauseNode(context.Background(), "svc"))
 }

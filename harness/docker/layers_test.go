@@ -1,0 +1,124 @@
+package docker_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
+)
+
+// A test binary re-run with layerHarnessEnv plays a harness whose run
+// directory holds a power-loss layer (a FUSE mount it serves), and gets
+// killed; with layerWatchdogEnv its runtime (and watchdog) is Docker's.
+const (
+	layerHarnessEnv  = "FENCECHECK_TEST_LAYER_HARNESS"
+	layerWatchdogEnv = "FENCECHECK_TEST_LAYER_WATCHDOG"
+)
+
+func layerHarness(run string, watchdog bool) {
+	fail := func(err error) {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	dir := filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	if watchdog {
+		rt, err := docker.New(context.Background(), run, docker.Options{})
+		if err != nil {
+			fail(err)
+		}
+		if dir, err = rt.RunDir(); err != nil {
+			fail(err)
+		}
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fail(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".owner-pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			fail(err)
+		}
+	}
+	m, err := lazyfs.New(filepath.Join(dir, "n1"), filepath.Join(dir, "n1.mnt"), lazyfs.Options{})
+	if err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.Dir(), "data"), []byte("x"), 0o644); err != nil {
+		fail(err)
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// startLayerHarness starts one and kills it with SIGKILL once its layer is
+// mounted; it returns the run's directory, whose layer is then dead.
+func startLayerHarness(t *testing.T, run string, watchdog bool) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), layerHarnessEnv+"="+run)
+	if watchdog {
+		cmd.Env = append(cmd.Env, layerWatchdogEnv+"=1")
+	}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	require.Equal(t, "ready\n", line)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	cmd.Wait()
+	return filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+}
+
+// issue 23: kill -9 of a harness whose run directory holds a power-loss
+// layer: its watchdog detaches the dead mount and removes the directory
+// (before: the removal failed on the dead mount, "transport endpoint is not
+// connected", and the folder stayed with it).
+func TestWatchdogDetachesADeadLayerAndRemovesTheRunDir(t *testing.T) {
+	dockertest.Require(t)
+	lazyfstest.Require(t)
+	run := runID(t)
+	dir := startLayerHarness(t, run, true)
+	killed := time.Now()
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(dir)
+		return errors.Is(err, os.ErrNotExist)
+	}, 30*time.Second, 100*time.Millisecond, "the watchdog did not remove %s", dir)
+	t.Logf("removed %.1fs after SIGKILL", time.Since(killed).Seconds())
+}
+
+// `fencecheck clean` removes the run directories whose dead layers it
+// detached, even one whose owner file an earlier, failed removal took
+// (before: it detached the mount and left the folder).
+func TestCleanRemovesTheRunDirsOfTheLayersItDetaches(t *testing.T) {
+	lazyfstest.Require(t)
+	run := runID(t)
+	dir := startLayerHarness(t, run, false)
+	require.NoError(t, os.Remove(filepath.Join(dir, ".owner-pid")))
+	var st syscall.Stat_t
+	require.Eventually(t, func() bool {
+		return errors.Is(syscall.Stat(filepath.Join(dir, "n1.mnt"), &st), syscall.ENOTCONN)
+	}, 5*time.Second, 50*time.Millisecond, "a killed server leaves its mount dead")
+
+	points, err := lazyfs.SweepDead()
+	require.NoError(t, err)
+	assert.Contains(t, points, filepath.Join(dir, "n1.mnt"))
+	removed, err := docker.SweepRunDirsHolding(points)
+	require.NoError(t, err)
+	assert.Contains(t, fmt.Sprint(removed), dir)
+	assert.NoDirExists(t, dir)
+}
