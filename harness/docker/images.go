@@ -19,7 +19,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 )
 
 // The project's images. Each is a static binary in a scratch image with a
@@ -322,7 +322,7 @@ func goBuildStatic(ctx context.Context, dir, pkg, out string) error {
 		return err
 	}
 	defer bin.Close()
-	return fencing.WriteFileFrom(out, 0o755, func(w io.Writer) error {
+	return durable.WriteFileFrom(out, 0o755, func(w io.Writer) error {
 		_, err := io.Copy(w, bin)
 		return err
 	})
