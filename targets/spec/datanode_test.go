@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,17 +76,28 @@ func TestDataNodesHoldTheState(t *testing.T) {
 	assert.False(t, ok)
 }
 
-var fencedPath string
+var (
+	fencedOnce sync.Once
+	fencedPath string
+	fencedErr  error
+)
 
-// fenced is the project's adapter, built for this machine.
+// fenced is the project's adapter, built for this machine once per test
+// binary (TestMain removes it; a test's own folder would go with the test).
 func fenced(t *testing.T) string {
 	t.Helper()
-	if fencedPath == "" {
-		dir := t.TempDir()
+	fencedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "spec-fenced-")
+		if err != nil {
+			fencedErr = err
+			return
+		}
 		fencedPath = filepath.Join(dir, "fenced")
-		out, err := exec.Command("go", "build", "-o", fencedPath, "github.com/fencecheck/fencecheck/cmd/fenced").CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
+		if out, err := exec.Command("go", "build", "-o", fencedPath, "github.com/fencecheck/fencecheck/cmd/fenced").CombinedOutput(); err != nil {
+			fencedErr = fmt.Errorf("%w: %s", err, out)
+		}
+	})
+	require.NoError(t, fencedErr)
 	return fencedPath
 }
 
