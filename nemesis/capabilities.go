@@ -6,6 +6,7 @@ package nemesis
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
@@ -36,6 +37,17 @@ func nodesOf(env *Env) []Node {
 	return env.Target.Nodes()
 }
 
+// nodesNamed are the target's nodes among names, in the order of Nodes.
+func nodesNamed(env *Env, names []string) []Node {
+	var out []Node
+	for _, n := range nodesOf(env) {
+		if slices.Contains(names, n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Leaderer is a cluster that can name its current leader (etcd).
 type Leaderer interface {
 	Leader(ctx context.Context) (string, error)
@@ -58,8 +70,11 @@ type Restarter interface {
 }
 
 // Partitioner cuts the network between groups of nodes; nodes in no group
-// keep full connectivity. Heal removes every cut it made.
+// keep full connectivity. Heal removes every cut it made. PartitionNodes
+// are the nodes a group may name (those whose links the target can cut:
+// containers, not host processes), in the order of Nodes.
 type Partitioner interface {
+	PartitionNodes() []string
 	Partition(ctx context.Context, groups [][]string) error
 	HealPartition(ctx context.Context) error
 }

@@ -429,3 +429,51 @@ func TestHealStartsNodesThatNeedEachOtherTogether(t *testing.T) {
 type powerLossLike struct{ restart }
 
 func (powerLossLike) Name() string { return "power-loss-like" }
+
+// cutOffNode is a node that a partition can cut from the others: started
+// again while cut off, it never answers.
+type cutOffNode struct {
+	storeAndAdapter
+	cut bool
+}
+
+func (c *cutOffNode) PartitionNodes() []string { return []string{"n1", "n2"} }
+func (c *cutOffNode) Partition(context.Context, [][]string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = true
+	return nil
+}
+func (c *cutOffNode) HealPartition(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = false
+	return nil
+}
+func (c *cutOffNode) StartNode(_ context.Context, n string, _ bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return errors.New("restarted behind a cut, the node does not answer its health check")
+	}
+	c.down[n] = false
+	return nil
+}
+
+// The final heal lifts the partitions before it starts the nodes a fault
+// stopped: a restarted node behind a cut never answers (a spec's node
+// waited 60 s for a cut healed after it, and a valid run ended unknown).
+func TestHealLiftsPartitionsBeforeItStartsNodes(t *testing.T) {
+	target := &cutOffNode{storeAndAdapter: storeAndAdapter{down: map[string]bool{}}}
+	s := NewScheduler(&Env{Target: target, TTL: time.Second}, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, &partition{}})
+	ctx := context.Background()
+	forever := func() time.Duration { return time.Hour }
+	restarted, _ := s.start(ctx, restart{}, Plan{Nodes: []string{"n2"}, TakesOver: true, Outage: true}, forever, time.Time{})
+	cut, _ := s.start(ctx, &partition{}, Plan{Nodes: []string{"n1", "n2"}, Outage: true,
+		Params: &partitionParams{Mode: "one", Groups: [][]string{{"n1"}, {"n2"}}}}, forever, time.Time{})
+	require.Positive(t, restarted)
+	require.Greater(t, cut, restarted, "the cut came after the restart")
+	require.NoError(t, s.Heal(ctx))
+	assert.False(t, target.cut, "the cut is lifted")
+	assert.False(t, target.down["n2"], "the node runs again")
+}

@@ -126,6 +126,13 @@ func (*partition) CheckPlan(env *Env, p Plan) error {
 				}
 			}
 		}
+		for _, g := range pp.Groups {
+			for _, n := range g {
+				if !hasNode(partitionNodes(env), n) {
+					return fmt.Errorf("group names %s, a node whose links the target cannot cut (a host process, or a single node)", n)
+				}
+			}
+		}
 	case len(pp.Links) > 0:
 		return checkLinks(env, pp.Links)
 	default:
@@ -198,10 +205,7 @@ func pickPlan(plans []partitionPlan, rng *rand.Rand) partitionPlan {
 // nodePlans are the cuts between the target's own nodes. With a nil rng it
 // only says which plans exist (for Applicable).
 func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
-	if _, ok := env.Target.(Partitioner); !ok {
-		return nil
-	}
-	nodes := nodesOf(env)
+	nodes := partitionNodes(env)
 	if len(nodes) < 2 {
 		return nil
 	}
@@ -255,7 +259,7 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 	// adapters apart changes nothing.
 	var issuers []string
 	for _, n := range nodes {
-		if strings.Contains(n.Role, "issuer") {
+		if strings.Contains(n.Role, "issuer") && !n.Stateless {
 			issuers = append(issuers, n.Name)
 		}
 	}
@@ -276,6 +280,15 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 12})
 	}
 	return plans
+}
+
+// partitionNodes are the target's nodes that a group may name, in the
+// order of Nodes (none when it cannot cut links between its nodes).
+func partitionNodes(env *Env) []Node {
+	if pt, ok := env.Target.(Partitioner); ok {
+		return nodesNamed(env, pt.PartitionNodes())
+	}
+	return nil
 }
 
 // linkPlans black-hole clients' links: from one node, from every resource

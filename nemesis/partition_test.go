@@ -24,6 +24,13 @@ type fakeCluster struct {
 }
 
 func (c *fakeCluster) Nodes() []Node { return c.nodes }
+func (c *fakeCluster) PartitionNodes() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
 func (c *fakeCluster) Leader(context.Context) (string, error) {
 	return c.leader, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 )
@@ -42,18 +41,10 @@ func (powerLoss) Timing(env *Env) Timing { return restart{}.Timing(env) }
 
 // powerNodes lists the target's nodes that can lose power, as Nodes.
 func powerNodes(env *Env) []Node {
-	pc, ok := env.Target.(PowerCutter)
-	if !ok {
-		return nil
+	if pc, ok := env.Target.(PowerCutter); ok {
+		return nodesNamed(env, pc.PowerNodes())
 	}
-	names := pc.PowerNodes()
-	var out []Node
-	for _, n := range nodesOf(env) {
-		if slices.Contains(names, n.Name) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return nil
 }
 
 func (powerLoss) Applicable(env *Env) (bool, string) {

@@ -400,30 +400,36 @@ func (s *Scheduler) Heal(ctx context.Context) error {
 	s.mu.Unlock()
 	sort.Slice(takeovers, func(i, j int) bool { return takeovers[i] < takeovers[j] })
 	sort.Slice(others, func(i, j int) bool { return others[i] < others[j] })
+	// The faults that take no node over (partitions, clock steps, the
+	// proxies' faults) are undone first, in order: a node restarted behind
+	// a cut could not answer its health check until the cut is lifted (a
+	// spec's restarted node waited 60 s for a partition healed after it,
+	// and a valid history ended unknown).
+	var errs []string
+	for _, id := range others {
+		if err := s.stop(ctx, id); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
 	// The faults that took nodes over (restarts, power losses, node
 	// pauses; each holds its own nodes) are undone together: one node's
 	// start may wait for another's (a Redis adapter restarted answers its
 	// health check only once the Redis that a power loss stopped is back:
 	// undone one after the other, the adapter's wait timed out first and
-	// the run was unknown). The others follow in order.
-	errs := make([]string, len(takeovers))
+	// the run was unknown).
+	taken := make([]string, len(takeovers))
 	var wg sync.WaitGroup
 	for i, id := range takeovers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := s.stop(ctx, id); err != nil {
-				errs[i] = err.Error()
+				taken[i] = err.Error()
 			}
 		}()
 	}
 	wg.Wait()
-	errs = slices.DeleteFunc(errs, func(e string) bool { return e == "" })
-	for _, id := range others {
-		if err := s.stop(ctx, id); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
+	errs = append(errs, slices.DeleteFunc(taken, func(e string) bool { return e == "" })...)
 	for _, n := range s.Nemeses {
 		if h, ok := n.(Healer); ok {
 			if err := h.Heal(ctx, s.Env); err != nil {

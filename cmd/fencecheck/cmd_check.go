@@ -17,7 +17,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/reports"
 )
@@ -176,7 +176,7 @@ func checkStdin(ctx context.Context, reportDir string, opts analysis.Options) (s
 		return "", nil, err
 	}
 	path := filepath.Join(reportDir, reports.HistoryFile)
-	if err := fencing.WriteFileFrom(path, 0o644, func(w io.Writer) error {
+	if err := durable.WriteFileFrom(path, 0o644, func(w io.Writer) error {
 		_, err := io.Copy(w, os.Stdin)
 		return err
 	}); err != nil {

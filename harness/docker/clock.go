@@ -242,11 +242,7 @@ func (r *Runtime) syncClock(ctx context.Context, node string) error {
 	if nc == nil || offset == 0 {
 		return nil // at real time: the next change patches them
 	}
-	c, err := r.Container(node)
-	if err != nil {
-		return err
-	}
-	st, err := r.State(ctx, node)
+	c, st, err := r.inspect(ctx, node)
 	if err != nil {
 		return err
 	}

@@ -235,13 +235,21 @@ func (r *Runtime) Start(ctx context.Context, node string) error {
 
 // Stop stops a container gracefully (SIGTERM, then SIGKILL after timeout).
 func (r *Runtime) Stop(ctx context.Context, node string, timeout time.Duration) error {
+	secs := int(timeout.Seconds())
+	return r.onContainer(node, "stopping", func(id string) error {
+		return r.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
+	})
+}
+
+// onContainer asks the engine to act on node's container; an error says
+// what it was doing.
+func (r *Runtime) onContainer(node, doing string, call func(id string) error) error {
 	c, err := r.Container(node)
 	if err != nil {
 		return err
 	}
-	secs := int(timeout.Seconds())
-	if err := r.cli.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &secs}); err != nil {
-		return fmt.Errorf("stopping %s: %w", c.Name, wrapUnavailable(err))
+	if err := call(c.ID); err != nil {
+		return fmt.Errorf("%s %s: %w", doing, c.Name, wrapUnavailable(err))
 	}
 	return nil
 }
@@ -279,26 +287,12 @@ func (r *Runtime) Restart(ctx context.Context, node string) error {
 // Pause freezes every process of the container with the freezer cgroup.
 // (SIGSTOP through the API would mark the container as stopped by hand.)
 func (r *Runtime) Pause(ctx context.Context, node string) error {
-	c, err := r.Container(node)
-	if err != nil {
-		return err
-	}
-	if err := r.cli.ContainerPause(ctx, c.ID); err != nil {
-		return fmt.Errorf("pausing %s: %w", c.Name, wrapUnavailable(err))
-	}
-	return nil
+	return r.onContainer(node, "pausing", func(id string) error { return r.cli.ContainerPause(ctx, id) })
 }
 
 // Unpause thaws a paused container.
 func (r *Runtime) Unpause(ctx context.Context, node string) error {
-	c, err := r.Container(node)
-	if err != nil {
-		return err
-	}
-	if err := r.cli.ContainerUnpause(ctx, c.ID); err != nil {
-		return fmt.Errorf("unpausing %s: %w", c.Name, wrapUnavailable(err))
-	}
-	return nil
+	return r.onContainer(node, "unpausing", func(id string) error { return r.cli.ContainerUnpause(ctx, id) })
 }
 
 // State is the container's state as Docker reports it.
@@ -312,6 +306,16 @@ func (r *Runtime) State(ctx context.Context, node string) (*container.State, err
 		return nil, fmt.Errorf("inspecting %s: %w", c.Name, wrapUnavailable(err))
 	}
 	return info.State, nil
+}
+
+// inspect is the node's container and its state.
+func (r *Runtime) inspect(ctx context.Context, node string) (*Container, *container.State, error) {
+	c, err := r.Container(node)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := r.State(ctx, node)
+	return c, st, err
 }
 
 // PID is the host pid of the container's main process (0 when not running).

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
 // Rootfs gathers the files of a FROM scratch image out of this machine's own
@@ -303,16 +305,10 @@ func EnsureBuilt(ctx context.Context, progress io.Writer, name string, makeSpec 
 		return "", err
 	}
 	defer cli.Close()
-	tag, fresh, err := BuildImage(ctx, cli, spec, nil)
+	tag, err := buildLogged(ctx, cli, name, spec, progress, start, fmt.Sprintf(", %d MB of files", spec.size()>>20))
 	if err != nil {
-		return "", fmt.Errorf("image %s: %w", name, err)
+		return "", err
 	}
-	verb := "cached"
-	if fresh {
-		verb = "built"
-		PruneSuperseded(ctx, cli, spec.Repository, tag, time.Hour)
-	}
-	fmt.Fprintf(progress, "image %s: %s %s (%.1fs, %d MB of files)\n", name, verb, tag, time.Since(start).Seconds(), spec.size()>>20)
 	built[name] = tag
 	return tag, nil
 }
@@ -330,4 +326,47 @@ func (s ImageSpec) size() int64 {
 		n += int64(len(f.Data))
 	}
 	return n
+}
+
+// Image is the image of fs under the project's repository for name
+// (fencecheck/<name>; the tag is the content hash).
+func (r *Rootfs) Image(name string) ImageSpec {
+	return ImageSpec{Repository: "fencecheck/" + name, Dockerfile: RootfsDockerfile, Files: r.Files()}
+}
+
+// RegisterRootfs makes the image that makeSpec assembles (from a Rootfs)
+// known by name to EnsureImages and `fencecheck images`, built by
+// EnsureBuilt. It is meant for the init functions of the packages that own
+// the images.
+func RegisterRootfs(name string, makeSpec func(context.Context, io.Writer) (ImageSpec, error)) {
+	RegisterImage(name, func(ctx context.Context, progress io.Writer) (string, error) {
+		return EnsureBuilt(ctx, progress, name, makeSpec)
+	})
+}
+
+// SkewLibrary is where an image carries the clock-skew library (package
+// timewarp's preload library, compiled on this machine; it links nothing,
+// so it loads into a program on any libc). A server started with it
+// preloaded and its offset file named (nodes.ClockSkewLibrary) has its wall
+// clock moved by the clock nemesis from its first instruction.
+const SkewLibrary = "/usr/lib/fencecheck/fcskew.so"
+
+// AddSkewLibrary compiles the clock-skew library and adds it at
+// SkewLibrary.
+func (r *Rootfs) AddSkewLibrary(ctx context.Context) error {
+	tmp, err := os.MkdirTemp("", "fencecheck-skew-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	path, err := timewarp.BuildPreload(ctx, tmp)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	r.File(SkewLibrary, 0o755, data)
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +19,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/durable"
 )
 
 // The project's images. Each is a static binary in a scratch image with a
@@ -142,16 +141,23 @@ func ensureImage(ctx context.Context, cli *client.Client, cache, name string, pr
 			{Name: "rootfs" + known.binary, Mode: 0o755, Data: data},
 		},
 	}
-	tag, built, err := BuildImage(ctx, cli, spec, nil)
+	return buildLogged(ctx, cli, name, spec, progress, start, "")
+}
+
+// buildLogged builds spec unless an image with its content exists, prunes
+// the images a new build supersedes, and says which it did and how long it
+// took (detail adds to that).
+func buildLogged(ctx context.Context, cli *client.Client, name string, spec ImageSpec, progress io.Writer, start time.Time, detail string) (string, error) {
+	tag, fresh, err := BuildImage(ctx, cli, spec, nil)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", name, err)
 	}
 	verb := "cached"
-	if built {
+	if fresh {
 		verb = "built"
 		PruneSuperseded(ctx, cli, spec.Repository, tag, time.Hour)
 	}
-	fmt.Fprintf(progress, "image %s: %s %s (%.1fs)\n", name, verb, tag, time.Since(start).Seconds())
+	fmt.Fprintf(progress, "image %s: %s %s (%.1fs%s)\n", name, verb, tag, time.Since(start).Seconds(), detail)
 	return tag, nil
 }
 
@@ -232,7 +238,7 @@ func mainBinary(name, pkg string) func(ctx context.Context, src, cache string, p
 
 func buildMainBinary(ctx context.Context, src, cache, name, pkg string, progress io.Writer) (string, error) {
 	h := sha256.New()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -316,7 +322,7 @@ func goBuildStatic(ctx context.Context, dir, pkg, out string) error {
 		return err
 	}
 	defer bin.Close()
-	return fencing.WriteFileFrom(out, 0o755, func(w io.Writer) error {
+	return durable.WriteFileFrom(out, 0o755, func(w io.Writer) error {
 		_, err := io.Copy(w, bin)
 		return err
 	})

@@ -97,11 +97,7 @@ func (r *Runtime) reapplyPartition(ctx context.Context, node string) error {
 // nsenter) is looked at again: stopped, its start applies them; started
 // anew, they go into its new namespace.
 func (r *Runtime) applyPartition(ctx context.Context, node string, peers []string) error {
-	c, err := r.Container(node)
-	if err != nil {
-		return err
-	}
-	st, err := r.State(ctx, node)
+	c, st, err := r.inspect(ctx, node)
 	if err != nil {
 		return err
 	}

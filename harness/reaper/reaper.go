@@ -36,13 +36,11 @@ const (
 )
 
 func init() {
-	path := os.Getenv(fileEnv)
-	if path == "" {
-		return
+	if path := os.Getenv(fileEnv); path != "" {
+		parent, _ := strconv.Atoi(os.Getenv(parentEnv))
+		watch(path, parent, os.Stdin)
+		os.Exit(0)
 	}
-	parent, _ := strconv.Atoi(os.Getenv(parentEnv))
-	watch(path, parent, os.Stdin)
-	os.Exit(0)
 }
 
 // Reaper is one run's reaper, seen from the harness.
@@ -135,25 +133,28 @@ func watch(path string, parent int, stdin io.Reader) {
 		}
 		close(lines)
 	}()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for {
+	// An orphan is adopted by another process: the harness is gone.
+	for orphan := time.Tick(200 * time.Millisecond); ; {
 		select {
 		case l, ok := <-lines:
-			if !ok {
-				break wait
-			}
 			if l == doneLine {
 				return
 			}
-		case <-tick.C:
-			// An orphan is adopted by another process: the harness is gone.
+			if !ok {
+				killAll(path)
+				return
+			}
+		case <-orphan:
 			if parent > 0 && os.Getppid() != parent {
-				break wait
+				killAll(path)
+				return
 			}
 		}
 	}
+}
+
+// killAll kills every group named in path, and removes the file.
+func killAll(path string) {
 	KillGroups(path)
 	os.Remove(path)
 }

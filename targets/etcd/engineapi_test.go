@@ -29,8 +29,8 @@ type shared struct {
 
 func (s shared) Start(ctx context.Context, _ harness.Env) (harness.Endpoints, error) {
 	var urls []string
-	for _, m := range s.members() {
-		urls = append(urls, s.memberURL(m.name))
+	for _, m := range s.members {
+		urls = append(urls, s.memberURL(m))
 	}
 	cli, err := hostClient(urls)
 	if err != nil {
@@ -73,15 +73,15 @@ func TestClusterThroughEngineAPI(t *testing.T) {
 	}()
 	assert.Equal(t, []string{"etcd-1", "etcd-2", "etcd-3", "adapter-1", "adapter-2"}, tg.ClockNodes(),
 		"every clock is reachable through a helper")
-	rt := tg.rt
+	rt := tg.Runtime()
 
 	t.Run("partition: the isolated leader loses its leadership", func(t *testing.T) {
 		leader, err := tg.Leader(ctx)
 		require.NoError(t, err)
 		var rest []string
-		for _, n := range tg.members() {
-			if n.name != leader {
-				rest = append(rest, n.name)
+		for _, n := range tg.members {
+			if n != leader {
+				rest = append(rest, n)
 			}
 		}
 		require.NoError(t, tg.Partition(ctx, [][]string{{leader}, rest}))

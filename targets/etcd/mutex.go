@@ -155,12 +155,13 @@ func (s *MutexStore) watch(k holderKey, h *mutexHolder) {
 	}
 }
 
+// forget drops h from the holders, unless another took its place.
 func (s *MutexStore) forget(k holderKey, h *mutexHolder) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.holders[k] == h {
 		delete(s.holders, k)
 	}
-	s.mu.Unlock()
 }
 
 // holder finds owner's live holder of lock with token, or reports the lock

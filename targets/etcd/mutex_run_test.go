@@ -26,23 +26,23 @@ import (
 type sharedCluster struct {
 	*Target
 	eps harness.Endpoints
+	// dir is the current run's folder ("" once closed).
+	dir string
 }
 
 func (s *sharedCluster) Start(ctx context.Context, env harness.Env) (harness.Endpoints, error) {
+	s.dir = env.Dir
 	if s.eps.Issuers == nil {
 		eps, err := s.Target.Start(ctx, env)
 		s.eps = eps
 		return eps, err
 	}
-	s.mu.Lock()
-	s.env = env
-	s.mu.Unlock()
 	var urls []string
-	for _, n := range s.members() {
-		if err := waitEtcdHealthy(ctx, s.memberURL(n.name), 60*time.Second); err != nil {
-			return harness.Endpoints{}, fmt.Errorf("member %s: %w", n.name, err)
+	for _, n := range s.members {
+		if err := waitEtcdHealthy(ctx, s.memberURL(n), 60*time.Second); err != nil {
+			return harness.Endpoints{}, fmt.Errorf("member %s: %w", n, err)
 		}
-		urls = append(urls, s.memberURL(n.name))
+		urls = append(urls, s.memberURL(n))
 	}
 	cli, err := hostClient(urls)
 	if err != nil {
@@ -60,18 +60,15 @@ func (s *sharedCluster) Start(ctx context.Context, env harness.Env) (harness.End
 
 // Stop keeps the cluster; it saves the nodes' logs into the run's folder.
 func (s *sharedCluster) Stop(ctx context.Context) error {
-	rt, err := s.running()
-	if err != nil || s.env.Dir == "" {
-		return err
+	if s.dir == "" {
+		return nil
 	}
-	return rt.SaveLogs(ctx, filepath.Join(s.env.Dir, "logs"))
+	return s.SaveLogs(ctx, filepath.Join(s.dir, "logs"))
 }
 
-// close stops the cluster for good, keeping no logs (the runs kept theirs).
+// close stops the cluster for good (the runs kept their logs).
 func (s *sharedCluster) close(ctx context.Context) error {
-	s.mu.Lock()
-	s.env.Dir = ""
-	s.mu.Unlock()
+	s.dir = ""
 	return s.Target.Stop(ctx)
 }
 
@@ -92,8 +89,8 @@ func TestMutexRunValidUnderEachNemesis(t *testing.T) {
 		c, nets := dockertest.Leftovers(t, runID)
 		assert.Zero(t, c, "containers left after the runs")
 		assert.Zero(t, nets, "networks left after the runs")
-		if target.dataRoot != "" {
-			_, err := os.Stat(target.dataRoot)
+		if root := filepath.Dir(target.Folder("etcd-1")); root != "." {
+			_, err := os.Stat(root)
 			assert.True(t, os.IsNotExist(err), "the members' data is removed: %v", err)
 		}
 	}()
@@ -104,7 +101,7 @@ func TestMutexRunValidUnderEachNemesis(t *testing.T) {
 			run, err := harness.Execute(ctx, cfg, target)
 			require.NoError(t, err)
 			if runID == "" {
-				runID = target.env.RunID
+				runID = target.Env().RunID
 			}
 			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)

@@ -44,7 +44,7 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 				}
 			}
 			assert.Positive(t, recorded, "nemesis %s recorded in the history", n)
-			c, nets := dockertest.Leftovers(t, target.env.RunID)
+			c, nets := dockertest.Leftovers(t, target.Env().RunID)
 			assert.Zero(t, c, "containers left after the run")
 			assert.Zero(t, nets, "networks left after the run")
 		})

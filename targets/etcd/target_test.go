@@ -96,9 +96,9 @@ func TestCluster(t *testing.T) {
 
 	t.Run("partitioned leader loses leadership", func(t *testing.T) {
 		var rest []string
-		for _, n := range tg.members() {
-			if n.name != leader {
-				rest = append(rest, n.name)
+		for _, n := range tg.members {
+			if n != leader {
+				rest = append(rest, n)
 			}
 		}
 		require.NoError(t, tg.Partition(ctx, [][]string{{leader}, rest}))
@@ -211,7 +211,7 @@ func TestCluster(t *testing.T) {
 		_, err := os.Stat(filepath.Join(env.Dir, "logs", n.Name+".log"))
 		assert.NoError(t, err, "log of %s saved", n.Name)
 	}
-	_, err = os.Stat(tg.dataRoot)
+	_, err = os.Stat(filepath.Dir(tg.Folder("etcd-1")))
 	assert.True(t, os.IsNotExist(err), "the members' data is removed with the run: %v", err)
 	c, n := dockertest.Leftovers(t, env.RunID)
 	assert.Zero(t, c, "containers left after Stop")

@@ -296,20 +296,21 @@ func wipeDir(dir string) error {
 // Pause freezes the node: every request that arrives (or is between
 // arrival and handling) stalls until Resume, as under SIGSTOP; wall time and
 // so leases go on.
-func (n *Node) Pause() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.inst != nil {
-		n.inst.gate.pause()
-		n.logf("%s paused", n.cfg.Name)
-	}
-}
+func (n *Node) Pause() { n.setPaused(true) }
 
 // Resume thaws a paused node; stalled requests then run, late.
-func (n *Node) Resume() {
+func (n *Node) Resume() { n.setPaused(false) }
+
+func (n *Node) setPaused(on bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.inst != nil {
+	if n.inst == nil {
+		return
+	}
+	if on {
+		n.inst.gate.pause()
+		n.logf("%s paused", n.cfg.Name)
+	} else {
 		n.inst.gate.resume()
 		n.logf("%s resumed", n.cfg.Name)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/fencing"
 )
 
@@ -151,7 +152,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	// A temp file left by a crash mid-commit was never renamed, so it was
 	// never acknowledged.
-	for _, tmp := range fencing.TempFiles(filepath.Join(dir, snapshotName)) {
+	for _, tmp := range durable.TempFiles(filepath.Join(dir, snapshotName)) {
 		os.Remove(tmp)
 	}
 	return s, nil
@@ -268,7 +269,7 @@ func (s *Store) writeSnapshot(c commit) error {
 	}
 	// Temp file, fsync, rename, fsync of the folder: acknowledged state
 	// survives a crash or a power loss.
-	return fencing.WriteFile(filepath.Join(s.dir, snapshotName), c.snapshot, 0o644)
+	return durable.WriteFile(filepath.Join(s.dir, snapshotName), c.snapshot, 0o644)
 }
 
 // do runs fn under the lock, then waits until the state fn saw is durable.

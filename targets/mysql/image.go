@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/targets/adapted"
 )
 
 // Paths of Debian's mariadb-server package, on the host and in the image.
@@ -18,13 +17,11 @@ const (
 	// BootstrapSQL initialises an empty data folder: `mariadbd --bootstrap`
 	// reads it on stdin.
 	BootstrapSQL = "/usr/share/fencecheck/bootstrap.sql"
-	// ImageRepository is the image name; the tag is its content hash.
-	ImageRepository = "fencecheck/mariadb"
 	// ImageName is the name `fencecheck images` knows the image by.
 	ImageName = "mariadb"
 )
 
-func init() { docker.RegisterImage(ImageName, EnsureImage) }
+func init() { docker.RegisterRootfs(ImageName, ImageSpec) }
 
 // bootstrapFiles are the system tables mariadb-install-db feeds to
 // `mariadbd --bootstrap`, without the help tables, the GIS procedures and
@@ -85,14 +82,8 @@ func ImageSpec(ctx context.Context, progress io.Writer) (docker.ImageSpec, error
 	fs.File(BootstrapSQL, 0o644, boot)
 	fs.File("/etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\n"))
 
-	if err := adapted.AddSkewLibrary(ctx, fs); err != nil {
+	if err := fs.AddSkewLibrary(ctx); err != nil {
 		return docker.ImageSpec{}, err
 	}
-	return docker.ImageSpec{Repository: ImageRepository, Dockerfile: docker.RootfsDockerfile, Files: fs.Files()}, nil
-}
-
-// EnsureImage builds the MariaDB image unless one with the same content
-// exists, and returns its tag.
-func EnsureImage(ctx context.Context, progress io.Writer) (string, error) {
-	return docker.EnsureBuilt(ctx, progress, ImageName, ImageSpec)
+	return fs.Image(ImageName), nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
-	"github.com/fencecheck/fencecheck/targets/redis"
 )
 
 func requireMariaDB(t *testing.T) {
@@ -36,7 +35,7 @@ func TestImageSpecContents(t *testing.T) {
 		files[f.Name] = f
 	}
 	for _, name := range []string{serverBinary, "/bin/sh", "/lib64/ld-linux-x86-64.so.2", shareDir + "/english/errmsg.sys",
-		shareDir + "/charsets/Index.xml", BootstrapSQL, redis.SkewLibrary} {
+		shareDir + "/charsets/Index.xml", BootstrapSQL, docker.SkewLibrary} {
 		f, ok := files["rootfs"+name]
 		if assert.True(t, ok, "image lacks %s", name) {
 			assert.Greater(t, len(f.Data), 100, "%s must be the real file", name)

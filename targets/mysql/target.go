@@ -110,14 +110,14 @@ func New() *adapted.Target {
 			Node:  ServerNode,
 			Role:  "mysql",
 			Port:  Port,
-			Image: EnsureImage,
+			Image: ImageName,
 			Cmd:   serverCmd(),
 			Env:   []string{"TZ=UTC"},
 			Skew:  true,
 			Ready: ready,
+			// The data folder belongs to the account the server runs as.
+			NoLayer: "the lazyfs layer is not yet tried with MariaDB",
 		},
-		AdapterArgs: func(addr string) []string {
-			return []string{"--backend", "mysql", "--mysql-dsn", DSN(addr)}
-		},
+		AdapterArgs: []string{"--backend", "mysql", "--mysql-dsn", DSN("{addr:" + ServerNode + "}")},
 	})
 }

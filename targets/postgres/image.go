@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/targets/adapted"
 )
 
 // Paths of Debian's postgresql-15 package, on the host and in the image
@@ -21,13 +20,11 @@ const (
 	// host-side checks (through the published port) in without a password:
 	// the network is the run's own.
 	hbaFile = "/etc/fencecheck/pg_hba.conf"
-	// ImageRepository is the image name; the tag is its content hash.
-	ImageRepository = "fencecheck/postgres"
 	// ImageName is the name `fencecheck images` knows the image by.
 	ImageName = "postgres"
 )
 
-func init() { docker.RegisterImage(ImageName, EnsureImage) }
+func init() { docker.RegisterRootfs(ImageName, ImageSpec) }
 
 // ImageSpec assembles the PostgreSQL image from this machine's Debian
 // postgresql-15 (installing it when missing): postgres and initdb, the
@@ -68,14 +65,8 @@ func ImageSpec(ctx context.Context, progress io.Writer) (docker.ImageSpec, error
 	fs.File(hbaFile, 0o644, []byte("local all all trust\nhost all all 0.0.0.0/0 trust\n"))
 	fs.File("/etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\n"))
 
-	if err := adapted.AddSkewLibrary(ctx, fs); err != nil {
+	if err := fs.AddSkewLibrary(ctx); err != nil {
 		return docker.ImageSpec{}, err
 	}
-	return docker.ImageSpec{Repository: ImageRepository, Dockerfile: docker.RootfsDockerfile, Files: fs.Files()}, nil
-}
-
-// EnsureImage builds the PostgreSQL image unless one with the same content
-// exists, and returns its tag.
-func EnsureImage(ctx context.Context, progress io.Writer) (string, error) {
-	return docker.EnsureBuilt(ctx, progress, ImageName, ImageSpec)
+	return fs.Image(ImageName), nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
-	"github.com/fencecheck/fencecheck/targets/redis"
 )
 
 func requirePostgres(t *testing.T) {
@@ -38,7 +37,7 @@ func TestImageSpecContents(t *testing.T) {
 		assert.NotContains(t, f.Name, "llvm", "the JIT would bring LLVM along")
 	}
 	for _, name := range []string{binDir + "/postgres", binDir + "/initdb", "/bin/sh", "/lib64/ld-linux-x86-64.so.2",
-		libDir + "/plpgsql.so", shareDir + "/postgres.bki", "/usr/share/zoneinfo/UTC", redis.SkewLibrary} {
+		libDir + "/plpgsql.so", shareDir + "/postgres.bki", "/usr/share/zoneinfo/UTC", docker.SkewLibrary} {
 		f, ok := files["rootfs"+name]
 		if assert.True(t, ok, "image lacks %s", name) {
 			assert.False(t, f.Dir)

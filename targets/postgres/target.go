@@ -117,14 +117,14 @@ func New(o Options) *adapted.Target {
 			Node:  ServerNode,
 			Role:  "postgres",
 			Port:  Port,
-			Image: EnsureImage,
+			Image: ImageName,
 			Cmd:   o.serverCmd(),
 			Env:   []string{"TZ=UTC"},
 			Skew:  true,
 			Ready: ready,
+			// The data folder belongs to the account the server runs as.
+			NoLayer: "the lazyfs layer is not yet tried with PostgreSQL",
 		},
-		AdapterArgs: func(addr string) []string {
-			return []string{"--backend", "postgres", "--postgres-dsn", DSN(addr), "--postgres-fence", string(o.Mode)}
-		},
+		AdapterArgs: []string{"--backend", "postgres", "--postgres-dsn", DSN("{addr:" + ServerNode + "}"), "--postgres-fence", string(o.Mode)},
 	})
 }

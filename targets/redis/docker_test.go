@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/harness/nodes"
 )
 
 // testLog forwards progress lines to the test log.
@@ -48,14 +49,15 @@ func requireDocker(t *testing.T) {
 func startRedisOnly(t *testing.T, ctx context.Context, target *Target) harness.Env {
 	t.Helper()
 	env := testEnv(t)
-	tag, err := EnsureImage(ctx, env.Log)
-	require.NoError(t, err)
+	// The target's own table, cut to its first row: Redis.
+	target.Cluster = nodes.Must(nodes.New(target.Name(), Semantics, target.table()[:1], nodes.Options{}))
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		assert.NoError(t, target.Stop(stopCtx))
 	})
-	require.NoError(t, target.startRedis(ctx, env, tag))
+	_, err := target.Start(ctx, env)
+	require.NoError(t, err)
 	return env
 }
 

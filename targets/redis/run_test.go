@@ -52,7 +52,7 @@ func TestRunRedisValidUnderEachNemesis(t *testing.T) {
 			if n == "clock" {
 				assert.True(t, onRedis, "the clock nemesis stepped Redis's clock")
 			}
-			c, nets := labelledObjects(t, target.env.RunID)
+			c, nets := labelledObjects(t, target.Env().RunID)
 			assert.Zero(t, c, "containers left after the run")
 			assert.Zero(t, nets, "networks left after the run")
 		})

@@ -8,6 +8,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
 // skewedRedis starts a local redis-server under the skew library, with its
@@ -15,11 +18,11 @@ import (
 func skewedRedis(t *testing.T) (*localRedis, string) {
 	t.Helper()
 	requireTool(t, "gcc", "gcc libc6-dev")
-	lib, err := BuildSkewLibrary(context.Background(), t.TempDir())
+	lib, err := timewarp.BuildPreload(context.Background(), t.TempDir())
 	require.NoError(t, err)
 	clockFile := tempFile(t, "offset")
-	require.NoError(t, WriteClockOffset(clockFile, 0))
-	srv := startLocalRedis(t, []string{"LD_PRELOAD=" + lib, SkewFileEnv + "=" + clockFile, SkewRefreshEnv + "=2"})
+	require.NoError(t, fencing.WriteClockOffset(clockFile, 0))
+	srv := startLocalRedis(t, []string{"LD_PRELOAD=" + lib, timewarp.PreloadFileEnv + "=" + clockFile, timewarp.PreloadRefreshEnv + "=2"})
 	return srv, clockFile
 }
 
@@ -49,13 +52,13 @@ func TestSkewLibraryMovesRedisTime(t *testing.T) {
 	c := srv.client(t)
 
 	waitSkew(t, c, 0)
-	require.NoError(t, WriteClockOffset(clockFile, time.Hour))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, time.Hour))
 	waitSkew(t, c, time.Hour)
-	require.NoError(t, WriteClockOffset(clockFile, -90*time.Second))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, -90*time.Second))
 	waitSkew(t, c, -90*time.Second)
-	require.NoError(t, WriteClockOffset(clockFile, 1500*time.Millisecond))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, 1500*time.Millisecond))
 	waitSkew(t, c, 1500*time.Millisecond)
-	require.NoError(t, WriteClockOffset(clockFile, 0))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, 0))
 	waitSkew(t, c, 0)
 }
 
@@ -70,7 +73,7 @@ func TestForwardJumpExpiresKeysAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, ttl, 50*time.Second)
 
-	require.NoError(t, WriteClockOffset(clockFile, 120*time.Second))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, 120*time.Second))
 	waitSkew(t, c, 120*time.Second)
 	_, err = c.Get(ctx, "lease").Result()
 	assert.ErrorIs(t, err, goredis.Nil, "a 60 s key must expire at once when Redis's clock jumps 120 s ahead")
@@ -83,7 +86,7 @@ func TestForwardJumpExpiresKeysAtOnce(t *testing.T) {
 	defer s.Close()
 	t1, err := s.Acquire(ctx, "L", "c1", 60*time.Second)
 	require.NoError(t, err)
-	require.NoError(t, WriteClockOffset(clockFile, 240*time.Second))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, 240*time.Second))
 	waitSkew(t, c, 240*time.Second)
 	t2, err := s.Acquire(ctx, "L", "c2", 60*time.Second)
 	require.NoError(t, err, "c1's 60 s lease is gone after a 120 s jump")
@@ -93,7 +96,7 @@ func TestForwardJumpExpiresKeysAtOnce(t *testing.T) {
 func TestMissingOrGarbledOffsetFile(t *testing.T) {
 	srv, clockFile := skewedRedis(t)
 	c := srv.client(t)
-	require.NoError(t, WriteClockOffset(clockFile, time.Hour))
+	require.NoError(t, fencing.WriteClockOffset(clockFile, time.Hour))
 	waitSkew(t, c, time.Hour)
 	// A garbled file keeps the offset in force (a half-written file reads
 	// like this)...

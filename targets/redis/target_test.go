@@ -17,11 +17,9 @@ func TestTargetNamesAndSemantics(t *testing.T) {
 }
 
 func TestClockNodes(t *testing.T) {
-	nodes := []nemesis.Node{{Name: RedisNode, Role: "redis"}, {Name: "adapter-1", Role: "adapter"}, {Name: "adapter-2", Role: "adapter"}}
-	plain := Durable()
-	plain.nodes = nodes
-	assert.Equal(t, []string{RedisNode}, plain.ClockNodes(), "only Redis's clock matters to the Redis store")
+	assert.Equal(t, []nemesis.Node{{Name: RedisNode, Role: "redis"}, {Name: "adapter-1", Role: "adapter", Stateless: true},
+		{Name: "adapter-2", Role: "adapter", Stateless: true}}, Durable().Nodes())
+	assert.Equal(t, []string{RedisNode}, Durable().ClockNodes(), "only Redis's clock matters to the Redis store")
 	all := NewTarget(TargetOptions{SkewAdapters: true})
-	all.nodes = nodes
 	assert.Equal(t, []string{RedisNode, "adapter-1", "adapter-2"}, all.ClockNodes())
 }

@@ -120,7 +120,7 @@ func TestClockOfAnUnmodifiedGoProgram(t *testing.T) {
 	tg, _, _ := startTarget(t, s, Options{NoPreflight: true})
 	cs := tg.(nemesis.ClockSkewer)
 	assert.Equal(t, []string{"n1"}, cs.ClockNodes())
-	url := tg.(*Target).nodes["n1"].url + "/now"
+	url := tg.(*Target).Endpoints().Issuers[0].URL + "/now"
 	steady := hostClockSteady(t)
 	ctx := context.Background()
 
@@ -157,7 +157,7 @@ func TestClockOfAnUnmodifiedGoProgram(t *testing.T) {
 
 	require.NoError(t, cs.SetClockOffset(ctx, "n1", 0))
 	assert.Less(t, skewOf(t, url, true).Abs(), 50*time.Millisecond, "healed")
-	assert.False(t, tg.(*Target).nodes["n1"].proc.exited(), "still running")
+	assert.NoError(t, tg.(*Target).CheckRunning(ctx), "still running")
 	steady()
 }
 
@@ -170,15 +170,16 @@ func TestClockOfAnUnmodifiedPythonServer(t *testing.T) {
 	tg, _, _ := startTarget(t, s, Options{NoPreflight: true})
 	cs := tg.(nemesis.ClockSkewer)
 	assert.Equal(t, []string{"n1"}, cs.ClockNodes())
-	n := tg.(*Target).nodes["n1"]
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", n.proc.pgid))
+	n := tg.(*Target)
+	pgid, url := n.PID("n1"), n.Endpoints().Issuers[0].URL
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pgid))
 	require.NoError(t, err)
 	assert.Contains(t, string(env), timewarp.PreloadFileEnv+"=")
 	assert.NotContains(t, string(env), ClockFileEnv+"=", "the program is not asked to read an offset file")
-	assert.True(t, timewarp.Preloaded(n.proc.pgid, timewarp.PreloadName))
+	assert.True(t, timewarp.Preloaded(pgid, timewarp.PreloadName))
 	steady := hostClockSteady(t)
 	ctx := context.Background()
-	health := n.url + "/v1/health"
+	health := url + "/v1/health"
 
 	assert.Less(t, skewOf(t, health, false).Abs(), 1100*time.Millisecond)
 	require.NoError(t, cs.SetClockOffset(ctx, "n1", 90*time.Second))
@@ -189,7 +190,7 @@ func TestClockOfAnUnmodifiedPythonServer(t *testing.T) {
 	// when SetClockOffset returns: the lease acquired right after the step
 	// back to true time is taken at true time, not at +90 s.
 	require.NoError(t, cs.SetClockOffset(ctx, "n1", 0))
-	c := fencing.NewClient(n.url, nil)
+	c := fencing.NewClient(url, nil)
 	require.Equal(t, fencing.Ok, c.Acquire(opCtx(t, 2*time.Second), "lease", "a", time.Minute).Outcome)
 	require.Equal(t, fencing.Fail, c.Acquire(opCtx(t, 2*time.Second), "lease", "b", time.Minute).Outcome)
 	require.NoError(t, cs.SetClockOffset(ctx, "n1", 2*time.Minute))
@@ -201,6 +202,6 @@ func TestClockOfAnUnmodifiedPythonServer(t *testing.T) {
 	assert.InDelta(t, 120, skewOf(t, health, false).Seconds(), 1.1, "after the restart")
 	require.NoError(t, cs.SetClockOffset(ctx, "n1", 0))
 	assert.Less(t, skewOf(t, health, false).Abs(), 1100*time.Millisecond, "healed")
-	assert.False(t, n.proc.exited(), "still running")
+	assert.NoError(t, n.CheckRunning(ctx), "still running")
 	steady()
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -110,24 +111,31 @@ func imageNodesPartition(t *testing.T, path string) {
 	pt, ok := tg.(nemesis.Partitioner)
 	require.True(t, ok)
 	require.NoError(t, pt.Partition(ctx, [][]string{{"a"}, {"b"}}))
-	p := tg.(partitionable)
-	assert.Equal(t, []string{p.nodes["b"].ip}, p.rt.Blocked("a"))
-	assert.Equal(t, []string{p.nodes["a"].ip}, p.rt.Blocked("b"))
+	p := tg.(*Target)
+	ip := func(n string) string {
+		a, err := p.NetAddr(n, "")
+		require.NoError(t, err)
+		h, _, _ := net.SplitHostPort(a)
+		return h
+	}
+	rt := p.Runtime()
+	assert.Equal(t, []string{ip("b")}, rt.Blocked("a"))
+	assert.Equal(t, []string{ip("a")}, rt.Blocked("b"))
 	assert.Error(t, pt.Partition(ctx, [][]string{{"a"}, {"zz"}}))
 	require.NoError(t, pt.HealPartition(ctx))
-	assert.Empty(t, p.rt.Blocked("a"))
+	assert.Empty(t, rt.Blocked("a"))
 
 	cs := tg.(nemesis.ClockSkewer)
 	assert.Equal(t, []string{"a", "b"}, cs.ClockNodes())
-	a, b2 := p.nodes["a"].url+"/v1/health", p.nodes["b"].url+"/v1/health"
+	a, b2 := p.Endpoints().Issuers[0].URL+"/v1/health", p.Endpoints().Issuers[1].URL+"/v1/health"
 	require.NoError(t, cs.SetClockOffset(ctx, "a", 90*time.Second))
 	assert.InDelta(t, 90, skewOf(t, a, false).Seconds(), 1.1, "fenced's own Date header")
 	assert.InDelta(t, 0, skewOf(t, b2, false).Seconds(), 1.1, "the other node is untouched")
 	require.NoError(t, cs.SetClockOffset(ctx, "a", 0))
 	assert.InDelta(t, 0, skewOf(t, a, false).Seconds(), 1.1)
 	if path == "api" {
-		assert.Equal(t, docker.PathAPI, p.rt.FaultPath("partition"))
-		assert.Equal(t, docker.PathAPI, p.rt.FaultPath("clock"))
+		assert.Equal(t, docker.PathAPI, rt.FaultPath("partition"))
+		assert.Equal(t, docker.PathAPI, rt.FaultPath("clock"))
 	}
 }
 

@@ -9,8 +9,10 @@ import (
 // TestMain removes the test programs built for this run.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if goprobePath != "" {
-		os.RemoveAll(filepath.Dir(goprobePath))
+	for _, built := range []string{goprobePath, fencedPath} {
+		if built != "" {
+			os.RemoveAll(filepath.Dir(built))
+		}
 	}
 	os.Exit(code)
 }

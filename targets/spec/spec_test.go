@@ -188,13 +188,6 @@ func TestLoadNamesTheFile(t *testing.T) {
 	assert.Contains(t, err.Error(), path+": nodes[0].url: must be a base URL")
 }
 
-func TestSubstitute(t *testing.T) {
-	vars := map[string]string{"port": "7001", "data": "/d", "addr:n2": "127.0.0.1:7002"}
-	assert.Equal(t, "127.0.0.1:7001", substitute("127.0.0.1:{port}", vars))
-	assert.Equal(t, "--peer=127.0.0.1:7002", substitute("--peer={addr:n2}", vars))
-	assert.Equal(t, `{"a":1}`, substitute(`{"a":1}`, vars), "JSON in an argument is not a placeholder")
-}
-
 func TestYAMLSpec(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "fence.yaml")

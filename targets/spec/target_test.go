@@ -142,7 +142,7 @@ func TestClockOffsetFileForNodesThatOptIn(t *testing.T) {
 	assert.Equal(t, strconv.FormatInt(int64(-90*time.Second), 10)+"\n", string(b))
 
 	// The program was told where the file is.
-	pid := tg.(*Target).nodes["n1"].proc.cmd.Process.Pid
+	pid := tg.(*Target).PID("n1")
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	require.NoError(t, err)
 	assert.Contains(t, string(env), ClockFileEnv+"="+file+"\x00")
@@ -151,7 +151,7 @@ func TestClockOffsetFileForNodesThatOptIn(t *testing.T) {
 	// The example reads the file: a lease of a minute is over once its
 	// clock jumps two minutes ahead.
 	require.NoError(t, cs.SetClockOffset(context.Background(), "n1", 0))
-	c := fencing.NewClient(tg.(*Target).nodes["n1"].url, nil)
+	c := fencing.NewClient(tg.(*Target).Endpoints().Issuers[0].URL, nil)
 	require.Equal(t, fencing.Ok, c.Acquire(opCtx(t, 2*time.Second), "lease", "a", time.Minute).Outcome)
 	require.Equal(t, fencing.Fail, c.Acquire(opCtx(t, 2*time.Second), "lease", "b", time.Minute).Outcome)
 	require.NoError(t, cs.SetClockOffset(context.Background(), "n1", 2*time.Minute))
@@ -216,10 +216,9 @@ func TestImageNodesArePartitionable(t *testing.T) {
 		{"name":"a","roles":["issuer","resource"],"image":"x","port":1},
 		{"name":"b","roles":["issuer","resource"],"image":"x","port":1}]}`))
 	require.NoError(t, err)
-	_, ok := New(s, Options{}).(nemesis.Partitioner)
-	assert.True(t, ok)
-	_, ok = New(pythonSpec(t, false), Options{}).(nemesis.Partitioner)
-	assert.False(t, ok, "host processes are cut by the harness's proxies, never by this machine's firewall")
+	assert.Equal(t, []string{"a", "b"}, New(s, Options{}).(nemesis.Partitioner).PartitionNodes())
+	assert.Empty(t, New(pythonSpec(t, false), Options{}).(nemesis.Partitioner).PartitionNodes(),
+		"host processes are cut by the harness's proxies, never by this machine's firewall")
 }
 
 // A program that exits with status 0 before it answers says so, not

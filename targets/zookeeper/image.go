@@ -2,8 +2,6 @@ package zookeeper
 
 import (
 	"archive/zip"
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,13 +28,11 @@ const (
 	// LibDir holds ZooKeeper's jar and every jar it needs; the classpath is
 	// LibDir + "/*".
 	LibDir = "/opt/zookeeper/lib"
-	// ImageRepository is the image name; the tag is its content hash.
-	ImageRepository = "fencecheck/zookeeper"
 	// ImageName is the name `fencecheck images` knows the image by.
 	ImageName = "zookeeper"
 )
 
-func init() { docker.RegisterImage(ImageName, EnsureImage) }
+func init() { docker.RegisterRootfs(ImageName, ImageSpec) }
 
 // Host files the image is assembled from (Debian's zookeeper package and
 // the Java runtime it depends on).
@@ -82,13 +78,7 @@ func ImageSpec(ctx context.Context, progress io.Writer) (docker.ImageSpec, error
 		fs.File(LibDir+"/"+filepath.Base(j), 0o644, data)
 	}
 	fmt.Fprintf(progress, "image zookeeper: Java runtime from %s, %d jars\n", javaHome, len(jars))
-	return docker.ImageSpec{Repository: ImageRepository, Dockerfile: docker.RootfsDockerfile, Files: fs.Files()}, nil
-}
-
-// EnsureImage builds the image unless one with the same content exists, and
-// returns its tag.
-func EnsureImage(ctx context.Context, progress io.Writer) (string, error) {
-	return docker.EnsureBuilt(ctx, progress, ImageName, ImageSpec)
+	return fs.Image(ImageName), nil
 }
 
 // addJavaRuntime copies the regular files of the Debian package that owns
@@ -110,9 +100,8 @@ func addJavaRuntime(ctx context.Context, fs *docker.Rootfs) (string, error) {
 		return "", fmt.Errorf("dpkg-query -L %s: %w", pkg, err)
 	}
 	native := map[string]bool{"bin/java": true, "lib/server/libjvm.so": true}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		p := strings.TrimSpace(sc.Text())
+	for _, line := range strings.Split(string(out), "\n") {
+		p := strings.TrimSpace(line)
 		rel, ok := strings.CutPrefix(p, home+"/")
 		if !ok {
 			continue

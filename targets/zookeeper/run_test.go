@@ -30,20 +30,20 @@ import (
 type shared struct {
 	*Target
 	eps harness.Endpoints
+	// dir is the current run's folder ("" once closed).
+	dir string
 }
 
 func (s *shared) Start(ctx context.Context, env harness.Env) (harness.Endpoints, error) {
+	s.dir = env.Dir
 	if s.eps.Issuers == nil {
 		eps, err := s.Target.Start(ctx, env)
 		s.eps = eps
 		return eps, err
 	}
-	s.mu.Lock()
-	s.env = env
-	s.mu.Unlock()
-	for _, n := range s.servers() {
-		if err := s.waitServing(ctx, n.name, 60*time.Second); err != nil {
-			return harness.Endpoints{}, fmt.Errorf("server %s: %w", n.name, err)
+	for _, n := range s.servers {
+		if err := s.waitServing(ctx, n, 60*time.Second); err != nil {
+			return harness.Endpoints{}, fmt.Errorf("server %s: %w", n, err)
 		}
 	}
 	if err := s.deleteTree(ctx, "/fence"); err != nil {
@@ -54,18 +54,15 @@ func (s *shared) Start(ctx context.Context, env harness.Env) (harness.Endpoints,
 
 // Stop keeps the ensemble; it saves the nodes' logs into the run's folder.
 func (s *shared) Stop(ctx context.Context) error {
-	rt, err := s.running()
-	if err != nil || s.env.Dir == "" {
-		return err
+	if s.dir == "" {
+		return nil
 	}
-	return rt.SaveLogs(ctx, filepath.Join(s.env.Dir, "logs"))
+	return s.SaveLogs(ctx, filepath.Join(s.dir, "logs"))
 }
 
-// close stops the ensemble for good, keeping no logs (the runs kept theirs).
+// close stops the ensemble for good (the runs kept their logs).
 func (s *shared) close(ctx context.Context) error {
-	s.mu.Lock()
-	s.env.Dir = ""
-	s.mu.Unlock()
+	s.dir = ""
 	return s.Target.Stop(ctx)
 }
 
@@ -73,8 +70,8 @@ func (s *shared) close(ctx context.Context) error {
 // published ports.
 func (s *shared) deleteTree(ctx context.Context, p string) error {
 	var addrs []string
-	for _, n := range s.servers() {
-		a, err := s.ServerAddr(n.name)
+	for _, n := range s.servers {
+		a, err := s.ServerAddr(n)
 		if err != nil {
 			return err
 		}
@@ -124,8 +121,8 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 		c, nets := dockertest.Leftovers(t, runID)
 		assert.Zero(t, c, "containers left after the runs")
 		assert.Zero(t, nets, "networks left after the runs")
-		if target.root != "" {
-			_, err := os.Stat(target.root)
+		if root := filepath.Dir(target.Folder("zk-1")); root != "." {
+			_, err := os.Stat(root)
 			assert.True(t, os.IsNotExist(err), "the servers' folders are removed: %v", err)
 		}
 	}()
@@ -136,7 +133,7 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 			run, err := harness.Execute(ctx, cfg, target)
 			require.NoError(t, err)
 			if runID == "" {
-				runID = target.env.RunID
+				runID = target.Env().RunID
 			}
 			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)

@@ -7,12 +7,12 @@
 package zookeeper
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,12 +54,6 @@ type Store struct {
 	holders map[holderKey]*holder
 }
 
-var (
-	_ fencing.Store         = (*Store)(nil)
-	_ fencing.LeaseGranter  = (*Store)(nil)
-	_ fencing.HealthChecker = (*Store)(nil)
-)
-
 // StoreOptions configure OpenStore.
 type StoreOptions struct {
 	// Servers are the ensemble's client addresses, host:port.
@@ -77,6 +71,12 @@ type StoreOptions struct {
 	Log io.Writer
 	_   struct{}
 }
+
+var (
+	_ fencing.Store         = (*Store)(nil)
+	_ fencing.LeaseGranter  = (*Store)(nil)
+	_ fencing.HealthChecker = (*Store)(nil)
+)
 
 // holderSessionBuffer bounds a lock session's packets: lock requests are
 // small, and the library allocates the buffer for every connection.
@@ -336,12 +336,6 @@ func (s *Store) holder(lock, owner string, token uint64) (*holder, error) {
 	return h, nil
 }
 
-// Renew implements fencing.Store.
-func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
-	_, err := s.RenewLease(ctx, lock, owner, token, ttl)
-	return err
-}
-
 // RenewLease checks, through the leader (a check-only multi is a
 // transaction), that the holder's node still exists; the request itself
 // renews the session. A session's timeout is fixed when it is made, so the
@@ -365,6 +359,12 @@ func (s *Store) RenewLease(ctx context.Context, lock, owner string, token uint64
 		return 0, fencing.ErrLost
 	}
 	return h.sess.granted, nil
+}
+
+// Renew implements fencing.Store.
+func (s *Store) Renew(ctx context.Context, lock, owner string, token uint64, ttl time.Duration) error {
+	_, err := s.RenewLease(ctx, lock, owner, token, ttl)
+	return err
 }
 
 // Release deletes the holder's node and closes its session.
@@ -393,10 +393,11 @@ func encodeValue(token uint64, value []byte) []byte {
 }
 
 func decodeValue(data []byte) (uint64, []byte, error) {
-	head, value, ok := bytes.Cut(data, []byte("\n"))
-	if !ok {
+	i := slices.Index(data, '\n')
+	if i < 0 {
 		return 0, nil, fmt.Errorf("resource znode holds no high-water mark: %.40q", data)
 	}
+	head, value := data[:i], data[i+1:]
 	mark, err := strconv.ParseUint(string(head), 10, 64)
 	if err != nil {
 		return 0, nil, fmt.Errorf("resource znode holds a bad high-water mark %q", head)
@@ -419,14 +420,7 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	p := s.resPath(key)
 	data := encodeValue(token, value)
 	for {
-		type got struct {
-			data []byte
-			stat *zk.Stat
-		}
-		g, err := await(ctx, func() (got, error) {
-			d, st, err := s.res.Get(p)
-			return got{d, st}, err
-		})
+		g, err := s.get(ctx, p)
 		if errors.Is(err, zk.ErrNoNode) {
 			dir := s.opts.Prefix + "/res"
 			if err := s.ensure(ctx, s.res, dir); err != nil {
@@ -474,14 +468,7 @@ func (s *Store) Read(ctx context.Context, key string) ([]byte, uint64, error) {
 	defer cancel()
 	p := s.resPath(key)
 	for {
-		type got struct {
-			data []byte
-			stat *zk.Stat
-		}
-		g, err := await(ctx, func() (got, error) {
-			d, st, err := s.res.Get(p)
-			return got{d, st}, err
-		})
+		g, err := s.get(ctx, p)
 		version := int32(-1) // absent: confirm that nothing exists yet
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
@@ -548,4 +535,18 @@ func (s *Store) Close() error {
 	wg.Wait()
 	s.res.Close()
 	return nil
+}
+
+// node is a resource's znode as read: its data and its version.
+type node struct {
+	data []byte
+	stat *zk.Stat
+}
+
+// get reads a resource's znode.
+func (s *Store) get(ctx context.Context, p string) (node, error) {
+	return await(ctx, func() (node, error) {
+		d, st, err := s.res.Get(p)
+		return node{d, st}, err
+	})
 }

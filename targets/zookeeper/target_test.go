@@ -27,8 +27,8 @@ func (w logWriter) Write(p []byte) (int, error) { w.t.Logf("%s", p); return len(
 func hostConn(t *testing.T, tg *Target) *zk.Conn {
 	t.Helper()
 	var addrs []string
-	for _, n := range tg.servers() {
-		a, err := tg.ServerAddr(n.name)
+	for _, n := range tg.servers {
+		a, err := tg.ServerAddr(n)
 		require.NoError(t, err)
 		addrs = append(addrs, a)
 	}
@@ -147,14 +147,14 @@ func TestCluster(t *testing.T) {
 		require.Equal(t, fencing.Ok, acq.Outcome, "%+v", acq)
 		require.Equal(t, fencing.Ok, a1.Write(c, "durable-k", acq.Token, []byte("kept")).Outcome)
 		cancel()
-		for _, n := range tg.servers() {
-			require.NoError(t, tg.KillNode(ctx, n.name))
+		for _, n := range tg.servers {
+			require.NoError(t, tg.KillNode(ctx, n))
 		}
-		for _, n := range tg.servers() {
-			require.NoError(t, tg.StartNode(ctx, n.name, false))
+		for _, n := range tg.servers {
+			require.NoError(t, tg.StartNode(ctx, n, false))
 		}
-		for _, n := range tg.servers() {
-			require.NoError(t, tg.waitServing(ctx, n.name, 60*time.Second))
+		for _, n := range tg.servers {
+			require.NoError(t, tg.waitServing(ctx, n, 60*time.Second))
 		}
 		c, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -184,7 +184,7 @@ func TestCluster(t *testing.T) {
 		_, err := os.Stat(filepath.Join(env.Dir, "logs", n.Name+".log"))
 		assert.NoError(t, err, "log of %s saved", n.Name)
 	}
-	_, err = os.Stat(tg.root)
+	_, err = os.Stat(filepath.Dir(tg.Folder("zk-1")))
 	assert.True(t, os.IsNotExist(err), "the servers' data is removed with the run: %v", err)
 	c, n := dockertest.Leftovers(t, env.RunID)
 	assert.Zero(t, c, "containers left after Stop")

@@ -1,4 +1,4 @@
-package spec
+package nodes
 
 import (
 	"errors"
@@ -151,4 +151,29 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// stopAll asks every program to stop (SIGTERM, then SIGKILL after 3 s), all
+// at once.
+func (d *processes) stopAll(ms []*member) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for _, m := range ms {
+		p := d.proc(m)
+		if p == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.terminate(3 * time.Second); err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -1,0 +1,284 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
+)
+
+// The nemesis capabilities, each once for every kind: the node's driver
+// does what its kind needs.
+
+// PauseNode implements nemesis.Pauser: the freezer cgroup of a container,
+// SIGSTOP to a process group, a request stall in process.
+func (c *Cluster) PauseNode(ctx context.Context, name string) error {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return err
+	}
+	return m.drv.pause(ctx, m)
+}
+
+// ResumeNode implements nemesis.Pauser.
+func (c *Cluster) ResumeNode(ctx context.Context, name string) error {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return err
+	}
+	return m.drv.resume(ctx, m)
+}
+
+// KillNode implements nemesis.Restarter: kill -9 (every process of the
+// container or the group at once), no chance to flush.
+func (c *Cluster) KillNode(ctx context.Context, name string) error {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return err
+	}
+	return m.drv.kill(ctx, m)
+}
+
+// StartNode implements nemesis.Restarter: the same command line, ports and
+// data folder, or an emptied data folder (with its files written again)
+// when wipe is set. It returns once the node answers its health, unless
+// the node answers only in a quorum (a partition may keep it out). A node
+// that already runs (an earlier start that got it running, then failed,
+// retried by the final heal) is only waited for: never wiped or restarted.
+func (c *Cluster) StartNode(ctx context.Context, name string, wipeData bool) error {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return err
+	}
+	running, err := m.drv.running(ctx, m)
+	if err != nil {
+		return err
+	}
+	if !running {
+		if wipeData && m.hasData() {
+			if err := wipe(m); err != nil {
+				return fmt.Errorf("wiping %s: %w", name, err)
+			}
+		}
+		if err := m.drv.start(ctx, m); err != nil {
+			return err
+		}
+	}
+	if m.Health.Quorum {
+		return nil
+	}
+	if err := c.waitHealthy(ctx, []*member{m}, 0); err != nil {
+		return err
+	}
+	return m.drv.afterStart(m)
+}
+
+// PowerNodes implements nemesis.PowerCutter: the nodes whose data is on the
+// lazyfs layer.
+func (c *Cluster) PowerNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if m.disk != nil {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// PowerUnreachable implements nemesis.PowerExplainer.
+func (c *Cluster) PowerUnreachable() map[string]string {
+	out := map[string]string{}
+	for _, m := range c.members {
+		switch {
+		case m.disk != nil:
+		case m.Kind() == KindURL:
+			out[m.Name] = "a url node is not started by fencecheck"
+		case m.diskWhy != "":
+			out[m.Name] = m.diskWhy
+		default:
+			out[m.Name] = "its data is not on the lazyfs layer (the run did not name power-loss)"
+		}
+	}
+	return out
+}
+
+// CutPower implements nemesis.PowerCutter: the node is killed, then what
+// it never made durable is dropped; StartNode brings it back on what
+// survived.
+func (c *Cluster) CutPower(ctx context.Context, name string) (lazyfs.Loss, error) {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return lazyfs.Loss{}, err
+	}
+	if m.disk == nil {
+		return lazyfs.Loss{}, fmt.Errorf("node %s's data is not on the lazyfs layer", name)
+	}
+	if err := m.drv.kill(ctx, m); err != nil {
+		return lazyfs.Loss{}, err
+	}
+	return m.disk.PowerLoss()
+}
+
+// PartitionNodes implements nemesis.Partitioner: the nodes whose links
+// this machine can cut (containers), in table order.
+func (c *Cluster) PartitionNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if m.Kind() != KindURL && m.drv.cutWhy(m) == "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// CheckGroups is the one validation of partition groups: every node named
+// once, in one group, and allowed (allow returns why not). It returns each
+// node's group.
+func CheckGroups(groups [][]string, allow func(node string) error) (map[string]int, error) {
+	group := map[string]int{}
+	for i, g := range groups {
+		for _, n := range g {
+			if err := allow(n); err != nil {
+				return nil, err
+			}
+			if j, dup := group[n]; dup && j != i {
+				return nil, fmt.Errorf("node %s is in two partition groups", n)
+			}
+			group[n] = i
+		}
+	}
+	return group, nil
+}
+
+// Partition implements nemesis.Partitioner: nodes in different groups
+// cannot reach each other; nodes in no group keep full connectivity. The
+// harness's clients reach nodes through published ports, which no rule
+// touches.
+func (c *Cluster) Partition(ctx context.Context, groups [][]string) error {
+	group, err := CheckGroups(groups, func(name string) error {
+		m, err := c.startedNode(name)
+		if err != nil {
+			return err
+		}
+		if why := m.drv.cutWhy(m); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.HealPartition(ctx); err != nil {
+		return err
+	}
+	for _, m := range c.members {
+		gi, in := group[m.Name]
+		if !in {
+			continue
+		}
+		var peers []*member
+		for _, o := range c.members {
+			if gj, ok := group[o.Name]; ok && gj != gi {
+				peers = append(peers, o)
+			}
+		}
+		if len(peers) == 0 {
+			continue
+		}
+		if err := m.drv.cut(ctx, m, peers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HealPartition implements nemesis.Partitioner: every cut is lifted.
+func (c *Cluster) HealPartition(ctx context.Context) error {
+	if _, err := c.running(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range []driver{c.ctr, c.proc, c.srv} {
+		errs = append(errs, d.healCuts(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ClockNodes implements nemesis.ClockSkewer: every node whose clock can be
+// moved and that the nemesis should aim at, in table order.
+func (c *Cluster) ClockNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if c.clockWhy(m) == "" && m.Clock.Aside == "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// ClockUnreachable implements nemesis.ClockExplainer.
+func (c *Cluster) ClockUnreachable() map[string]string {
+	out := map[string]string{}
+	for _, m := range c.members {
+		if why := c.clockWhy(m); why != "" {
+			out[m.Name] = why
+		}
+	}
+	return out
+}
+
+// clockWhy says why a node's clock cannot be moved ("" when it can).
+func (c *Cluster) clockWhy(m *member) string {
+	switch {
+	case m.Kind() == KindURL:
+		return m.drv.clockReach(context.Background(), m)
+	case m.Clock.Via == ClockNone && m.Clock.Why != "":
+		return m.Clock.Why
+	case m.Clock.Via == ClockNone:
+		return "its clock cannot be moved"
+	case m.Clock.Via != ClockProcesses:
+		return "" // a file or an injectable clock: always in reach
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return "the target is not running"
+	}
+	return m.clockWhy
+}
+
+// SetClockOffset implements nemesis.ClockSkewer: the node's wall clock to
+// offset from real time (0 heals), by the node's way (Clock.Via). A node
+// started again gets the offset in force.
+func (c *Cluster) SetClockOffset(ctx context.Context, name string, offset time.Duration) error {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return err
+	}
+	switch m.Clock.Via {
+	case ClockNone:
+		return fmt.Errorf("node %s: %s", name, c.clockWhy(m))
+	case ClockFile, ClockSkewLibrary:
+		return timewarp.SetPreloadOffset(m.clockFile(), offset)
+	}
+	return m.drv.moveClock(ctx, m, offset)
+}
+
+// checkClocks finds, once every node answers, whether this machine can move
+// the clock of each ClockProcesses node (ptrace permission; for a
+// container, an engine whose processes are visible here or a helper
+// container through its API), without touching the processes yet.
+func (c *Cluster) checkClocks(ctx context.Context) {
+	for _, m := range c.members {
+		if m.Kind() == KindURL || m.Clock.Via != ClockProcesses {
+			continue
+		}
+		if why := m.drv.clockReach(ctx, m); why != "" {
+			m.clockWhy = why
+			c.logf("clock faults cannot reach %s: %s", m.Name, why)
+		}
+	}
+}
