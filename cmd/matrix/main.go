@@ -10,12 +10,19 @@
 // `make matrix` (scripts/matrix.mk) does both, with SEEDS, TIME and PARALLEL
 // overrides. With --shrink it measures `fencecheck shrink` instead (`make
 // shrink-matrix`): for every bug, a failing run shrunk to what it needs.
+//
+// Past one machine, --shard I/N runs the I-th of N parts of the runs and
+// writes their results (--results FILE, JSON) instead of the table, and
+// --merge FILE... checks that the parts make one matrix, each run once, and
+// writes the table an unsharded run writes (docs/scaling.md).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,26 +32,118 @@ import (
 	"github.com/fencecheck/fencecheck/durable"
 )
 
-func main() {
-	var cfg Config
-	var rows string
-	flag.StringVar(&cfg.Fencecheck, "fencecheck", "bin/fencecheck", "the fencecheck binary to run")
-	flag.IntVar(&cfg.Seeds, "seeds", 20, "seeds per row (1..N, offset by --first-seed)")
-	flag.Uint64Var(&cfg.FirstSeed, "first-seed", 1, "first seed")
-	flag.DurationVar(&cfg.Time, "time", 30*time.Second, "main phase of each run")
-	flag.IntVar(&cfg.Parallel, "parallel", 2, "runs at a time")
-	flag.StringVar(&cfg.Nemesis, "nemesis", "all", "nemeses of every run")
-	flag.StringVar(&cfg.Store, "store", "", "run store (default: a temporary folder, removed unless --keep)")
-	flag.BoolVar(&cfg.Keep, "keep", false, "keep the run store")
-	flag.StringVar(&rows, "rows", "", "comma-separated rows to run (default: every bug and the correct reference)")
-	flag.StringVar(&cfg.Out, "out", "docs/detection.md", "where to write the table ('-' for stdout)")
-	flag.StringVar(&cfg.Command, "command", "", "the command to print as the one that regenerated the table (default: this command line)")
-	shrinkMode := flag.Bool("shrink", false, "instead of the matrix: for every bug, shrink a failing run (fencecheck shrink) and write the table of what was left into --out's shrinking section")
-	flag.DurationVar(&cfg.Budget, "budget", 10*time.Minute, "with --shrink: fencecheck shrink's --budget")
-	flag.Parse()
-	if flag.NArg() > 0 || cfg.Seeds < 1 || cfg.Parallel < 1 || cfg.Time <= 0 {
-		flag.Usage()
-		os.Exit(64)
+const usageText = `Usage:
+  go run ./cmd/matrix [flags]                   the whole matrix: every run, the table into --out
+  go run ./cmd/matrix --shard I/N [flags]       the I-th of N parts of the runs: their results into --results
+  go run ./cmd/matrix --merge [flags] FILE...   the N parts' results files: the table into --out
+  go run ./cmd/matrix --shrink [flags]          for every bug, a failing run shrunk: the shrinking section of --out
+
+Every run is one 'fencecheck test' process. --shard splits the list of runs
+(rows x seeds, seed by seed and row by row) into N contiguous parts of about
+equal size: N machines or CI jobs with --shard 1/N ... N/N together run every
+run once. A shard writes no table; --merge reads every shard's file, checks
+they are one matrix (rows and their arguments, seeds, time, nemesis,
+fencecheck's build), each shard once and each run once, and writes the same
+table an unsharded run of those results writes. Merging an unsharded run's own
+--results file writes its table again.
+
+Exit codes: 0 the matrix meets the bar (a shard: every run of its part done
+and its results written), 1 it does not, 3 could not run (or a merge refused
+its files: the message names the file or shard), 64 usage error.
+
+Flags:
+`
+
+// options is the command line.
+type options struct {
+	cfg     Config
+	shrink  bool
+	merge   bool
+	files   []string // --merge's results files
+	results string
+}
+
+// errUsage is a usage error the flag package has already printed.
+var errUsage = errors.New("usage error")
+
+// parseFlags reads the command line; an error is a usage error (exit 64).
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	cfg := &o.cfg
+	var rows, shard string
+	fs := flag.NewFlagSet("matrix", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.Fencecheck, "fencecheck", "bin/fencecheck", "the fencecheck binary to run")
+	fs.IntVar(&cfg.Seeds, "seeds", 20, "seeds per row (1..N, offset by --first-seed)")
+	fs.Uint64Var(&cfg.FirstSeed, "first-seed", 1, "first seed")
+	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "main phase of each run")
+	fs.IntVar(&cfg.Parallel, "parallel", 2, "runs at a time")
+	fs.StringVar(&cfg.Nemesis, "nemesis", "all", "nemeses of every run")
+	fs.StringVar(&cfg.Store, "store", "", "run store (default: a temporary folder, removed unless --keep)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run store")
+	fs.StringVar(&rows, "rows", "", "comma-separated rows to run (default: every bug and the correct reference)")
+	fs.StringVar(&cfg.Out, "out", "docs/detection.md", "where to write the table ('-' for stdout); not with --shard")
+	fs.StringVar(&cfg.Command, "command", "", "the command to print as the one that regenerated the table (default: this command line)")
+	fs.StringVar(&shard, "shard", "", "run only part I of N of the runs (`I/N`: 1 <= I <= N) and write their results to --results instead of the table")
+	fs.StringVar(&o.results, "results", "", "write the runs' results (JSON, the input of --merge) to `FILE` (default with --shard: matrix-shard-I-of-N.json; without: none)")
+	fs.BoolVar(&o.merge, "merge", false, "instead of running: read the results files given as arguments (every shard's, or an unsharded run's) and write their table")
+	fs.BoolVar(&o.shrink, "shrink", false, "instead of the matrix: for every bug, shrink a failing run (fencecheck shrink) and write the table of what was left into --out's shrinking section")
+	fs.DurationVar(&cfg.Budget, "budget", 10*time.Minute, "with --shrink: fencecheck shrink's --budget")
+	// Flags may follow the files: `--merge a.json b.json --out -`.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return o, err
+			}
+			return o, errUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case o.merge && o.shrink:
+		return o, errors.New("--merge and --shrink: one at a time")
+	case o.merge && set["shard"]:
+		return o, errors.New("--merge takes the shards' files, not --shard")
+	case o.merge && len(pos) == 0:
+		return o, errors.New("--merge: name the results files (e.g. --merge shard-*.json)")
+	case !o.merge && len(pos) > 0:
+		return o, fmt.Errorf("unexpected argument %q (results files go with --merge)", pos[0])
+	case o.shrink && (set["shard"] || set["results"]):
+		return o, errors.New("--shrink runs on one machine: no --shard or --results")
+	case cfg.Seeds < 1 || cfg.Parallel < 1 || cfg.Time <= 0:
+		return o, errors.New("--seeds and --parallel must be at least 1, --time above 0")
+	}
+	if o.merge {
+		for _, f := range []string{"fencecheck", "seeds", "first-seed", "time", "parallel", "nemesis", "store", "keep", "rows", "results", "budget"} {
+			if set[f] {
+				return o, fmt.Errorf("--merge takes the matrix from its files: --%s does not apply", f)
+			}
+		}
+		o.files = pos
+	}
+	if shard != "" {
+		s, err := parseShard(shard)
+		if err != nil {
+			return o, err
+		}
+		if set["out"] {
+			return o, fmt.Errorf("--shard %s writes its results (--results), not the table: merge every shard's with --merge --out %s", s, cfg.Out)
+		}
+		cfg.Shard = s
+		if o.results == "" {
+			o.results = fmt.Sprintf("matrix-shard-%d-of-%d.json", s.I, s.N)
+		}
 	}
 	if rows != "" {
 		for _, r := range strings.Split(rows, ",") {
@@ -54,10 +153,37 @@ func main() {
 	if cfg.Command == "" {
 		cfg.Command = strings.Join(append([]string{"go run ./cmd/matrix"}, os.Args[1:]...), " ")
 	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	switch {
+	case err == flag.ErrHelp:
+		os.Exit(0)
+	case err == errUsage:
+		os.Exit(64)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "matrix: %v\nSee 'go run ./cmd/matrix --help'.\n", err)
+		os.Exit(64)
+	}
+	cfg := o.cfg
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *shrinkMode {
+	if o.shrink {
 		os.Exit(runShrinks(ctx, cfg))
+	}
+	if o.merge {
+		m, err := Merge(o.files)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			os.Exit(3)
+		}
+		if len(m.Parts) > 0 {
+			m.Config.Command = cfg.Command // an unsharded file keeps its own
+		}
+		fmt.Fprintf(os.Stderr, "matrix: merged %d results files: %d rows x %d seeds\n", len(o.files), len(m.Rows), m.Config.Seeds)
+		os.Exit(writeTable(cfg.Out, m))
 	}
 	m, err := Run(ctx, cfg, os.Stderr)
 	if err != nil && m == nil {
@@ -69,21 +195,42 @@ func main() {
 		fmt.Fprintln(os.Stderr, "matrix: interrupted; writing the runs done so far")
 		m.Interrupted = true
 	}
+	if o.results != "" {
+		f := m.Results(fencecheckBuild(cfg.Fencecheck))
+		if err := writeResults(o.results, f); err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			os.Exit(3)
+		}
+		fmt.Fprintf(os.Stderr, "matrix: wrote the results of %d runs (shard %d/%d) to %s\n", len(f.Runs), f.Shard.Index, f.Shard.Of, o.results)
+	}
+	if cfg.Shard.N != 0 {
+		if m.Interrupted {
+			os.Exit(3) // a merge refuses an incomplete shard
+		}
+		os.Exit(0)
+	}
+	os.Exit(writeTable(cfg.Out, m))
+}
+
+// writeTable writes m's table into out (keeping its shrinking section)
+// and returns the exit code: 0 when the matrix meets the bar.
+func writeTable(out string, m *Matrix) int {
 	md := m.Markdown()
-	if old, err := os.ReadFile(cfg.Out); err == nil && cfg.Out != "-" {
+	if old, err := os.ReadFile(out); err == nil && out != "-" {
 		if i := strings.Index(string(old), shrinkHeading); i >= 0 {
 			md = splice(md, string(old[i:])) // the shrink table is --shrink's
 		}
 	}
-	if cfg.Out == "-" {
+	if out == "-" {
 		fmt.Print(md)
-	} else if err := durable.WriteFile(cfg.Out, []byte(md), 0o644); err != nil {
+	} else if err := durable.WriteFile(out, []byte(md), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "matrix:", err)
-		os.Exit(3)
+		return 3
 	} else {
-		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", cfg.Out)
+		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
 	}
 	if !m.Passed() {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
