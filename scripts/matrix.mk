@@ -5,17 +5,29 @@
 # under the fault that exposes it; writes docs/detection.md.
 # The defaults take about 70 minutes on 2 cores (the container rows about 20
 # of them). Included from the Makefile.
+# Past one machine (docs/scaling.md): SHARD=I/N runs only the I-th of N
+# parts of the runs and writes their results to RESULTS (default
+# matrix-shard-I-of-N.json) instead of the table; `make matrix-merge
+# RESULTS='matrix-shard-*.json'` checks the N files are one matrix and
+# writes docs/detection.md from them. RESULTS without SHARD: the whole
+# matrix also writes its results file.
 SEEDS ?= 20
 TIME ?= 30s
 PARALLEL ?= 2
 ROWS ?=
+SHARD ?=
+RESULTS ?=
 
 .PHONY: matrix
 matrix:
 	go build -o bin/fencecheck ./cmd/fencecheck
 	go run ./cmd/matrix --fencecheck bin/fencecheck --seeds $(SEEDS) --time $(TIME) --parallel $(PARALLEL) \
-		$(if $(ROWS),--rows $(ROWS)) --out docs/detection.md \
-		--command "make matrix SEEDS=$(SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)$(if $(ROWS), ROWS=$(ROWS))"
+		$(if $(ROWS),--rows $(ROWS)) $(if $(SHARD),--shard $(SHARD),--out docs/detection.md) $(if $(RESULTS),--results $(RESULTS)) \
+		--command "make matrix SEEDS=$(SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)$(if $(ROWS), ROWS=$(ROWS))$(if $(SHARD), SHARD=$(SHARD))"
+
+.PHONY: matrix-merge
+matrix-merge:
+	go run ./cmd/matrix --merge --out docs/detection.md --command "make matrix-merge RESULTS='$(RESULTS)'" $(RESULTS)
 
 # The shrink bar (issue 17): for every bug and SHRINK_SEEDS seeds, a failing
 # TIME run of --nemesis all shrunk with `fencecheck shrink`; writes the
