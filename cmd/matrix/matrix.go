@@ -535,7 +535,11 @@ func (m *Matrix) Markdown() string {
 			if i == 0 {
 				sep = ""
 			}
-			fmt.Fprintf(&b, "%s shard %s ran %d runs, %d at a time on a machine with %d CPUs, in %s", sep, p.Shard, p.Runs, p.Parallel, p.CPUs, p.Elapsed.Round(time.Second))
+			runs := "runs"
+			if p.Runs == 1 {
+				runs = "run"
+			}
+			fmt.Fprintf(&b, "%s shard %s ran %d %s, %d at a time on a machine with %d CPUs, in %s", sep, p.Shard, p.Runs, runs, p.Parallel, p.CPUs, p.Elapsed.Round(time.Second))
 		}
 		fmt.Fprintf(&b, " (the first began %s).\n\n", first.UTC().Format("2006-01-02 15:04 UTC"))
 	}

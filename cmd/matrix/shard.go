@@ -143,7 +143,8 @@ type RunResult struct {
 	AfterFault string `json:"after_fault,omitempty"`
 	WallNS     int64  `json:"wall_ns"`
 	Error      string `json:"error,omitempty"`
-	// Dir is the run's store folder on the machine that ran it.
+	// Dir is the run's store folder on the machine that ran it, when it
+	// was kept (--store or --keep).
 	Dir string `json:"dir,omitempty"`
 }
 
@@ -207,7 +208,10 @@ func (m *Matrix) Results(b Build) ResultsFile {
 				continue
 			}
 			rr := RunResult{Row: o.Row, Seed: o.Seed, Exit: o.Exit, Verdict: o.Verdict, AnomalyKinds: o.Kinds,
-				AfterFault: o.AfterFault, WallNS: int64(o.Wall), Error: o.Err, Dir: o.Dir}
+				AfterFault: o.AfterFault, WallNS: int64(o.Wall), Error: o.Err}
+			if m.Config.Store != "" || m.Config.Keep {
+				rr.Dir = o.Dir
+			}
 			if o.FirstInvalid >= 0 {
 				ns := int64(o.FirstInvalid)
 				rr.FirstInvalidNS = &ns
