@@ -2,12 +2,12 @@ package nodes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/nemesis/hostagent"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
@@ -106,7 +106,7 @@ func (c *Cluster) folders(m *member) error {
 		if err := c.ctr.own(m, m.dataDir()); err != nil {
 			return err
 		}
-		if err := writeFiles(m.dataDir(), m.Data.Files); err != nil {
+		if err := hostagent.WriteFiles(m.dataDir(), m.Data.Files); err != nil {
 			return err
 		}
 	}
@@ -115,15 +115,6 @@ func (c *Cluster) folders(m *member) error {
 			return err
 		}
 		if err := fencing.WriteClockOffset(m.clockFile(), 0); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeFiles(dir string, files map[string]string) error {
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
@@ -158,28 +149,9 @@ func (c *Cluster) mountLayers() error {
 	return nil
 }
 
-// wipe empties the node's data folder, durably (a wipe is meant to last),
-// and writes its files again: it starts as on its first start.
-func wipe(m *member) error {
-	dir := m.workDir()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	if err := writeFiles(dir, m.Data.Files); err != nil {
-		return err
-	}
-	f, err := os.Open(dir)
-	if err == nil {
-		err = errors.Join(f.Sync(), f.Close())
-	}
-	return err
-}
+// wipe empties the node's data folder, durably, and writes its files
+// again: it starts as on its first start.
+func wipe(m *member) error { return hostagent.Wipe(m.workDir(), m.Data.Files) }
 
 // WipeData empties a stopped node's data folder (a hook's replacement of a
 // member: etcd's).

@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/harness/ports"
 	"github.com/fencecheck/fencecheck/harness/reaper"
+	"github.com/fencecheck/fencecheck/nemesis/hostagent"
 	"github.com/fencecheck/fencecheck/nemesis/timewarp"
 )
 
@@ -80,10 +81,10 @@ func (d *processes) prepare(ctx context.Context, m *member) error {
 		d.c.mu.Lock()
 		p := m.proc
 		d.c.mu.Unlock()
-		if p == nil || p.exited() {
+		if p == nil || p.Exited() {
 			return nil, nil // not running: its start applies the offset
 		}
-		return timewarp.ProcessGroup(p.pgid)()
+		return timewarp.ProcessGroup(p.PGID())()
 	}
 	also := func(off time.Duration) error {
 		if s.preload == "" {
@@ -183,18 +184,18 @@ func (d *processes) start(_ context.Context, m *member) error {
 // watch notes a program that exits on its own: the run goes on (its
 // requests now fail), but the log says why.
 func (d *processes) watch(m *member, p *process) {
-	<-p.done
+	<-p.Done()
 	how := "killed by fencecheck"
-	if !p.expectedExit() {
+	if !p.ExpectedExit() {
 		how = "exited on its own"
 		d.c.mu.Lock()
 		stopping := d.c.stopped
 		d.c.mu.Unlock()
 		if !stopping {
-			d.c.logf("node %s exited on its own (%s); see %s", m.Name, p.status(), state(m).logPath)
+			d.c.logf("node %s exited on its own (%s); see %s", m.Name, p.Status(), state(m).logPath)
 		}
 	}
-	fmt.Fprintf(state(m).logFile, "=== fencecheck %s: %s %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), m.Name, how, p.status())
+	fmt.Fprintf(state(m).logFile, "=== fencecheck %s: %s %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), m.Name, how, p.Status())
 }
 
 func (d *processes) proc(m *member) *process {
@@ -205,7 +206,7 @@ func (d *processes) proc(m *member) *process {
 
 func (d *processes) running(_ context.Context, m *member) (bool, error) {
 	p := d.proc(m)
-	return p != nil && !p.exited(), nil
+	return p != nil && !p.Exited(), nil
 }
 
 // pause stops the whole group (SIGSTOP); resume continues it.
@@ -214,7 +215,7 @@ func (d *processes) pause(_ context.Context, m *member) error {
 	if err != nil {
 		return err
 	}
-	return p.signal(syscall.SIGSTOP)
+	return p.Signal(syscall.SIGSTOP)
 }
 
 func (d *processes) resume(_ context.Context, m *member) error {
@@ -222,7 +223,7 @@ func (d *processes) resume(_ context.Context, m *member) error {
 	if err != nil {
 		return err
 	}
-	return p.signal(syscall.SIGCONT)
+	return p.Signal(syscall.SIGCONT)
 }
 
 // kill is kill -9 of the group: the program gets no chance to flush
@@ -232,7 +233,7 @@ func (d *processes) kill(_ context.Context, m *member) error {
 	if err != nil {
 		return err
 	}
-	return p.kill(10 * time.Second)
+	return p.Kill(10 * time.Second)
 }
 
 func (d *processes) started(m *member) (*process, error) {
@@ -266,8 +267,8 @@ func (d *processes) clockReach(_ context.Context, m *member) string {
 	if p == nil {
 		return "not running"
 	}
-	err := timewarp.Reachable(p.pgid)
-	if err != nil && state(m).preload != "" && timewarp.Preloaded(p.pgid, timewarp.PreloadName) {
+	err := timewarp.Reachable(p.PGID())
+	if err != nil && state(m).preload != "" && timewarp.Preloaded(p.PGID(), timewarp.PreloadName) {
 		d.c.logf("node %s: the vDSO patch cannot reach it (%v); its libc calls are shifted by the preload library only", m.Name, err)
 		return ""
 	}
@@ -301,7 +302,7 @@ func (d *processes) gone(node string) error {
 		return nil
 	}
 	p := d.proc(m)
-	if p == nil || !p.exited() {
+	if p == nil || !p.Exited() {
 		return nil
 	}
 	what := "its health check"
@@ -311,8 +312,8 @@ func (d *processes) gone(node string) error {
 	case !h.set() && m.Serves():
 		what = "GET /v1/health"
 	}
-	err = fmt.Errorf("node %s exited before it answered %s (%s)", node, what, p.status())
-	if tl := tail(state(m).logPath, 10); tl != "" {
+	err = fmt.Errorf("node %s exited before it answered %s (%s)", node, what, p.Status())
+	if tl := hostagent.Tail(state(m).logPath, 10); tl != "" {
 		err = fmt.Errorf("%w; last lines of %s:\n%s", err, state(m).logPath, tl)
 	}
 	return exitedError{err}
@@ -366,7 +367,7 @@ func (c *Cluster) PID(node string) int {
 		return 0
 	}
 	if p := c.proc.proc(m); p != nil {
-		return p.pgid
+		return p.PGID()
 	}
 	return 0
 }

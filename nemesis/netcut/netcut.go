@@ -37,7 +37,14 @@ const Table = "fencecheck"
 
 const setName = "peers"
 
-var table = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: Table}
+// TableOf is the table a run's own cut lives in on a host that fencecheck
+// shares with others (an SSH host): tagged with the run, so that neither a
+// second run nor a sweep takes another run's rules for its own.
+func TableOf(run string) string { return Table + "-" + run }
+
+func tableNamed(name string) *nftables.Table {
+	return &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
+}
 
 // ParsePeers parses IPv4 addresses, sorted and without duplicates.
 func ParsePeers(addrs []string) ([]netip.Addr, error) {
@@ -58,7 +65,11 @@ func ParsePeers(addrs []string) ([]netip.Addr, error) {
 
 // Set makes the namespace of conn drop every packet from and to peers,
 // replacing what it dropped before; no peers heals (removes the table).
-func Set(conn *nftables.Conn, peers []netip.Addr) error {
+func Set(conn *nftables.Conn, peers []netip.Addr) error { return SetIn(conn, Table, peers) }
+
+// SetIn is Set on the table named name.
+func SetIn(conn *nftables.Conn, name string, peers []netip.Addr) error {
+	table := tableNamed(name)
 	// "add table" is a no-op when it exists, so the delete that follows
 	// never fails: the nft command's own way to replace a table atomically.
 	conn.AddTable(table)
@@ -101,12 +112,16 @@ func Set(conn *nftables.Conn, peers []netip.Addr) error {
 
 // Dropping reads back from the kernel which peers the namespace drops (none
 // when the table is absent).
-func Dropping(conn *nftables.Conn) ([]netip.Addr, error) {
+func Dropping(conn *nftables.Conn) ([]netip.Addr, error) { return DroppingIn(conn, Table) }
+
+// DroppingIn is Dropping of the table named name.
+func DroppingIn(conn *nftables.Conn, name string) ([]netip.Addr, error) {
+	table := tableNamed(name)
 	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
 	if err != nil {
 		return nil, fmt.Errorf("netcut: listing tables: %w", err)
 	}
-	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == Table }) {
+	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == name }) {
 		return nil, nil
 	}
 	set, err := conn.GetSetByName(table, setName)

@@ -130,3 +130,6 @@ type processImpl interface {
 // new patch). Every thread of the process is stopped while its code is
 // changed, for about a millisecond.
 func Inject(pid int, opts Options) (*Process, error) { return inject(pid, opts) }
+
+// Supported says whether the vDSO patch is implemented on this platform.
+func Supported() bool { return supported }

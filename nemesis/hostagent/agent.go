@@ -1,0 +1,276 @@
+package hostagent
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/netcut"
+	"github.com/fencecheck/fencecheck/nemesis/timewarp"
+)
+
+// Options configure an agent.
+type Options struct {
+	// Run is the run's id: it tags the agent's nftables table.
+	Run string
+	// Dir is the agent's folder on the host: nodes/<node>/{data,mnt,clock},
+	// logs/<node>.log. Remove removes it (and whatever else is in it: the
+	// agent's own binary) when the agent ends.
+	Dir    string
+	Remove bool
+	// Lease is how long the agent waits for its controller's next line
+	// (default DefaultLease).
+	Lease time.Duration
+	// Log receives what the agent does on its own (healing at a lost
+	// lease); nil: discarded.
+	Log io.Writer
+	_   struct{}
+}
+
+// agent is one run's helper on one host.
+type agent struct {
+	opts  Options
+	table string
+
+	outMu sync.Mutex
+	out   *json.Encoder
+
+	mu    sync.Mutex
+	nodes map[string]*node
+	cut   bool // the run's table exists
+	nft   *nftables.Conn
+	nftOK error
+}
+
+// Serve is the agent: it answers requests from r on w until a bye, the end
+// of r, or a lease that ran out; then it heals, stops every program it
+// started, takes its layers down and, with Remove, removes its folder. It
+// returns why it ended (nil for a bye).
+func Serve(r io.Reader, w io.Writer, opts Options) error {
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Run == "" || opts.Dir == "" {
+		return errors.New("hostagent: a run id and a folder are needed")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return err
+	}
+	opts.Dir = dir
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	a := &agent{opts: opts, table: netcut.TableOf(opts.Run), out: json.NewEncoder(w), nodes: map[string]*node{}}
+	a.nft, a.nftOK = netfilter()
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		in := bufio.NewReader(r)
+		for {
+			line, err := in.ReadBytes('\n')
+			if len(line) > 0 {
+				lines <- line
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	lease := time.NewTimer(opts.Lease)
+	defer lease.Stop()
+	var wg sync.WaitGroup
+	var why error
+loop:
+	for {
+		select {
+		case line := <-lines:
+			lease.Reset(opts.Lease)
+			var req Request
+			if err := json.Unmarshal(line, &req); err != nil {
+				a.answer(Response{Error: fmt.Sprintf("a request that is not JSON: %v", err)})
+				continue
+			}
+			switch req.Op {
+			case OpRenew:
+				continue
+			case OpBye:
+				wg.Wait()
+				err := a.end()
+				a.answer(Response{ID: req.ID, Error: errText(err)})
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp := a.do(req)
+				resp.ID = req.ID
+				if req.ID != 0 {
+					a.answer(resp)
+				}
+			}()
+		case err := <-readErr:
+			why = fmt.Errorf("the controller's connection ended (%v)", err)
+			break loop
+		case <-lease.C:
+			why = fmt.Errorf("the controller's lease ran out (no line for %s)", opts.Lease)
+			break loop
+		}
+	}
+	fmt.Fprintf(opts.Log, "fencehost: %v: healing and removing what the run left\n", why)
+	// Requests in flight finish first (a start must not outlive the end).
+	wg.Wait()
+	if err := a.end(); err != nil {
+		fmt.Fprintf(opts.Log, "fencehost: %v\n", err)
+		return errors.Join(why, err)
+	}
+	return why
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// answer writes one response line; a controller that is gone is no error
+// here (the lease ends the agent).
+func (a *agent) answer(resp Response) {
+	a.outMu.Lock()
+	defer a.outMu.Unlock()
+	_ = a.out.Encode(resp)
+}
+
+// do carries out one request.
+func (a *agent) do(req Request) Response {
+	if req.Op == OpHello {
+		return Response{Hello: a.hello()}
+	}
+	if req.Op == OpCut {
+		return Response{Error: errText(a.setCut(req.Peers))}
+	}
+	n, err := a.node(req.Node, req.Op == OpPrepare)
+	if err != nil {
+		return Response{Error: err.Error()}
+	}
+	return n.do(req)
+}
+
+// node finds (or, for prepare, makes) a node's state.
+func (a *agent) node(name string, create bool) (*node, error) {
+	if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+		return nil, fmt.Errorf("node name %q cannot name a folder", name)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[name]
+	if !ok && create {
+		n = newNode(a, name)
+		a.nodes[name] = n
+	}
+	if n == nil {
+		return nil, fmt.Errorf("node %s was never prepared on this host", name)
+	}
+	return n, nil
+}
+
+func (a *agent) hello() *Hello {
+	h := &Hello{Version: Version, PID: os.Getpid(), UID: os.Geteuid(), Dir: a.opts.Dir, Lease: a.opts.Lease.String()}
+	if err := lazyfs.Supported(); err != nil {
+		h.FUSEWhy = err.Error()
+	} else if os.Geteuid() != 0 {
+		h.FUSEWhy = "the agent does not run as root (the layer is mounted directly, without fusermount)"
+	}
+	if a.nftOK != nil {
+		h.NetfilterWhy = a.nftOK.Error()
+	}
+	if !timewarp.Supported() {
+		h.ClockWhy = timewarp.ErrUnsupported.Error()
+	}
+	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) > 0 {
+		h.Controller = f[0]
+	}
+	return h
+}
+
+// netfilter opens nftables in the agent's network namespace and proves it
+// may change it (a listing needs the same capability as a change).
+func netfilter() (*nftables.Conn, error) {
+	conn, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("no nftables: %v", err)
+	}
+	if _, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
+		return nil, fmt.Errorf("nftables cannot be read here (root or CAP_NET_ADMIN is needed): %v", err)
+	}
+	return conn, nil
+}
+
+// setCut drops every packet between this host and peers, in the run's own
+// table; no peers heals. The controller's own address is never cut: the
+// run would lose the host.
+func (a *agent) setCut(peers []string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nftOK != nil {
+		return a.nftOK
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return fmt.Errorf("peer %s is the controller's own address: cutting it would cut fencecheck off from this host", c)
+		}
+	}
+	if err := netcut.SetIn(a.nft, a.table, addrs); err != nil {
+		return err
+	}
+	a.cut = len(addrs) > 0
+	return nil
+}
+
+// end heals and removes what the run left on the host: cuts lifted,
+// clocks back to real time, every program continued and killed, layers
+// taken down, the folder removed (with Remove).
+func (a *agent) end() error {
+	var errs []error
+	a.mu.Lock()
+	cut := a.cut
+	a.mu.Unlock()
+	if cut {
+		errs = append(errs, a.setCut(nil))
+	}
+	a.mu.Lock()
+	nodes := make([]*node, 0, len(a.nodes))
+	for _, n := range a.nodes {
+		nodes = append(nodes, n)
+	}
+	a.mu.Unlock()
+	for _, n := range nodes {
+		errs = append(errs, n.end())
+	}
+	if a.opts.Remove {
+		errs = append(errs, os.RemoveAll(a.opts.Dir))
+	}
+	return errors.Join(errs...)
+}
