@@ -236,7 +236,22 @@ func mainBinary(name, pkg string) func(ctx context.Context, src, cache string, p
 	}
 }
 
-func buildMainBinary(ctx context.Context, src, cache, name, pkg string, progress io.Writer) (string, error) {
+// StaticCommand is a command of the main module built as a static program
+// for goarch ("amd64", "arm64"), cached like the images' binaries: the host
+// agent that fencecheck copies to the hosts of ssh nodes (cmd/fencehost).
+func StaticCommand(ctx context.Context, progress io.Writer, name, pkg, goarch string) (string, error) {
+	src, err := SourceRoot()
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	return buildMainBinary(ctx, src, cache, name+"-linux-"+goarch, pkg, progress, "GOOS=linux", "GOARCH="+goarch)
+}
+
+func buildMainBinary(ctx context.Context, src, cache, name, pkg string, progress io.Writer, env ...string) (string, error) {
 	h := sha256.New()
 	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -277,7 +292,7 @@ func buildMainBinary(ctx context.Context, src, cache, name, pkg string, progress
 		return out, nil
 	}
 	fmt.Fprintf(progress, "image %s: compiling %s\n", name, pkg)
-	if err := goBuildStatic(ctx, src, pkg, out); err != nil {
+	if err := goBuildStatic(ctx, src, pkg, out, env...); err != nil {
 		return "", err
 	}
 	// Builds nobody used for a day are of no more use (several checkouts
@@ -304,7 +319,7 @@ func goVersion(ctx context.Context) ([]byte, error) {
 // VCS stamp: same sources, same bytes, same image hash) and moves it into
 // place atomically. The build goes to a folder of its own, so checkouts that
 // share the cache and build at once never write into one file.
-func goBuildStatic(ctx context.Context, dir, pkg, out string) error {
+func goBuildStatic(ctx context.Context, dir, pkg, out string, env ...string) error {
 	tmpDir, err := os.MkdirTemp(filepath.Dir(out), ".build-*")
 	if err != nil {
 		return err
@@ -313,7 +328,7 @@ func goBuildStatic(ctx context.Context, dir, pkg, out string) error {
 	tmp := filepath.Join(tmpDir, filepath.Base(out))
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", tmp, pkg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in %s: %w\n%s", pkg, dir, err, b)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/nemesis"
-	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // Options configure a Cluster.
@@ -52,6 +51,7 @@ type Cluster struct {
 	ctr  *containers
 	proc *processes
 	srv  *servers
+	ssh  *hosts
 }
 
 // member is one node of a running cluster.
@@ -68,7 +68,7 @@ type member struct {
 	vars map[string]string
 	// disk is the lazyfs layer over its data (Env.DiskLayer); diskWhy says
 	// why there is none.
-	disk    *lazyfs.Mount
+	disk    disk
 	diskWhy string
 	// clockWhy says why its clock cannot be moved ("" when it can).
 	clockWhy string
@@ -97,7 +97,7 @@ func New(name string, sem checkers.Semantics, table []Node, opts Options) (*Clus
 		return nil, fmt.Errorf("target %s: %w", name, err)
 	}
 	c := &Cluster{name: name, sem: sem, opts: opts}
-	c.ctr, c.proc, c.srv = &containers{c: c}, &processes{c: c}, &servers{c: c}
+	c.ctr, c.proc, c.srv, c.ssh = &containers{c: c}, &processes{c: c}, &servers{c: c}, &hosts{c: c}
 	for _, n := range table {
 		m := &member{Node: n, bound: map[string]int{}}
 		switch n.Kind() {
@@ -107,6 +107,8 @@ func New(name string, sem checkers.Semantics, table []Node, opts Options) (*Clus
 			m.drv = c.proc
 		case KindInProcess:
 			m.drv = c.srv
+		case KindSSH:
+			m.drv = c.ssh
 		default:
 			m.drv = unreachable{}
 		}
@@ -290,7 +292,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	c.stopped = true
 	c.mu.Unlock()
-	errs := []error{c.proc.stopAll(c.members), c.srv.stopAll(c.members)}
+	errs := []error{c.proc.stopAll(c.members), c.srv.stopAll(c.members), c.ssh.stopAll(ctx, c.members)}
 	if _, err := os.Stat(c.env.Dir); err == nil {
 		// (A folder removed meanwhile is a run that needs no logs.)
 		errs = append(errs, c.ctr.saveLogs(ctx, filepath.Join(c.env.Dir, "logs")))
@@ -305,7 +307,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		}
 		errs = append(errs, m.disk.Unmount())
 	}
-	errs = append(errs, c.ctr.close(ctx), c.proc.close(c.members))
+	errs = append(errs, c.ctr.close(ctx), c.proc.close(c.members), c.ssh.close(ctx))
 	return errors.Join(errs...)
 }
 

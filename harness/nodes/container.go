@@ -283,7 +283,7 @@ func (d *containers) healCuts(ctx context.Context) error {
 
 // layerWhy: a FUSE mount made here reaches the containers only through an
 // engine on this machine.
-func (d *containers) layerWhy() string {
+func (d *containers) layerWhy(*member) string {
 	if err := d.rt.HostBinds(); err != nil {
 		return err.Error()
 	}

@@ -3,7 +3,10 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // driver carries out, for one kind of node, what the harness does to it:
@@ -38,8 +41,29 @@ type driver interface {
 	// healCuts lifts every cut the driver made.
 	healCuts(ctx context.Context) error
 	// layerWhy says why a lazyfs layer over the node's data would not
-	// reach it ("" when it would).
-	layerWhy() string
+	// reach it ("" when it would); newLayer puts its data on one.
+	layerWhy(m *member) string
+	newLayer(m *member) (disk, error)
+	// wipe empties the stopped node's data and writes its files again.
+	wipe(ctx context.Context, m *member) error
+}
+
+// disk is the lazyfs layer under a node's data, on this machine
+// (*lazyfs.Mount) or on the node's host.
+type disk interface {
+	// Dir is where the node works (the mount point).
+	Dir() string
+	PowerLoss() (lazyfs.Loss, error)
+	Unmount() error
+}
+
+// localLayer is the layer on this machine, for the kinds whose data is here.
+func localLayer(m *member) (disk, error) {
+	d, err := lazyfs.New(m.dataDir(), filepath.Join(m.dir, "mnt"), lazyfs.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // unreachable is the driver of url nodes, and the base of the others: a
@@ -72,5 +96,7 @@ func (unreachable) cutWhy(m *member) string {
 func (unreachable) cut(_ context.Context, m *member, _ []*member) error {
 	return fmt.Errorf("%s", unreachable{}.cutWhy(m))
 }
-func (unreachable) healCuts(context.Context) error { return nil }
-func (unreachable) layerWhy() string               { return "a url node is not started by fencecheck" }
+func (unreachable) healCuts(context.Context) error          { return nil }
+func (unreachable) layerWhy(*member) string                 { return "a url node is not started by fencecheck" }
+func (unreachable) newLayer(m *member) (disk, error)        { return localLayer(m) }
+func (unreachable) wipe(_ context.Context, m *member) error { return wipe(m) }

@@ -59,7 +59,7 @@ func (c *Cluster) StartNode(ctx context.Context, name string, wipeData bool) err
 	}
 	if !running {
 		if wipeData && m.hasData() {
-			if err := wipe(m); err != nil {
+			if err := m.drv.wipe(ctx, m); err != nil {
 				return fmt.Errorf("wiping %s: %w", name, err)
 			}
 		}
@@ -201,7 +201,7 @@ func (c *Cluster) HealPartition(ctx context.Context) error {
 		return err
 	}
 	var errs []error
-	for _, d := range []driver{c.ctr, c.proc, c.srv} {
+	for _, d := range []driver{c.ctr, c.proc, c.srv, c.ssh} {
 		errs = append(errs, d.healCuts(ctx))
 	}
 	return errors.Join(errs...)
@@ -262,7 +262,9 @@ func (c *Cluster) SetClockOffset(ctx context.Context, name string, offset time.D
 	case ClockNone:
 		return fmt.Errorf("node %s: %s", name, c.clockWhy(m))
 	case ClockFile, ClockSkewLibrary:
-		return timewarp.SetPreloadOffset(m.clockFile(), offset)
+		if m.Kind() != KindSSH { // an ssh node's file is on its host
+			return timewarp.SetPreloadOffset(m.clockFile(), offset)
+		}
 	}
 	return m.drv.moveClock(ctx, m, offset)
 }

@@ -91,6 +91,9 @@ func (m *member) usesClockFile() bool {
 // folders makes the node's folder, its data folder with its files, and its
 // clock offset file at 0.
 func (c *Cluster) folders(m *member) error {
+	if m.Kind() == KindSSH {
+		return nil // made on its host (the driver's prepare)
+	}
 	root, err := c.root(m)
 	if err != nil {
 		return err
@@ -134,12 +137,12 @@ func (c *Cluster) mountLayers() error {
 			m.diskWhy = "the node declares no data path"
 		case m.Data.NoLayer != "":
 			m.diskWhy = m.Data.NoLayer
-		case fuseErr != nil:
+		case fuseErr != nil && m.Kind() != KindSSH: // an ssh node's FUSE is its host's
 			m.diskWhy = fuseErr.Error()
-		case m.drv.layerWhy() != "":
-			m.diskWhy = m.drv.layerWhy()
+		case m.drv.layerWhy(m) != "":
+			m.diskWhy = m.drv.layerWhy(m)
 		default:
-			d, err := lazyfs.New(m.dataDir(), filepath.Join(m.dir, "mnt"), lazyfs.Options{})
+			d, err := m.drv.newLayer(m)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", m.Name, err)
 			}
@@ -163,5 +166,5 @@ func (c *Cluster) WipeData(node string) error {
 	if !m.hasData() {
 		return fmt.Errorf("node %s has no data folder", node)
 	}
-	return wipe(m)
+	return m.drv.wipe(context.Background(), m)
 }

@@ -99,7 +99,7 @@ func (d *servers) cutWhy(m *member) string {
 	return fmt.Sprintf("node %s runs in this process: it has no links of its own to cut (the proxies cut clients from it)", m.Name)
 }
 
-func (d *servers) layerWhy() string { return "" }
+func (d *servers) layerWhy(*member) string { return "" }
 
 // stopAll stops every server gracefully and closes the logs.
 func (d *servers) stopAll(ms []*member) error {

@@ -12,10 +12,11 @@
 //	in process  the server        request stall    kill, start again     lazyfs layer       injectable clock               (the target's hook)
 //	process     exec, own group   SIGSTOP/SIGCONT  kill -9 of the group  lazyfs layer       vDSO patch, preload library    proxies only
 //	container   engine API        freezer          kill + start          layer bind-mounted vDSO/preload, offset file      rules in its netns
+//	ssh         host agent        SIGSTOP/SIGCONT  kill -9 of the group  lazyfs on the host  vDSO patch on the host          nftables on the host
 //	url         -                 -                -                     -                  -                              proxies only
 //
-// A kind is a driver (driver.go); a new kind (remote hosts over SSH) is a
-// new driver and a new field on Node that selects it.
+// A kind is a driver (driver.go); a new kind is a new driver and a new
+// field on Node that selects it.
 package nodes
 
 import (
@@ -38,6 +39,9 @@ const (
 	KindProcess Kind = "process"
 	// KindContainer is a container on the run's own network (harness/docker).
 	KindContainer Kind = "container"
+	// KindSSH is a program on a host reached over SSH, run there by the
+	// run's host agent (nemesis/hostagent).
+	KindSSH Kind = "ssh"
 	// KindURL is someone else's deployment: fencecheck only sends it
 	// requests, and only the proxies' faults reach it.
 	KindURL Kind = "url"
@@ -80,6 +84,7 @@ type Node struct {
 	Server    *Server    // KindInProcess
 	Process   *Process   // KindProcess
 	Container *Container // KindContainer
+	SSH       *SSH       // KindSSH
 	URL       string     // KindURL: the base URL, e.g. http://10.0.0.5:7001
 }
 
@@ -265,6 +270,8 @@ func (n Node) Kind() Kind {
 		return KindProcess
 	case n.Container != nil:
 		return KindContainer
+	case n.SSH != nil:
+		return KindSSH
 	}
 	return KindURL
 }
@@ -326,13 +333,13 @@ func validate(table []Node) error {
 		}
 		names[n.Name] = true
 		set := 0
-		for _, b := range []bool{n.Server != nil, n.Process != nil, n.Container != nil, n.URL != ""} {
+		for _, b := range []bool{n.Server != nil, n.Process != nil, n.Container != nil, n.SSH != nil, n.URL != ""} {
 			if b {
 				set++
 			}
 		}
 		if set != 1 {
-			errs = append(errs, fmt.Errorf("node %s must be exactly one of in-process, process, container or url", n.Name))
+			errs = append(errs, fmt.Errorf("node %s must be exactly one of in-process, process, container, ssh or url", n.Name))
 		}
 		seen := map[string]bool{}
 		for _, p := range n.Ports {
@@ -343,9 +350,15 @@ func validate(table []Node) error {
 			if n.Kind() == KindContainer && (p.Number < 1 || p.Number > 65535) {
 				errs = append(errs, fmt.Errorf("node %s: port %q needs its number inside the container", n.Name, p.Name))
 			}
+			if n.Kind() == KindSSH && (p.Number < 1 || p.Number > 65535) {
+				errs = append(errs, fmt.Errorf("node %s: port %q needs its number on the host", n.Name, p.Name))
+			}
 		}
 		if _, ok := n.port(""); n.Serves() && n.Kind() != KindURL && !ok {
 			errs = append(errs, fmt.Errorf("node %s serves the Fencing API but has no main port", n.Name))
+		}
+		if s := n.SSH; s != nil && (s.Host == "" || len(s.Argv) == 0) {
+			errs = append(errs, fmt.Errorf("node %s: an ssh node needs a host and a command", n.Name))
 		}
 		if c := n.Container; c != nil && (c.Build == "") == (c.Image == "") {
 			errs = append(errs, fmt.Errorf("node %s: a container needs an image to build or a tag, one of the two", n.Name))

@@ -292,7 +292,7 @@ func (d *processes) cutWhy(m *member) string {
 	return fmt.Sprintf("node %s is not a container; only containers can be partitioned (a host process is cut by the harness's proxies, never by this machine's firewall)", m.Name)
 }
 
-func (d *processes) layerWhy() string { return "" }
+func (d *processes) layerWhy(*member) string { return "" }
 
 // gone says why a process node can no longer come up: its program exited
 // (with the last lines of its log).

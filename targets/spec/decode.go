@@ -105,11 +105,29 @@ func (n *Node) fields() []field {
 		{name: "ports", decode: n.decodePorts},
 		{name: "data", into: &n.Data, want: "a string"},
 		{name: "url", into: &n.URL, want: "a string"},
+		{name: "ssh", decode: func(d *decoder, raw []byte, path string) {
+			n.SSH = &SSHSpec{}
+			d.object(raw, path, n.SSH.fields())
+		}},
 		{name: "env", into: &n.Env, want: "an object of strings"},
 		{name: "clock", into: &n.Clock, want: "a string"},
 		{name: "health", decode: probe(&n.Health)},
 		{name: "leader", decode: probe(&n.Leader)},
 		{name: "stateless", into: &n.Stateless, want: "true or false"},
+	}
+}
+
+func (s *SSHSpec) fields() []field {
+	return []field{
+		{name: "host", into: &s.Host, want: "a host name or address"},
+		{name: "port", into: &s.Port, want: "an integer"},
+		{name: "user", into: &s.User, want: "a string"},
+		{name: "key", into: &s.Key, want: "a private key file"},
+		{name: "known_hosts", into: &s.KnownHosts, want: "a known_hosts file"},
+		{name: "insecure_ignore_host_key", into: &s.InsecureIgnoreHostKey, want: "true or false"},
+		{name: "address", into: &s.Address, want: "a host name or address"},
+		{name: "workdir", into: &s.Workdir, want: "an absolute path on the host"},
+		{name: "dir", into: &s.Dir, want: "an absolute path on the host"},
 	}
 }
 

@@ -76,6 +76,9 @@ type Node struct {
 	Ports map[string]int `json:"ports,omitempty"`
 	// URL is the base URL of a node that is already running.
 	URL string `json:"url,omitempty"`
+	// SSH says the node runs on a host fencecheck reaches over SSH: its
+	// command runs there, its port is the number it listens on there.
+	SSH *SSHSpec `json:"ssh,omitempty"`
 	// Env is added to the node's environment (values are substituted like
 	// the command line).
 	Env map[string]string `json:"env,omitempty"`
@@ -110,11 +113,35 @@ type Probe struct {
 	Port    string   `json:"port,omitempty"`
 }
 
+// SSHSpec is how fencecheck reaches an ssh node's host. Empty fields are
+// taken from ~/.ssh/config, then the defaults (port 22, the local user, the
+// ssh-agent and ~/.ssh keys, ~/.ssh/known_hosts).
+type SSHSpec struct {
+	Host string `json:"host"`
+	Port int    `json:"port,omitempty"`
+	User string `json:"user,omitempty"`
+	// Key is a private key file (relative to the spec's folder).
+	Key string `json:"key,omitempty"`
+	// KnownHosts is a known_hosts file (relative to the spec's folder).
+	KnownHosts string `json:"known_hosts,omitempty"`
+	// InsecureIgnoreHostKey skips the host key check, loudly: for
+	// throw-away labs only.
+	InsecureIgnoreHostKey bool `json:"insecure_ignore_host_key,omitempty"`
+	// Address is where the other nodes and fencecheck's clients reach the
+	// node (default: the host).
+	Address string `json:"address,omitempty"`
+	// Workdir is the folder on the host the run's folder goes in (default
+	// /tmp); Dir where the command runs (default: its data folder).
+	Workdir string `json:"workdir,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+}
+
 // Node kinds.
 const (
 	KindCommand = "command"
 	KindImage   = "image"
 	KindURL     = "url"
+	KindSSH     = "ssh"
 )
 
 // Roles.
@@ -145,6 +172,8 @@ func (n Node) Kind() string {
 		return KindImage
 	case n.URL != "":
 		return KindURL
+	case n.SSH != nil:
+		return KindSSH
 	}
 	return KindCommand
 }

@@ -117,7 +117,7 @@ func TestBadSpecs(t *testing.T) {
 		{"missing kind", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"]}]}`,
 			[]string{`nodes[0]: missing the node's kind: give "command"`}},
 		{"two kinds", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"url":"http://h:1","command":["a"]}]}`,
-			[]string{"nodes[0]: a node is one of command, image or url; this one has command and url"}},
+			[]string{"nodes[0]: a node is one of command, image, ssh or url; this one has command and url"}},
 		{"image without port", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"image":"acme/fence"}]}`,
 			[]string{"nodes[0].port: missing (the container port the node listens on)"}},
 		{"relative data path", `{"name":"x","nodes":[{"name":"n1","roles":["issuer","resource"],"image":"a","port":1,"data":"data"}]}`,

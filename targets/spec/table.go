@@ -1,11 +1,14 @@
 package spec
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/harness/nodes"
+	"github.com/fencecheck/fencecheck/harness/remote"
 )
 
 // HasRole reports whether the node serves role.
@@ -72,10 +75,42 @@ func (s *Spec) node(n Node) nodes.Node {
 		nn.URL = n.URL
 	case KindImage:
 		nn.Container = &nodes.Container{Image: n.Image, Cmd: n.Command, Env: env, ImageUser: true}
+	case KindSSH:
+		nn.SSH = s.sshNode(n, env)
+		if nn.Clock.Via == nodes.ClockProcesses {
+			nn.Clock.Preload = false // no preload library on a remote host: the vDSO patch
+		}
 	default:
 		nn.Process = &nodes.Process{Argv: n.Command, Dir: s.Dir, Env: env}
 	}
 	return nn
+}
+
+// sshNode is an ssh node's host and program; its files are named
+// relative to the spec's folder.
+func (s *Spec) sshNode(n Node, env []string) *nodes.SSH {
+	h := n.SSH
+	t := remote.Target{Host: h.Host, Port: h.Port, User: h.User, Key: s.localPath(h.Key), InsecureIgnoreHostKey: h.InsecureIgnoreHostKey}
+	if h.KnownHosts != "" {
+		t.KnownHosts = []string{s.localPath(h.KnownHosts)}
+	}
+	return &nodes.SSH{Target: t, Address: h.Address, Argv: n.Command, Env: env, Dir: h.Dir, Workdir: h.Workdir}
+}
+
+// localPath is a file of this machine named in the spec: ~ is the home
+// folder, a relative name is relative to the spec's folder.
+func (s *Spec) localPath(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, strings.TrimPrefix(p, "~"))
+		}
+	case !filepath.IsAbs(p):
+		return filepath.Join(s.Dir, p)
+	}
+	return p
 }
 
 func (p *Probe) probe() nodes.Probe {

@@ -105,12 +105,18 @@ func (s *Spec) validateNode(probs *problems, i int, n Node) {
 	if n.URL != "" {
 		kinds = append(kinds, "url")
 	}
+	if n.SSH != nil {
+		kinds = append(kinds, "ssh")
+		if len(kinds) == 2 && kinds[0] == "command" {
+			kinds = kinds[1:] // an ssh node's command runs on its host
+		}
+	}
 	switch {
 	case len(kinds) == 0:
-		probs.add(p, "missing the node's kind: give \"command\" (a host process), \"image\" and \"port\" (a container), or \"url\" (a running system)")
+		probs.add(p, "missing the node's kind: give \"command\" (a host process), \"image\" and \"port\" (a container), \"ssh\", \"command\" and \"port\" (a program on a host reached over SSH), or \"url\" (a running system)")
 		return
 	case len(kinds) > 1:
-		probs.add(p, "a node is one of command, image or url; this one has %s", strings.Join(kinds, " and "))
+		probs.add(p, "a node is one of command, image, ssh or url; this one has %s", strings.Join(kinds, " and "))
 		return
 	}
 	switch n.Clock {
@@ -158,6 +164,8 @@ func (s *Spec) validateNode(probs *problems, i int, n Node) {
 				probs.add(p+".ports."+name, "an image node gives each port its number inside the container (1..65535), got %d", num)
 			}
 		}
+	case KindSSH:
+		checkSSH(probs, p, n)
 	case KindURL:
 		u, err := url.Parse(n.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -187,6 +195,39 @@ func (s *Spec) validateNode(probs *problems, i int, n Node) {
 var portNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 func hasMainPort(n Node) bool { return n.Kind() == KindCommand || n.Port != 0 }
+
+// checkSSH: a host, a command, the ports the node listens on at the host.
+func checkSSH(probs *problems, p string, n Node) {
+	s := n.SSH
+	if s.Host == "" {
+		probs.add(p+".ssh.host", "missing (the host to reach over SSH, or its ~/.ssh/config alias)")
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		probs.add(p+".ssh.port", "must be 1..65535, got %d", s.Port)
+	}
+	for _, f := range []struct{ name, v string }{{"workdir", s.Workdir}, {"dir", s.Dir}} {
+		if f.v != "" && !strings.HasPrefix(f.v, "/") {
+			probs.add(p+".ssh."+f.name, "must be an absolute path on the host, got %q", f.v)
+		}
+	}
+	if len(n.Command) == 0 || n.Command[0] == "" {
+		probs.add(p+".command", "must name the program on the host (and its arguments)")
+	}
+	switch {
+	case n.Port == 0 && !(n.HasRole(RoleData) && len(n.Ports) > 0):
+		probs.add(p+".port", "missing (the port the node listens on at its host)")
+	case n.Port < 0 || n.Port > 65535:
+		probs.add(p+".port", "must be 1..65535, got %d", n.Port)
+	}
+	if n.Data != "" {
+		probs.add(p+".data", "an ssh node gets its data folder on its host through {data}")
+	}
+	for name, num := range n.Ports {
+		if num < 1 || num > 65535 {
+			probs.add(p+".ports."+name, "an ssh node gives each port its number on the host (1..65535), got %d", num)
+		}
+	}
+}
 
 // checkRoles: one or both of issuer and resource, or data alone.
 func checkRoles(probs *problems, p string, n Node) {

@@ -1,0 +1,476 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/remote"
+	"github.com/fencecheck/fencecheck/nemesis/hostagent"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+)
+
+// SSH is a node on a host fencecheck reaches over SSH (KindSSH). Its
+// program runs there under the run's host agent (nemesis/hostagent), which
+// fencecheck copies to the host by SFTP: every fault has the meaning it has
+// on this machine. Argv and Env take placeholders; its ports are the
+// numbers it listens on at the host.
+type SSH struct {
+	remote.Target
+	// Address is where the other nodes and this machine reach the node
+	// (default: the host as dialled).
+	Address string
+	Argv    []string
+	Env     []string
+	// Dir is where the program runs on the host (default: its data folder).
+	Dir string
+	// Workdir is the folder on the host that the run's own folder goes in
+	// (default /tmp): <workdir>/fencecheck-<run> holds the agent, the
+	// nodes' data and logs, and is removed at the end.
+	Workdir string
+}
+
+// HostHelperEnv names the host agent to copy (a static linux program,
+// cmd/fencehost); without it fencecheck takes the fencehost beside its own
+// executable, or builds one from its sources.
+const HostHelperEnv = "FENCECHECK_HOST_HELPER"
+
+// hosts is the driver of ssh nodes: one connection and one host agent per
+// host (user@host:port), shared by the nodes on it.
+type hosts struct {
+	unreachable
+	c *Cluster
+
+	mu     sync.Mutex
+	agents map[string]*hostAgent
+	order  []*hostAgent
+}
+
+// hostAgent is the run's agent on one host.
+type hostAgent struct {
+	key    string
+	conn   *remote.Conn
+	sess   *remote.Session
+	client *hostagent.Client
+	hello  *hostagent.Hello
+	dir    string // the run's folder on the host
+}
+
+// sshState is an ssh node's own state.
+type sshState struct {
+	agent     *hostAgent
+	data      string // its data folder on the host (the layer when there is one)
+	clockFile string
+}
+
+func sshOf(m *member) *sshState {
+	if s, ok := m.kind.(*sshState); ok {
+		return s
+	}
+	s := &sshState{}
+	m.kind = s
+	return s
+}
+
+// callTimeout bounds one request to an agent (a kill waits up to 10 s for
+// the program to die).
+const callTimeout = 30 * time.Second
+
+func (a *hostAgent) call(ctx context.Context, req hostagent.Request) (hostagent.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := a.client.Call(ctx, req)
+	if err != nil {
+		return resp, fmt.Errorf("%s on %s: %w", req.Op, a.key, err)
+	}
+	return resp, nil
+}
+
+// agentFor connects to the node's host and starts the run's agent there,
+// once per host.
+func (d *hosts) agentFor(ctx context.Context, m *member) (*hostAgent, error) {
+	t := m.SSH.Target
+	key := fmt.Sprintf("%s@%s:%d", t.User, t.Host, t.Port)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a, ok := d.agents[key]; ok {
+		return a, nil
+	}
+	if d.agents == nil {
+		d.agents = map[string]*hostAgent{}
+	}
+	env := d.c.Env()
+	conn, err := remote.Dial(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if conn.Insecure {
+		d.c.logf("WARNING: the key of host %s is NOT verified (insecure_ignore_host_key): anyone in the middle can pose as it; use this only for a throw-away lab", conn.Addr)
+		fmt.Fprintf(os.Stderr, "fencecheck: WARNING: the key of host %s is NOT verified (insecure_ignore_host_key)\n", conn.Addr)
+	}
+	fail := func(err error) (*hostAgent, error) {
+		conn.Close()
+		return nil, fmt.Errorf("host %s: %w", conn.Addr, err)
+	}
+	arch, err := conn.Arch()
+	if err != nil {
+		return fail(err)
+	}
+	bin, err := helperBinary(ctx, env.Log, arch)
+	if err != nil {
+		return fail(err)
+	}
+	workdir := m.SSH.Workdir
+	if workdir == "" {
+		workdir = "/tmp"
+	}
+	dir := path.Join(workdir, "fencecheck-"+env.RunID)
+	agentPath := path.Join(dir, "fencehost")
+	if err := conn.Upload(bin, agentPath, 0o755); err != nil {
+		return fail(fmt.Errorf("copying the host agent: %w", err))
+	}
+	stderr := d.c.logWriter("host " + conn.Addr)
+	sess, err := conn.Start([]string{"exec", agentPath, "serve", "--run", env.RunID, "--dir", dir, "--lease", hostagent.DefaultLease.String()}, stderr)
+	if err != nil {
+		return fail(fmt.Errorf("starting the host agent: %w", err))
+	}
+	a := &hostAgent{key: conn.Addr, conn: conn, sess: sess, client: hostagent.NewClient(sess.Stdout, sess.Stdin), dir: dir}
+	resp, err := a.call(ctx, hostagent.Request{Op: hostagent.OpHello})
+	if err == nil && (resp.Hello == nil || resp.Hello.Version != hostagent.Version) {
+		err = fmt.Errorf("the host agent speaks %+v, not %s", resp.Hello, hostagent.Version)
+	}
+	if err != nil {
+		a.client.Close()
+		return fail(err)
+	}
+	a.hello = resp.Hello
+	d.c.logf("host %s: agent %s (pid %d, uid %d) in %s; power loss: %s; partition: %s; clock: %s", conn.Addr, a.hello.Version,
+		a.hello.PID, a.hello.UID, dir, orYes(a.hello.FUSEWhy), orYes(a.hello.NetfilterWhy), orYes(a.hello.ClockWhy))
+	d.agents[key] = a
+	d.order = append(d.order, a)
+	return a, nil
+}
+
+func orYes(why string) string {
+	if why == "" {
+		return "yes"
+	}
+	return "no (" + why + ")"
+}
+
+// helperBinary is the host agent to copy for arch.
+func helperBinary(ctx context.Context, progress io.Writer, arch string) (string, error) {
+	if p := os.Getenv(HostHelperEnv); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil && arch == "amd64" {
+		beside := filepath.Join(filepath.Dir(exe), "fencehost")
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
+		}
+	}
+	bin, err := docker.StaticCommand(ctx, progress, "fencehost", "./cmd/fencehost", arch)
+	if err != nil {
+		return "", fmt.Errorf("no host agent for %s: set %s to a fencehost built for it (make build puts one beside fencecheck), or run from the sources: %w", arch, HostHelperEnv, err)
+	}
+	return bin, nil
+}
+
+// logWriter is a writer whose lines go to the run's log, prefixed.
+func (c *Cluster) logWriter(prefix string) io.Writer {
+	pr, pw := io.Pipe()
+	go func() {
+		b := make([]byte, 4096)
+		var line []byte
+		for {
+			n, err := pr.Read(b)
+			line = append(line, b[:n]...)
+			for {
+				i := strings.IndexByte(string(line), '\n')
+				if i < 0 {
+					break
+				}
+				c.logf("%s: %s", prefix, line[:i])
+				line = line[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return pw
+}
+
+// prepare connects to the node's host, makes its folders there and takes
+// its ports as declared.
+func (d *hosts) prepare(ctx context.Context, m *member) error {
+	a, err := d.agentFor(ctx, m)
+	if err != nil {
+		return err
+	}
+	s := sshOf(m)
+	s.agent = a
+	m.host = m.SSH.Address
+	if m.host == "" {
+		m.host, _, _ = net.SplitHostPort(a.conn.Addr)
+	}
+	for _, p := range m.Ports {
+		m.bound[p.Name] = p.Number
+	}
+	resp, err := a.call(ctx, hostagent.Request{Op: hostagent.OpPrepare, Node: m.Name, Files: m.Data.Files, ClockFile: m.Clock.Via == ClockFile})
+	if err != nil {
+		return err
+	}
+	s.data, s.clockFile = resp.Data, resp.ClockFile
+	return nil
+}
+
+func (d *hosts) view(m *member) (string, string) {
+	s := sshOf(m)
+	return s.data, s.clockFile
+}
+
+// layerWhy: the host must be able to mount the layer.
+func (d *hosts) layerWhy(m *member) string {
+	if a := sshOf(m).agent; a != nil && a.hello.FUSEWhy != "" {
+		return "its host cannot mount the layer: " + a.hello.FUSEWhy
+	}
+	return ""
+}
+
+// newLayer mounts the layer on the host, under the node's data.
+func (d *hosts) newLayer(m *member) (disk, error) {
+	s := sshOf(m)
+	resp, err := s.agent.call(context.Background(), hostagent.Request{Op: hostagent.OpLayer, Node: m.Name})
+	if err != nil {
+		return nil, err
+	}
+	s.data = resp.Data
+	return &hostDisk{a: s.agent, node: m.Name, dir: resp.Data}, nil
+}
+
+// hostDisk is the layer on a node's host.
+type hostDisk struct {
+	a         *hostAgent
+	node, dir string
+}
+
+func (h *hostDisk) Dir() string { return h.dir }
+func (h *hostDisk) PowerLoss() (lazyfs.Loss, error) {
+	resp, err := h.a.call(context.Background(), hostagent.Request{Op: hostagent.OpPowerLoss, Node: h.node})
+	return resp.Loss, err
+}
+func (h *hostDisk) Unmount() error {
+	_, err := h.a.call(context.Background(), hostagent.Request{Op: hostagent.OpUnmount, Node: h.node})
+	return err
+}
+
+// environ is the program's environment on the host: the node's FENCECHECK_*
+// variables, its clock file, its own.
+func (d *hosts) environ(m *member) []string {
+	env := nodeEnv(m)
+	if f := sshOf(m).clockFile; f != "" {
+		env = append(env, fencing.ClockFileEnv+"="+f)
+	}
+	return append(env, substituteEnv(m.SSH.Env, m.vars)...)
+}
+
+func (d *hosts) start(ctx context.Context, m *member) error {
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpStart, Node: m.Name,
+		Argv: substituteAll(m.SSH.Argv, m.vars), Env: d.environ(m), Dir: m.SSH.Dir})
+	return err
+}
+
+func (d *hosts) running(ctx context.Context, m *member) (bool, error) {
+	resp, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpRunning, Node: m.Name})
+	return resp.Running, err
+}
+
+func (d *hosts) signal(ctx context.Context, m *member, sig string) error {
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpSignal, Node: m.Name, Signal: sig})
+	return err
+}
+
+// pause stops the node's process group on its host; resume continues it.
+func (d *hosts) pause(ctx context.Context, m *member) error  { return d.signal(ctx, m, "STOP") }
+func (d *hosts) resume(ctx context.Context, m *member) error { return d.signal(ctx, m, "CONT") }
+
+// kill is kill -9 of the group on its host, waited for.
+func (d *hosts) kill(ctx context.Context, m *member) error {
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpKill, Node: m.Name})
+	return err
+}
+
+func (d *hosts) wipe(ctx context.Context, m *member) error {
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpWipe, Node: m.Name})
+	return err
+}
+
+func (d *hosts) hostAddr(m *member, port string) (string, error) {
+	a, ok := netAddr(m, port)
+	if !ok {
+		return "", fmt.Errorf("node %s has no port %q", m.Name, port)
+	}
+	return a, nil
+}
+
+// moveClock moves the wall clock of the node's processes on its host (the
+// vDSO patch), or writes its offset file there.
+func (d *hosts) moveClock(ctx context.Context, m *member, offset time.Duration) error {
+	op := hostagent.OpClock
+	if m.Clock.Via == ClockFile {
+		op = hostagent.OpClockFile
+	}
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: op, Node: m.Name, Offset: offset})
+	return err
+}
+
+func (d *hosts) clockReach(ctx context.Context, m *member) string {
+	a := sshOf(m).agent
+	if a.hello.ClockWhy != "" {
+		return "its host: " + a.hello.ClockWhy
+	}
+	resp, err := a.call(ctx, hostagent.Request{Op: hostagent.OpClockReach, Node: m.Name})
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Why
+}
+
+func (d *hosts) afterStart(m *member) error {
+	if m.Clock.Via != ClockProcesses {
+		return nil
+	}
+	if _, err := sshOf(m).agent.call(context.Background(), hostagent.Request{Op: hostagent.OpClockSync, Node: m.Name}); err != nil {
+		return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", m.Name, err)
+	}
+	return nil
+}
+
+// cutWhy: the host must be able to set nftables rules, and the node must
+// be the one that stands for its host (a cut is by address: the nodes of
+// one host are on one side).
+func (d *hosts) cutWhy(m *member) string {
+	a := sshOf(m).agent
+	if a == nil {
+		return "not started"
+	}
+	if a.hello.NetfilterWhy != "" {
+		return fmt.Sprintf("node %s's host cannot set rules: %s", m.Name, a.hello.NetfilterWhy)
+	}
+	for _, o := range d.c.members {
+		if o == m {
+			break
+		}
+		if o.Kind() == KindSSH && sshOf(o).agent == a {
+			return fmt.Sprintf("node %s shares host %s with %s, which stands for the host in partitions (a cut is by address)", m.Name, a.key, o.Name)
+		}
+	}
+	return ""
+}
+
+// cut drops the host's traffic with the peers' hosts, in the run's own
+// nftables table there.
+func (d *hosts) cut(ctx context.Context, m *member, peers []*member) error {
+	var addrs []string
+	for _, p := range peers {
+		ip, err := resolveIPv4(ctx, p.host)
+		if err != nil {
+			return fmt.Errorf("cutting %s from %s: %w", m.Name, p.Name, err)
+		}
+		if p.host == m.host {
+			return fmt.Errorf("nodes %s and %s share the address %s: a cut cannot separate them", m.Name, p.Name, m.host)
+		}
+		addrs = append(addrs, ip)
+	}
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpCut, Peers: addrs})
+	return err
+}
+
+func resolveIPv4(ctx context.Context, host string) (string, error) {
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("no IPv4 address for %s: %v", host, err)
+	}
+	return ips[0].String(), nil
+}
+
+// healCuts lifts every host's cut.
+func (d *hosts) healCuts(ctx context.Context) error {
+	var errs []error
+	for _, a := range d.agentsNow() {
+		if a.hello.NetfilterWhy != "" {
+			continue
+		}
+		_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpCut})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *hosts) agentsNow() []*hostAgent {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]*hostAgent(nil), d.order...)
+}
+
+// stopAll stops every ssh node's program (SIGTERM, then SIGKILL after 3 s)
+// and copies its log from the host into the run's logs/.
+func (d *hosts) stopAll(ctx context.Context, ms []*member) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	logs := filepath.Join(d.c.Env().Dir, "logs")
+	for _, m := range ms {
+		if m.Kind() != KindSSH || sshOf(m).agent == nil {
+			continue
+		}
+		a := sshOf(m).agent
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpTerminate, Node: m.Name, Grace: 3 * time.Second})
+			if err == nil && os.MkdirAll(logs, 0o755) == nil {
+				err = a.conn.Fetch(path.Join(a.dir, "logs", m.Name+".log"), filepath.Join(logs, m.Name+".log"))
+				if errors.Is(err, os.ErrNotExist) {
+					err = nil // never started
+				}
+			}
+			if err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// close tells every agent bye (it heals, unmounts and removes its folder
+// and itself) and closes the connections. An agent that cannot be told
+// heals on its own when its connection ends.
+func (d *hosts) close(ctx context.Context) error {
+	var errs []error
+	for _, a := range d.agentsNow() {
+		bctx, cancel := context.WithTimeout(ctx, callTimeout)
+		if err := a.client.Bye(bctx); err != nil {
+			errs = append(errs, fmt.Errorf("host %s: %w", a.key, err))
+		}
+		cancel()
+		a.client.Close()
+		a.sess.Close()
+		a.conn.Close()
+	}
+	return errors.Join(errs...)
+}
