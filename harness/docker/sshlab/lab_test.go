@@ -1,0 +1,340 @@
+package sshlab
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/pkg/sftp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+)
+
+// probeDir is where the hosts see the probe (bind-mounted read-only).
+const probeDir = "/opt/fencecheck"
+
+// TestLab starts two hosts (host-2 without FUSE), logs in over SSH with
+// the lab's key checked against its known_hosts, refuses a host whose key
+// does not match, uploads by SFTP, runs the project's fault code inside
+// the hosts (sshprobe), and checks that the inspector, from this machine,
+// sees a file, a stopped process, a FUSE mount and nftables tables while
+// they are there, and nothing once they are gone.
+func TestLab(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bin, "sshprobe"), "./sshprobe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	began := time.Now()
+	lab, err := Start(ctx, Options{Hosts: 2, NoFUSE: []string{"host-2"}, Log: logWriter{t},
+		Binds: []docker.Bind{{Host: bin, Container: probeDir}}})
+	require.NoError(t, err)
+	t.Logf("Start took %s", time.Since(began).Round(time.Millisecond))
+	runID := lab.Runtime().RunID()
+	closed := false
+	defer func() {
+		if !closed {
+			lab.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	require.Len(t, lab.Hosts, 2)
+	h1, h2 := lab.Hosts[0], lab.Hosts[1]
+	assert.Equal(t, "host-1", h1.Name)
+	assert.Equal(t, 22, h1.Port)
+	assert.True(t, h1.FUSE)
+	assert.False(t, h2.FUSE)
+	assert.NotZero(t, h1.PID)
+	st, err := os.Stat(lab.KeyFile)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the client key's mode")
+	known, err := os.ReadFile(lab.KnownHosts)
+	require.NoError(t, err)
+	assert.Contains(t, string(known), h1.IP+" ssh-ed25519 ")
+
+	// The key file on disk is what a client would load.
+	key, err := os.ReadFile(lab.KeyFile)
+	require.NoError(t, err)
+	_, err = ssh.ParsePrivateKey(key)
+	require.NoError(t, err)
+
+	t.Run("a mismatching host key is refused", func(t *testing.T) {
+		wrong, err := lab.WrongKnownHosts("host-1")
+		require.NoError(t, err)
+		_, err = lab.DialWith(ctx, "host-1", wrong)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "key mismatch")
+		c, err := lab.DialWith(ctx, "host-2", wrong)
+		require.NoError(t, err, "host-2 keeps its own key in that file")
+		c.Close()
+	})
+
+	c1, err := lab.Dial(ctx, "host-1")
+	require.NoError(t, err)
+	defer c1.Close()
+	assert.Equal(t, "ok\n", run(t, c1, "/bin/sh -c 'echo ok'"))
+
+	t.Run("sftp upload seen by the inspector", func(t *testing.T) {
+		sc, err := sftp.NewClient(c1)
+		require.NoError(t, err)
+		defer sc.Close()
+		require.NoError(t, sc.MkdirAll("/tmp/fc-lab"))
+		f, err := sc.Create("/tmp/fc-lab/hello")
+		require.NoError(t, err)
+		_, err = f.Write([]byte("hello\n"))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		assert.Equal(t, "hello\n", run(t, c1, "read x </tmp/fc-lab/hello; echo $x"))
+
+		left, err := lab.Leftovers(ctx, "host-1", "/tmp/fc-lab")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"/tmp/fc-lab", "/tmp/fc-lab/hello"}, left.Files)
+		assert.Contains(t, left.String(), "/tmp/fc-lab/hello")
+		require.NoError(t, sc.Remove("/tmp/fc-lab/hello"))
+		require.NoError(t, sc.RemoveDirectory("/tmp/fc-lab"))
+		left, err = lab.Leftovers(ctx, "host-1", "/tmp/fc-lab")
+		require.NoError(t, err)
+		assert.Empty(t, left.Files)
+	})
+
+	t.Run("a stopped process", func(t *testing.T) {
+		s := startProbe(t, c1, "sleep")
+		s.expect(t, "ready")
+		p := findProcess(t, lab, "host-1", "sshprobe sleep")
+		require.NoError(t, syscall.Kill(p.PID, syscall.SIGSTOP))
+		require.Eventually(t, func() bool {
+			return findProcess(t, lab, "host-1", "sshprobe sleep").State == "T"
+		}, 5*time.Second, 50*time.Millisecond, "the inspector should see the process stopped")
+		left, err := lab.Leftovers(ctx, "host-1", "")
+		require.NoError(t, err)
+		assert.Contains(t, left.String(), "stopped (T)")
+		require.NoError(t, syscall.Kill(p.PID, syscall.SIGCONT))
+		s.finish(t, "ok stdin closed")
+	})
+
+	t.Run("an nftables table made from this machine", func(t *testing.T) {
+		ns, err := os.Open("/proc/" + strconv.Itoa(h1.PID) + "/ns/net")
+		require.NoError(t, err)
+		defer ns.Close()
+		conn, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+		require.NoError(t, err)
+		table := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "fencecheck-test"})
+		require.NoError(t, conn.Flush())
+		left, err := lab.Leftovers(ctx, "host-1", "")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"inet fencecheck-test"}, left.Tables)
+		conn.DelTable(table)
+		require.NoError(t, conn.Flush())
+		left, err = lab.Leftovers(ctx, "host-1", "")
+		require.NoError(t, err)
+		assert.Empty(t, left.Tables)
+	})
+
+	// What a host can do itself, with the project's own fault code.
+	t.Run("inside: FUSE power-loss layer", func(t *testing.T) {
+		s := startProbe(t, c1, "fuse /tmp/fc-probe -hold")
+		s.expect(t, "mounted /tmp/fc-probe/mnt")
+		left, err := lab.Leftovers(ctx, "host-1", "/tmp/fc-probe")
+		require.NoError(t, err)
+		require.Len(t, left.Mounts, 1, "%s", left)
+		assert.Equal(t, Mount{Point: "/tmp/fc-probe/mnt", FSType: "fuse.fencecheck", Source: "lazyfs"}, left.Mounts[0])
+		assert.Contains(t, left.Files, "/tmp/fc-probe/backing/synced")
+		t.Logf("while held: %s", left)
+		line := s.finish(t, "ok mounted")
+		t.Logf("host-1: %s", line)
+		left, err = lab.Leftovers(ctx, "host-1", "/tmp/fc-probe")
+		require.NoError(t, err)
+		assert.Empty(t, left.Mounts)
+		assert.Empty(t, left.Files)
+
+		c2, err := lab.Dial(ctx, "host-2")
+		require.NoError(t, err)
+		defer c2.Close()
+		out := runFails(t, c2, probeDir+"/sshprobe fuse /tmp/fc-probe")
+		assert.Contains(t, out, "no FUSE", "host-2 has no /dev/fuse")
+		t.Logf("host-2: %s", strings.TrimSpace(out))
+	})
+
+	t.Run("inside: ptrace clock patch", func(t *testing.T) {
+		out := run(t, c1, probeDir+"/sshprobe ptrace")
+		assert.True(t, strings.HasPrefix(out, "ok "), out)
+		t.Logf("host-1: %s", strings.TrimSpace(out))
+	})
+
+	t.Run("inside: nftables partition", func(t *testing.T) {
+		peer := h2.Addr()
+		assert.Contains(t, run(t, c1, probeDir+"/sshprobe dial "+peer), "ok connected")
+		assert.Contains(t, run(t, c1, probeDir+"/sshprobe cut "+h2.IP), "ok dropping 1 peers")
+		left, err := lab.Leftovers(ctx, "host-1", "")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"ip fencecheck"}, left.Tables)
+		out := runFails(t, c1, probeDir+"/sshprobe dial "+peer)
+		assert.Contains(t, out, "error", "host-2 should be cut off")
+		t.Logf("host-1 cut off from host-2: %s", strings.TrimSpace(out))
+		assert.Contains(t, run(t, c1, probeDir+"/sshprobe cut"), "ok dropping 0 peers")
+		assert.Contains(t, run(t, c1, probeDir+"/sshprobe dial "+peer), "ok connected")
+	})
+
+	// With the connection open its sshd processes are there; closed,
+	// nothing is left.
+	left, err := lab.Leftovers(ctx, "host-1", "/tmp/fc-lab")
+	require.NoError(t, err)
+	require.NotEmpty(t, left.Processes)
+	for _, p := range left.Processes {
+		assert.True(t, p.Session, "only sshd's connection processes should be left: %s", left)
+	}
+	require.NoError(t, c1.Close())
+	for _, h := range lab.Hosts {
+		left, err := lab.WaitLeftovers(ctx, h.Name, "/tmp/fc-lab", 10*time.Second)
+		require.NoError(t, err)
+		assert.True(t, left.Empty(), "%s", left)
+		assert.Equal(t, h.Name+": nothing left", left.String())
+	}
+
+	dir := lab.Dir
+	began = time.Now()
+	require.NoError(t, lab.Close(ctx))
+	closed = true
+	t.Logf("Close took %s", time.Since(began).Round(time.Millisecond))
+	containers, networks := dockertest.Leftovers(t, runID)
+	assert.Zero(t, containers)
+	assert.Zero(t, networks)
+	_, err = os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "the lab's folder should be gone: %v", err)
+}
+
+// TestUnknownNoFUSEHost is refused before anything starts.
+func TestUnknownNoFUSEHost(t *testing.T) {
+	_, err := Start(context.Background(), Options{Hosts: 2, NoFUSE: []string{"host-3"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"host-3"`)
+}
+
+func TestLeftoversInWords(t *testing.T) {
+	l := Leftovers{Host: "host-1",
+		Processes: []Process{{PID: 4100, NSPID: 7, Cmdline: "/opt/x sleep", State: "T"}, {PID: 4000, NSPID: 5, Cmdline: "sshd: root@notty", State: "S", Session: true}},
+		Mounts:    []Mount{{Point: "/data", FSType: "fuse.fencecheck", Source: "lazyfs"}},
+		Tables:    []string{"ip fencecheck"},
+		Files:     []string{"/tmp/run"}}
+	assert.False(t, l.Empty())
+	assert.Equal(t, `host-1 still has 2 processes: pid 7 (4100 here) "/opt/x sleep" stopped (T); pid 5 (4000 here) "sshd: root@notty" sleeping (S), an sshd connection process; `+
+		`and 1 FUSE mount: /data (fuse.fencecheck from lazyfs); and 1 nftables table: ip fencecheck; and 1 file: /tmp/run`, l.String())
+	assert.Equal(t, "host-1: nothing left", Leftovers{Host: "host-1"}.String())
+	assert.Equal(t, "/a b\\c", unescape(`/a\040b\134c`))
+	assert.Equal(t, `/a\04`, unescape(`/a\04`))
+}
+
+// run runs cmd in a session of its own and returns its output; it must
+// succeed.
+func run(t *testing.T, c *ssh.Client, cmd string) string {
+	t.Helper()
+	s, err := c.NewSession()
+	require.NoError(t, err)
+	defer s.Close()
+	out, err := s.CombinedOutput(cmd)
+	require.NoError(t, err, "%s: %s", cmd, out)
+	return string(out)
+}
+
+// runFails runs cmd, which must fail, and returns its output.
+func runFails(t *testing.T, c *ssh.Client, cmd string) string {
+	t.Helper()
+	s, err := c.NewSession()
+	require.NoError(t, err)
+	defer s.Close()
+	out, err := s.CombinedOutput(cmd)
+	require.Error(t, err, "%s should fail: %s", cmd, out)
+	return string(out)
+}
+
+// probe is sshprobe running in a session, spoken to line by line.
+type probe struct {
+	s     *ssh.Session
+	stdin io.WriteCloser
+	lines chan string
+}
+
+func startProbe(t *testing.T, c *ssh.Client, args string) *probe {
+	t.Helper()
+	s, err := c.NewSession()
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	stdin, err := s.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := s.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, s.Start(probeDir+"/sshprobe "+args))
+	p := &probe{s: s, stdin: stdin, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	return p
+}
+
+// expect waits (boundedly) for a line that starts with prefix.
+func (p *probe) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			require.True(t, ok, "the probe ended before saying %q", prefix)
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+			require.False(t, strings.HasPrefix(line, "error"), "the probe failed: %s", line)
+		case <-timeout:
+			t.Fatalf("the probe did not say %q within 30 s", prefix)
+		}
+	}
+}
+
+// finish closes the probe's stdin and waits for its last line.
+func (p *probe) finish(t *testing.T, prefix string) string {
+	t.Helper()
+	require.NoError(t, p.stdin.Close())
+	line := p.expect(t, prefix)
+	require.NoError(t, p.s.Wait())
+	return line
+}
+
+// findProcess is the host's process whose command line contains s.
+func findProcess(t *testing.T, lab *Lab, host, s string) Process {
+	t.Helper()
+	left, err := lab.Leftovers(context.Background(), host, "")
+	require.NoError(t, err)
+	for _, p := range left.Processes {
+		if strings.Contains(p.Cmdline, s) {
+			return p
+		}
+	}
+	t.Fatalf("no process %q on %s: %s", s, host, left)
+	return Process{}
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
