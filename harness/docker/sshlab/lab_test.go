@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/nemesis/netcut"
 )
 
 // probeDir is where the hosts see the probe (bind-mounted read-only).
@@ -36,12 +38,7 @@ func TestLab(t *testing.T) {
 	dockertest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bin, "sshprobe"), "./sshprobe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
+	bin := buildProbe(ctx, t)
 	began := time.Now()
 	lab, err := Start(ctx, Options{Hosts: 2, NoFUSE: []string{"host-2"}, Log: logWriter{t},
 		Binds: []docker.Bind{{Host: bin, Container: probeDir}}})
@@ -116,16 +113,41 @@ func TestLab(t *testing.T) {
 	t.Run("a stopped process", func(t *testing.T) {
 		s := startProbe(t, c1, "sleep")
 		s.expect(t, "ready")
-		p := findProcess(t, lab, "host-1", "sshprobe sleep")
+		p := findProcess(t, lab, "host-1", "sleep")
 		require.NoError(t, syscall.Kill(p.PID, syscall.SIGSTOP))
 		require.Eventually(t, func() bool {
-			return findProcess(t, lab, "host-1", "sshprobe sleep").State == "T"
+			return findProcess(t, lab, "host-1", "sleep").State == "T"
 		}, 5*time.Second, 50*time.Millisecond, "the inspector should see the process stopped")
 		left, err := lab.Leftovers(ctx, "host-1", "")
 		require.NoError(t, err)
 		assert.Contains(t, left.String(), "stopped (T)")
 		require.NoError(t, syscall.Kill(p.PID, syscall.SIGCONT))
 		s.finish(t, "ok stdin closed")
+	})
+
+	// sshd gives a command no pty, so when its session ends it sends no
+	// signal: only the command's pipes close. A process that reads no
+	// stdin outlives the session (an ssh node must kill what it started).
+	t.Run("a process that outlives its session", func(t *testing.T) {
+		c, err := lab.Dial(ctx, "host-1")
+		require.NoError(t, err)
+		defer c.Close()
+		s := startProbe(t, c, "hang")
+		s.expect(t, "ready")
+		require.NoError(t, c.Close())
+		time.Sleep(time.Second)
+		p := findProcess(t, lab, "host-1", "hang")
+		require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
+		require.Eventually(t, func() bool {
+			left, err := lab.Leftovers(ctx, "host-1", "")
+			require.NoError(t, err)
+			for _, p := range left.Processes {
+				if strings.Contains(p.Cmdline, "sshprobe hang") { // or its sh -c
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 50*time.Millisecond)
 	})
 
 	t.Run("an nftables table made from this machine", func(t *testing.T) {
@@ -219,6 +241,47 @@ func TestLab(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the lab's folder should be gone: %v", err)
 }
 
+// TestDeadClientIsNoticed cuts a host off from this machine while a
+// session runs: sshd's client alive checks (ClientAliveInterval 2,
+// ClientAliveCountMax 3) end the connection and its sessions, and a
+// command that reads its stdin ends with them.
+func TestDeadClientIsNoticed(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := buildProbe(ctx, t)
+	lab, err := Start(ctx, Options{Hosts: 1, Log: logWriter{t}, Binds: []docker.Bind{{Host: bin, Container: probeDir}}})
+	require.NoError(t, err)
+	defer lab.Close(context.WithoutCancel(ctx))
+	c, err := lab.Dial(ctx, "host-1")
+	require.NoError(t, err)
+	defer c.Close()
+	startProbe(t, c, "sleep").expect(t, "ready")
+
+	ns, err := os.Open("/proc/" + strconv.Itoa(lab.Hosts[0].PID) + "/ns/net")
+	require.NoError(t, err)
+	defer ns.Close()
+	conn, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	require.NoError(t, err)
+	nw, err := lab.Runtime().Network(ctx)
+	require.NoError(t, err)
+	gw := nw.Subnet.IP.To4()
+	gateway, err := netcut.ParsePeers([]string{net.IPv4(gw[0], gw[1], gw[2], 1).String()})
+	require.NoError(t, err)
+	began := time.Now()
+	require.NoError(t, netcut.Set(conn, gateway), "cutting the host off from this machine")
+	defer netcut.Set(conn, nil)
+	left, err := lab.Leftovers(ctx, "host-1", "")
+	require.NoError(t, err)
+	require.NotEmpty(t, left.Processes)
+	require.Eventually(t, func() bool {
+		left, err := lab.Leftovers(ctx, "host-1", "")
+		require.NoError(t, err)
+		return len(left.Processes) == 0
+	}, 40*time.Second, 200*time.Millisecond, "sshd should notice the dead client and end its sessions")
+	t.Logf("the dead client's connection and session were gone %s after the cut", time.Since(began).Round(100*time.Millisecond))
+}
+
 // TestUnknownNoFUSEHost is refused before anything starts.
 func TestUnknownNoFUSEHost(t *testing.T) {
 	_, err := Start(context.Background(), Options{Hosts: 2, NoFUSE: []string{"host-3"}})
@@ -238,6 +301,17 @@ func TestLeftoversInWords(t *testing.T) {
 	assert.Equal(t, "host-1: nothing left", Leftovers{Host: "host-1"}.String())
 	assert.Equal(t, "/a b\\c", unescape(`/a\040b\134c`))
 	assert.Equal(t, `/a\04`, unescape(`/a\04`))
+}
+
+// buildProbe compiles sshprobe, static, into a folder to bind-mount.
+func buildProbe(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bin, "sshprobe"), "./sshprobe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
 }
 
 // run runs cmd in a session of its own and returns its output; it must
@@ -318,17 +392,18 @@ func (p *probe) finish(t *testing.T, prefix string) string {
 	return line
 }
 
-// findProcess is the host's process whose command line contains s.
-func findProcess(t *testing.T, lab *Lab, host, s string) Process {
+// findProcess is the host's sshprobe running command (not the "sh -c"
+// sshd started it through: dash does not exec the last command).
+func findProcess(t *testing.T, lab *Lab, host, command string) Process {
 	t.Helper()
 	left, err := lab.Leftovers(context.Background(), host, "")
 	require.NoError(t, err)
 	for _, p := range left.Processes {
-		if strings.Contains(p.Cmdline, s) {
+		if strings.HasPrefix(p.Cmdline, probeDir+"/sshprobe "+command) {
 			return p
 		}
 	}
-	t.Fatalf("no process %q on %s: %s", s, host, left)
+	t.Fatalf("no sshprobe %s on %s: %s", command, host, left)
 	return Process{}
 }
 

@@ -8,6 +8,9 @@
 //
 //	sshprobe sleep
 //	    print "ready", then wait until stdin closes (a process to find)
+//	sshprobe hang
+//	    print "ready", then never read stdin and never exit (a process that
+//	    outlives its session unless something kills it)
 //	sshprobe fuse DIR [-hold]
 //	    mount the power-loss layer at DIR/mnt over DIR/backing, write a file
 //	    that is fsynced and one that is not, take a power loss, check that
@@ -46,7 +49,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: sshprobe sleep | fuse DIR [-hold] | ptrace | cut [IP...] | dial ADDR"))
+		fail(errors.New("usage: sshprobe sleep | hang | fuse DIR [-hold] | ptrace | cut [IP...] | dial ADDR"))
 	}
 	var err error
 	var said string
@@ -55,6 +58,11 @@ func main() {
 		fmt.Println("ready")
 		io.Copy(io.Discard, os.Stdin)
 		said = "stdin closed"
+	case "hang":
+		fmt.Println("ready")
+		for { // not select{}: Go's runtime would call that a deadlock and exit
+			time.Sleep(time.Hour)
+		}
 	case "fuse":
 		if len(args) < 1 {
 			err = errors.New("fuse: give a folder")
