@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/google/nftables"
 	"github.com/pkg/sftp"
 	"github.com/stretchr/testify/assert"
@@ -250,9 +252,12 @@ func TestDeadClientIsNoticed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bin := buildProbe(ctx, t)
-	lab, err := Start(ctx, Options{Hosts: 1, Log: logWriter{t}, Binds: []docker.Bind{{Host: bin, Container: probeDir}}})
+	lab, err := Start(ctx, Options{Hosts: 1, Port: 2222, Log: logWriter{t}, Binds: []docker.Bind{{Host: bin, Container: probeDir}}})
 	require.NoError(t, err)
 	defer lab.Close(context.WithoutCancel(ctx))
+	known, err := os.ReadFile(lab.KnownHosts)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(known), "["+lab.Hosts[0].IP+"]:2222 ssh-ed25519 "), "off port 22 a host is known as [IP]:port: %s", known)
 	c, err := lab.Dial(ctx, "host-1")
 	require.NoError(t, err)
 	defer c.Close()
@@ -280,6 +285,31 @@ func TestDeadClientIsNoticed(t *testing.T) {
 		return len(left.Processes) == 0
 	}, 40*time.Second, 200*time.Millisecond, "sshd should notice the dead client and end its sessions")
 	t.Logf("the dead client's connection and session were gone %s after the cut", time.Since(began).Round(100*time.Millisecond))
+}
+
+// TestAFailedStartSaysWhyAndLeavesNothing: an sshd that cannot start
+// (a port out of range) fails Start at once with its log, and the lab is
+// removed.
+func TestAFailedStartSaysWhyAndLeavesNothing(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	began := time.Now()
+	_, err := Start(ctx, Options{Hosts: 1, Port: 70000, StartTimeout: 20 * time.Second})
+	require.Error(t, err)
+	assert.Less(t, time.Since(began), 15*time.Second, "an exited sshd is not waited for")
+	assert.Contains(t, err.Error(), "host-1: sshd exited")
+	assert.Contains(t, err.Error(), "log of host-1:")
+	assert.Contains(t, err.Error(), "Bad port number", "sshd's own complaint")
+	t.Log(err)
+	cli, err := docker.Connect(ctx)
+	require.NoError(t, err)
+	defer cli.Close()
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelNode+"=host-1"), filters.Arg("label", docker.LabelProject+"=1"))})
+	require.NoError(t, err)
+	for _, c := range cs {
+		assert.NotContains(t, c.Labels[docker.LabelRun], "sshlab-", "a failed lab's container is left: %s", c.Names)
+	}
 }
 
 // TestUnknownNoFUSEHost is refused before anything starts.
