@@ -46,8 +46,11 @@ const (
 //   - PidFile none: nothing reads it; sshd is the container's main process.
 //   - LogLevel VERBOSE with -e: every login and key on the container's log.
 //   - ClientAliveInterval 2, ClientAliveCountMax 3: a control connection
-//     whose client died (a SIGKILLed harness, a partition) is noticed within
-//     about 6 s and its sessions are torn down, so leftovers are real ones.
+//     whose client died (a SIGKILLed harness, a partition) is noticed and
+//     its sessions are torn down, so leftovers are real ones. In 16 s, not
+//     6: Debian 12's sshd 9.2 sends its keepalive only once more than the
+//     interval has passed, in whole seconds, so every 4 s, and gives up at
+//     the fourth unanswered one (measured: TestDeadClientIsNoticed).
 //   - MaxSessions 64: an ssh node may multiplex many sessions (one per
 //     process) over one connection; OpenSSH's default is 10.
 //   - UseDNS no, PrintMotd no, PrintLastLog no: nothing to resolve and no
