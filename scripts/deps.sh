@@ -9,7 +9,8 @@
 #                    gcc; mysql: iptables, util-linux, mariadb-server, gcc;
 #                    zookeeper: iptables, util-linux, zookeeper with its Java
 #                    runtime, gcc
-#   deps.sh docker   what every Docker target needs (make images)
+#   deps.sh docker   what every Docker target needs (make images), and the
+#                    SSH lab's hosts (openssh-server)
 #   deps.sh all      that and chromium (make check)
 #   deps.sh --list X prints the packages X needs, installed or not, and exits
 #
@@ -22,6 +23,8 @@
 #                 MariaDB, ZooKeeper) is compiled on this machine
 #   redis-server, postgresql-15, mariadb-server, zookeeper (and
 #   default-jre-headless)  their images are assembled from Debian's packages
+#   openssh-server  the SSH lab's host image (harness/docker/sshlab) is
+#                 assembled from Debian's sshd
 #   chromium      the browser test loads report.html in headless Chromium
 set -euo pipefail
 list_only=false
@@ -42,6 +45,7 @@ redis()     { want '[ -x /usr/bin/redis-server ]' redis-server; }
 postgres()  { want '[ -x /usr/lib/postgresql/15/bin/postgres ]' postgresql-15; }
 mariadb()   { want '[ -x /usr/sbin/mariadbd ]' mariadb-server; }
 zookeeper() { want '[ -f /usr/share/java/zookeeper.jar ] && [ -x /usr/bin/java ]' zookeeper default-jre-headless; }
+sshd()      { want '[ -x /usr/sbin/sshd ]' openssh-server; }
 browser()   { want 'command -v chromium' chromium; }
 
 case "$what" in
@@ -51,8 +55,8 @@ case "$what" in
   postgres|postgres-trigger|postgres-async) net; cc; postgres ;;
   mysql) net; cc; mariadb ;;
   zookeeper) net; cc; zookeeper ;;
-  docker) net; fuse; cc; redis; postgres; mariadb; zookeeper ;;
-  all) net; fuse; cc; redis; postgres; mariadb; zookeeper; browser ;;
+  docker) net; fuse; cc; redis; postgres; mariadb; zookeeper; sshd ;;
+  all) net; fuse; cc; redis; postgres; mariadb; zookeeper; sshd; browser ;;
   # fencecheck itself says what is wrong with a target it does not know.
   *) echo "deps: no package list for target $what: installing nothing" >&2 ;;
 esac
@@ -72,7 +76,7 @@ if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-rec
 fi
 # Debian starts these servers as services on install; fencecheck only needs
 # their files.
-for svc in redis-server:redis-server postgresql-15:postgresql mariadb-server:mariadb; do
+for svc in redis-server:redis-server postgresql-15:postgresql mariadb-server:mariadb openssh-server:ssh; do
   if [[ " ${need[*]} " == *" ${svc%%:*} "* ]]; then
     ($SUDO systemctl stop "${svc#*:}" 2>/dev/null || $SUDO service "${svc#*:}" stop 2>/dev/null || true) >/dev/null 2>&1
   fi

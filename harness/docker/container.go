@@ -48,6 +48,24 @@ type ContainerSpec struct {
 	// LD_PRELOAD, for a program that may be dynamically linked (see
 	// SetClockOffset, which reaches every container's processes anyway).
 	ClockPreload bool
+	// CapAdd, Devices and SecurityOpt are for containers that play whole
+	// machines (the SSH lab's hosts, harness/docker/sshlab), where
+	// fencecheck's faults act from inside as on a real host: nftables
+	// (NET_ADMIN), ptrace (SYS_PTRACE), FUSE mounts (SYS_ADMIN and
+	// /dev/fuse). A node's own container needs none of them: its faults
+	// come from this machine or from helper containers. There is no
+	// privileged mode on purpose.
+	//
+	// CapAdd are capabilities added to the engine's default set, without
+	// the CAP_ prefix ("NET_ADMIN").
+	CapAdd []string
+	// Devices are host device nodes given to the container at the same
+	// path, for reading, writing and mknod ("/dev/fuse").
+	Devices []string
+	// SecurityOpt are the engine's security options
+	// ("apparmor=unconfined": AppArmor's docker-default profile denies
+	// mount(2) even with SYS_ADMIN; an engine without AppArmor ignores it).
+	SecurityOpt []string
 }
 
 // Bind mounts host path Host at Container.
@@ -143,6 +161,10 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 		}
 		binds = append(binds, s)
 	}
+	var devices []container.DeviceMapping
+	for _, d := range spec.Devices {
+		devices = append(devices, container.DeviceMapping{PathOnHost: d, PathInContainer: d, CgroupPermissions: "rwm"})
+	}
 	resp, err := r.cli.ContainerCreate(ctx,
 		&container.Config{
 			Image:        spec.Image,
@@ -160,6 +182,9 @@ func (r *Runtime) Run(ctx context.Context, spec ContainerSpec) (*Container, erro
 			// helper containers (faultpath.go): the node's own container
 			// needs no extra capability.
 			NetworkMode: container.NetworkMode(nw.Name),
+			CapAdd:      spec.CapAdd,
+			SecurityOpt: spec.SecurityOpt,
+			Resources:   container.Resources{Devices: devices},
 		},
 		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			nw.Name: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: spec.IP}},
