@@ -388,3 +388,25 @@ func lockFile(path string) (func(), error) {
 	}
 	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
+
+// Binary is the static program of one of the project's images (etcd,
+// fenced, the fault helpers), built or taken from the cache, for use
+// outside a container: the hosts of an SSH lab run it from a bind mount.
+func Binary(ctx context.Context, progress io.Writer, name string) (string, error) {
+	img, ok := knownImages[name]
+	if !ok {
+		return "", fmt.Errorf("no image %q has a binary of its own", name)
+	}
+	src, err := SourceRoot()
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	return img.build(ctx, src, cache, progress)
+}

@@ -402,7 +402,7 @@ func resolveIPv4(ctx context.Context, host string) (string, error) {
 	if err != nil || len(ips) == 0 {
 		return "", fmt.Errorf("no IPv4 address for %s: %v", host, err)
 	}
-	return ips[0].String(), nil
+	return ips[0].Unmap().String(), nil
 }
 
 // healCuts lifts every host's cut.

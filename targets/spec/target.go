@@ -181,6 +181,8 @@ func (t *Target) describeFaults() {
 			clocks = append(clocks, sn.Name+" (cannot be reached: "+unreachable[sn.Name]+")")
 		case sn.Kind() == KindImage:
 			clocks = append(clocks, sn.Name+" (the container's processes: vDSO patch, preload library)")
+		case sn.Kind() == KindSSH:
+			clocks = append(clocks, sn.Name+" (the process on its host: vDSO patch)")
 		default:
 			clocks = append(clocks, sn.Name+" (the process: vDSO patch, and the preload library where gcc built it)")
 		}
