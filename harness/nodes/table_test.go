@@ -137,7 +137,7 @@ func TestATableIsValidated(t *testing.T) {
 	for _, want := range []string{
 		"node a serves the Fencing API but has no main port",
 		"node a is listed twice",
-		"node a must be exactly one of in-process, process, container or url",
+		"node a must be exactly one of in-process, process, container, ssh or url",
 		`node c: port "p" needs its number inside the container`,
 		"node c: a container needs an image to build or a tag",
 		"node c waits for zz, which is not a node",
