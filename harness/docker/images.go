@@ -240,15 +240,20 @@ func mainBinary(name, pkg string) func(ctx context.Context, src, cache string, p
 // for goarch ("amd64", "arm64"), cached like the images' binaries: the host
 // agent that fencecheck copies to the hosts of ssh nodes (cmd/fencehost).
 func StaticCommand(ctx context.Context, progress io.Writer, name, pkg, goarch string) (string, error) {
-	src, err := SourceRoot()
-	if err != nil {
-		return "", err
-	}
-	cache, err := CacheDir()
+	src, cache, err := sourceAndCache()
 	if err != nil {
 		return "", err
 	}
 	return buildMainBinary(ctx, src, cache, name+"-linux-"+goarch, pkg, progress, "GOOS=linux", "GOARCH="+goarch)
+}
+
+// sourceAndCache are where binaries are built from and kept.
+func sourceAndCache() (src, cache string, err error) {
+	if src, err = SourceRoot(); err != nil {
+		return "", "", err
+	}
+	cache, err = CacheDir()
+	return src, cache, err
 }
 
 func buildMainBinary(ctx context.Context, src, cache, name, pkg string, progress io.Writer, env ...string) (string, error) {
@@ -397,11 +402,7 @@ func Binary(ctx context.Context, progress io.Writer, name string) (string, error
 	if !ok {
 		return "", fmt.Errorf("no image %q has a binary of its own", name)
 	}
-	src, err := SourceRoot()
-	if err != nil {
-		return "", err
-	}
-	cache, err := CacheDir()
+	src, cache, err := sourceAndCache()
 	if err != nil {
 		return "", err
 	}
