@@ -149,7 +149,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, ms []*member, limit time.Dura
 	if limit <= 0 {
 		limit = longest
 	}
-	err := harness.HealthWait{Checks: checks, Limit: limit, Gone: c.proc.gone, Running: running}.Run(ctx)
+	err := harness.HealthWait{Checks: checks, Limit: limit, Gone: c.gone, Running: running}.Run(ctx)
 	var exited exitedError
 	if logs := logsOf(ms); err != nil && !errors.As(err, &exited) && len(logs) > 0 {
 		err = fmt.Errorf("%w; see %s", err, strings.Join(logs, ", "))

@@ -305,18 +305,38 @@ func (d *processes) gone(node string) error {
 	if p == nil || !p.Exited() {
 		return nil
 	}
-	what := "its health check"
-	switch h := m.Health.Probe; {
-	case h.HTTP != "":
-		what = "GET " + h.HTTP
-	case !h.set() && m.Serves():
-		what = "GET /v1/health"
-	}
-	err = fmt.Errorf("node %s exited before it answered %s (%s)", node, what, p.Status())
+	err = fmt.Errorf("node %s exited before it answered %s (%s)", node, healthWhat(m), p.Status())
 	if tl := hostagent.Tail(state(m).logPath, 10); tl != "" {
 		err = fmt.Errorf("%w; last lines of %s:\n%s", err, state(m).logPath, tl)
 	}
 	return exitedError{err}
+}
+
+// healthWhat names the node's health check in words.
+func healthWhat(m *member) string {
+	switch h := m.Health.Probe; {
+	case h.HTTP != "":
+		return "GET " + h.HTTP
+	case !h.set() && m.Serves():
+		return "GET /v1/health"
+	}
+	return "its health check"
+}
+
+// gone says why a node can no longer come up: a process node's or an ssh
+// node's program exited (nil for the other kinds, or while it runs).
+func (c *Cluster) gone(node string) error {
+	m, err := c.lookup(node)
+	if err != nil {
+		return nil
+	}
+	switch m.Kind() {
+	case KindProcess:
+		return c.proc.gone(node)
+	case KindSSH:
+		return c.ssh.gone(m)
+	}
+	return nil
 }
 
 // exitedError is a wait ended by a program that exited (its log's tail

@@ -139,7 +139,11 @@ func (d *hosts) agentFor(ctx context.Context, m *member) (*hostAgent, error) {
 	if err := conn.Upload(bin, agentPath, 0o755); err != nil {
 		return fail(fmt.Errorf("copying the host agent: %w", err))
 	}
-	stderr := d.c.logWriter("host " + conn.Addr)
+	// The agent's own words go to the run's log, and the last of them into
+	// an error when it does not answer (a workdir on a noexec mount, a
+	// host that is not Linux).
+	said := &lastBytes{max: 2048}
+	stderr := io.MultiWriter(d.c.logWriter("host "+conn.Addr), said)
 	sess, err := conn.Start([]string{"exec", agentPath, "serve", "--run", env.RunID, "--dir", dir, "--lease", hostagent.DefaultLease.String()}, stderr)
 	if err != nil {
 		return fail(fmt.Errorf("starting the host agent: %w", err))
@@ -151,6 +155,10 @@ func (d *hosts) agentFor(ctx context.Context, m *member) (*hostAgent, error) {
 	}
 	if err != nil {
 		a.client.Close()
+		waitAWhile(sess)
+		if w := said.String(); w != "" {
+			err = fmt.Errorf("%w; the agent said: %s", err, w)
+		}
 		return fail(err)
 	}
 	a.hello = resp.Hello
@@ -184,6 +192,40 @@ func helperBinary(ctx context.Context, progress io.Writer, arch string) (string,
 		return "", fmt.Errorf("no host agent for %s: set %s to a fencehost built for it (make build puts one beside fencecheck), or run from the sources: %w", arch, HostHelperEnv, err)
 	}
 	return bin, nil
+}
+
+// waitAWhile gives an agent that ended its last words (its stderr is
+// copied on its own) for up to two seconds.
+func waitAWhile(sess *remote.Session) {
+	done := make(chan struct{})
+	go func() { sess.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// lastBytes keeps the last max bytes written to it.
+type lastBytes struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if len(l.b) > l.max {
+		l.b = l.b[len(l.b)-l.max:]
+	}
+	return len(p), nil
+}
+
+func (l *lastBytes) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.TrimSpace(string(l.b))
 }
 
 // logWriter is a writer whose lines go to the run's log, prefixed.
@@ -314,6 +356,24 @@ func (d *hosts) kill(ctx context.Context, m *member) error {
 func (d *hosts) wipe(ctx context.Context, m *member) error {
 	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpWipe, Node: m.Name})
 	return err
+}
+
+// gone says why an ssh node can no longer come up: its program exited on
+// its host (with the last lines of its log there).
+func (d *hosts) gone(m *member) error {
+	a := sshOf(m).agent
+	if a == nil {
+		return nil
+	}
+	resp, err := a.call(context.Background(), hostagent.Request{Op: hostagent.OpRunning, Node: m.Name})
+	if err != nil || resp.Running || resp.Status == "" || strings.Contains(resp.Status, "never started") {
+		return nil
+	}
+	err = fmt.Errorf("node %s exited on %s before it answered %s (%s)", m.Name, a.key, healthWhat(m), resp.Status)
+	if tl, terr := a.call(context.Background(), hostagent.Request{Op: hostagent.OpTail, Node: m.Name, Lines: 10}); terr == nil && tl.Text != "" {
+		err = fmt.Errorf("%w; last lines of its log on the host:\n%s", err, tl.Text)
+	}
+	return exitedError{err}
 }
 
 func (d *hosts) hostAddr(m *member, port string) (string, error) {

@@ -27,25 +27,60 @@ import (
 // this machine sees it (its /proc, its kernel's tables, the time its server
 // answers with), not by the agent's word: host-1 takes every fault, host-2
 // has no /dev/fuse, so power loss is not applicable there, with why.
-func TestSSHFaultsTakeEffectOnTheHost(t *testing.T) {
+// fencedLab starts hosts with the project's fenced at /opt/fc/fenced.
+func fencedLab(t *testing.T, ctx context.Context, opts sshlab.Options) *sshlab.Lab {
+	t.Helper()
 	dockertest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	fenced, err := docker.Binary(ctx, nil, docker.ImageFenced)
 	require.NoError(t, err)
 	bin := t.TempDir()
 	b, err := os.ReadFile(fenced)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "fenced"), b, 0o755))
-	lab, err := sshlab.Start(ctx, sshlab.Options{Hosts: 2, NoFUSE: []string{"host-2"}, Binds: []docker.Bind{{Host: bin, Container: "/opt/fc", ReadOnly: true}}})
+	opts.Binds = []docker.Bind{{Host: bin, Container: "/opt/fc", ReadOnly: true}}
+	lab, err := sshlab.Start(ctx, opts)
 	require.NoError(t, err)
-	defer lab.Close(context.Background())
+	t.Cleanup(func() { lab.Close(context.Background()) })
+	return lab
+}
 
-	node := func(name string, h sshlab.Host, roles []string) map[string]any {
-		return map[string]any{"name": name, "roles": roles, "port": 7000,
-			"ssh":     map[string]any{"host": h.IP, "user": sshlab.User, "key": lab.KeyFile, "known_hosts": lab.KnownHosts},
-			"command": []string{"/opt/fc/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"}}
-	}
+// fencedNode is the reference (fenced's file-backed store) as an ssh node.
+func fencedNode(lab *sshlab.Lab, name string, h sshlab.Host, roles []string, args ...string) map[string]any {
+	return map[string]any{"name": name, "roles": roles, "port": 7000,
+		"ssh":     map[string]any{"host": h.IP, "user": sshlab.User, "key": lab.KeyFile, "known_hosts": lab.KnownHosts},
+		"command": append([]string{"/opt/fc/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"}, args...)}
+}
+
+// A program that exits on its host fails the start at once, with the last
+// lines of its log there; nothing is left on the host.
+func TestSSHNodeThatExitsFailsTheStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lab := fencedLab(t, ctx, sshlab.Options{})
+	raw, err := json.Marshal(map[string]any{"name": "ssh-exits", "start_timeout": "60s", "nodes": []any{
+		fencedNode(lab, "n1", lab.Hosts[0], []string{"issuer", "resource"}, "--no-such-flag")}})
+	require.NoError(t, err)
+	s, err := Parse(raw)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	began := time.Now()
+	_, err = New(s, Options{}).Start(ctx, harness.Env{RunID: "spec-ssh-exit-" + filepath.Base(dir), Dir: dir})
+	require.Error(t, err)
+	assert.Less(t, time.Since(began), 30*time.Second, "not a wait for the 60 s start timeout")
+	assert.Contains(t, err.Error(), "exited on")
+	assert.Contains(t, err.Error(), "exit status 64")
+	assert.Contains(t, err.Error(), "last lines of its log on the host")
+	t.Logf("the start failed %.1fs after it began", time.Since(began).Seconds())
+	left, lerr := lab.WaitLeftovers(ctx, "host-1", "", 10*time.Second)
+	require.NoError(t, lerr)
+	assert.True(t, left.Empty(), "%s", left)
+}
+
+func TestSSHFaultsTakeEffectOnTheHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lab := fencedLab(t, ctx, sshlab.Options{Hosts: 2, NoFUSE: []string{"host-2"}})
+	node := func(name string, h sshlab.Host, roles []string) map[string]any { return fencedNode(lab, name, h, roles) }
 	raw, err := json.Marshal(map[string]any{"name": "ssh-faults", "nodes": []any{
 		node("n1", lab.Hosts[0], []string{"issuer", "resource"}), node("n2", lab.Hosts[1], []string{"data"})}})
 	// n1 keeps the state (a spec with data nodes takes its issuers for
