@@ -80,7 +80,9 @@ func TestSSHFaultsTakeEffectOnTheHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lab := fencedLab(t, ctx, sshlab.Options{Hosts: 2, NoFUSE: []string{"host-2"}})
-	node := func(name string, h sshlab.Host, roles []string) map[string]any { return fencedNode(lab, name, h, roles) }
+	node := func(name string, h sshlab.Host, roles []string) map[string]any {
+		return fencedNode(lab, name, h, roles)
+	}
 	raw, err := json.Marshal(map[string]any{"name": "ssh-faults", "nodes": []any{
 		node("n1", lab.Hosts[0], []string{"issuer", "resource"}), node("n2", lab.Hosts[1], []string{"data"})}})
 	// n1 keeps the state (a spec with data nodes takes its issuers for
