@@ -29,8 +29,12 @@ help:
 	@echo "make bench  checker and clock-injector benchmarks; make perf -> docs/performance.md"
 	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
 
+# bin/fencehost is the host agent fencecheck copies to ssh nodes' hosts
+# (docs/ssh.md): static, and found beside bin/fencecheck for linux/amd64 hosts
+# (other hosts get one cross-built from the sources, or $FENCECHECK_HOST_HELPER).
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/fencecheck
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -o bin/fencehost ./cmd/fencehost
 
 # The main job. The exit code is the verdict: 0 valid, 1 invalid, 2 unknown,
 # 3 could not run, 64 usage error. It first installs the host packages that
