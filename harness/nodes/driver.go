@@ -91,7 +91,7 @@ func (unreachable) clockReach(context.Context, *member) string {
 }
 func (unreachable) afterStart(*member) error { return nil }
 func (unreachable) cutWhy(m *member) string {
-	return fmt.Sprintf("node %s is a %s node: only containers can be partitioned (the proxies cut clients from any node)", m.Name, m.Kind())
+	return fmt.Sprintf("node %s is a %s node: only containers and ssh hosts can be partitioned (the proxies cut clients from any node)", m.Name, m.Kind())
 }
 func (unreachable) cut(_ context.Context, m *member, _ []*member) error {
 	return fmt.Errorf("%s", unreachable{}.cutWhy(m))

@@ -289,7 +289,7 @@ func (d *processes) afterStart(m *member) error {
 }
 
 func (d *processes) cutWhy(m *member) string {
-	return fmt.Sprintf("node %s is not a container; only containers can be partitioned (a host process is cut by the harness's proxies, never by this machine's firewall)", m.Name)
+	return fmt.Sprintf("node %s is a process on this machine; only containers and ssh hosts can be partitioned (a host process is cut by the harness's proxies, never by this machine's firewall)", m.Name)
 }
 
 func (d *processes) layerWhy(*member) string { return "" }

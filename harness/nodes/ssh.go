@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -100,7 +101,11 @@ func (a *hostAgent) call(ctx context.Context, req hostagent.Request) (hostagent.
 // once per host.
 func (d *hosts) agentFor(ctx context.Context, m *member) (*hostAgent, error) {
 	t := m.SSH.Target
-	key := fmt.Sprintf("%s@%s:%d", t.User, t.Host, t.Port)
+	r, err := remote.Resolve(t)
+	if err != nil {
+		return nil, err
+	}
+	key := r.Key()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if a, ok := d.agents[key]; ok {
@@ -179,11 +184,14 @@ func orYes(why string) string {
 // helperBinary is the host agent to copy for arch.
 func helperBinary(ctx context.Context, progress io.Writer, arch string) (string, error) {
 	if p := os.Getenv(HostHelperEnv); p != "" {
+		if got, err := elfArch(p); err != nil || got != arch {
+			return "", fmt.Errorf("$%s=%s is not a linux program for the host's %s (%s %v)", HostHelperEnv, p, arch, got, err)
+		}
 		return p, nil
 	}
-	if exe, err := os.Executable(); err == nil && arch == "amd64" {
+	if exe, err := os.Executable(); err == nil {
 		beside := filepath.Join(filepath.Dir(exe), "fencehost")
-		if _, err := os.Stat(beside); err == nil {
+		if got, err := elfArch(beside); err == nil && got == arch {
 			return beside, nil
 		}
 	}
@@ -226,6 +234,24 @@ func (l *lastBytes) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.TrimSpace(string(l.b))
+}
+
+// elfArch is the machine a linux program is built for.
+func elfArch(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	switch {
+	case f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX:
+		return "", fmt.Errorf("not a linux program")
+	case f.Machine == elf.EM_X86_64:
+		return "amd64", nil
+	case f.Machine == elf.EM_AARCH64:
+		return "arm64", nil
+	}
+	return f.Machine.String(), nil
 }
 
 // logWriter is a writer whose lines go to the run's log, prefixed.
@@ -484,36 +510,38 @@ func (d *hosts) agentsNow() []*hostAgent {
 	return append([]*hostAgent(nil), d.order...)
 }
 
-// stopAll stops every ssh node's program (SIGTERM, then SIGKILL after 3 s)
-// and copies its log from the host into the run's logs/.
+// stopAll stops every ssh node's program (SIGTERM, then SIGKILL after 3 s),
+// all at once, then copies each one's log from its host into the run's
+// logs/, one at a time (an sshd allows a few sessions per connection).
 func (d *hosts) stopAll(ctx context.Context, ms []*member) error {
-	var errs []error
-	var wg sync.WaitGroup
-	var emu sync.Mutex
-	logs := filepath.Join(d.c.Env().Dir, "logs")
+	var started []*member
 	for _, m := range ms {
-		if m.Kind() != KindSSH || sshOf(m).agent == nil {
-			continue
+		if m.Kind() == KindSSH && sshOf(m).agent != nil {
+			started = append(started, m)
 		}
-		a := sshOf(m).agent
+	}
+	errs := make([]error, len(started))
+	var wg sync.WaitGroup
+	for i, m := range started {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpTerminate, Node: m.Name, Grace: 3 * time.Second})
-			if err == nil && os.MkdirAll(logs, 0o755) == nil {
-				err = a.conn.Fetch(path.Join(a.dir, "logs", m.Name+".log"), filepath.Join(logs, m.Name+".log"))
-				if errors.Is(err, os.ErrNotExist) {
-					err = nil // never started
-				}
-			}
-			if err != nil {
-				emu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
-				emu.Unlock()
-			}
+			_, errs[i] = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpTerminate, Node: m.Name, Grace: 3 * time.Second})
 		}()
 	}
 	wg.Wait()
+	logs := filepath.Join(d.c.Env().Dir, "logs")
+	for _, m := range started {
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		a := sshOf(m).agent
+		err := a.conn.Fetch(path.Join(a.dir, "logs", m.Name+".log"), filepath.Join(logs, m.Name+".log"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // never started: no log
+			errs = append(errs, fmt.Errorf("%s: copying its log: %w", m.Name, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -37,13 +37,12 @@ func readSSHConfig(file, alias string) (sshConfig, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		key, val, ok := strings.Cut(line, " ")
-		if !ok {
-			key, val, ok = strings.Cut(line, "=")
-		}
-		if !ok {
+		// "Keyword value", "Keyword=value", "Keyword\tvalue".
+		i := strings.IndexAny(line, " \t=")
+		if i < 0 {
 			continue
 		}
+		key, val := line[:i], line[i:]
 		key = strings.ToLower(strings.TrimSpace(key))
 		val = strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(val), "=")), `"`)
 		switch key {

@@ -19,7 +19,7 @@ func TestSSHConfig(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`
 # the lab
 Host db-* !db-old
-  HostName 10.0.0.5
+  HostName	10.0.0.5
   User ops
   IdentityFile ~/.ssh/lab
 Match host db-1

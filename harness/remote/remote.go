@@ -56,8 +56,22 @@ type Conn struct {
 // DialTimeout bounds the connection and the handshake.
 const DialTimeout = 15 * time.Second
 
-// Dial connects and authenticates.
-func Dial(ctx context.Context, t Target) (*Conn, error) {
+// Resolved is where a target leads once ~/.ssh/config and the defaults
+// are applied: one host is one Resolved, however a spec spells it.
+type Resolved struct {
+	Host string
+	Port int
+	User string
+	cfg  sshConfig
+}
+
+// Key names the account on the host: "user@host:port".
+func (r Resolved) Key() string {
+	return fmt.Sprintf("%s@%s", r.User, net.JoinHostPort(r.Host, strconv.Itoa(r.Port)))
+}
+
+// Resolve applies ~/.ssh/config and the defaults, without connecting.
+func Resolve(t Target) (Resolved, error) {
 	cfgFile := t.ConfigFile
 	if cfgFile == "" {
 		cfgFile = expandHome("~/.ssh/config")
@@ -66,29 +80,37 @@ func Dial(ctx context.Context, t Target) (*Conn, error) {
 	if cfgFile != "none" {
 		var err error
 		if cfg, err = readSSHConfig(cfgFile, t.Host); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", cfgFile, err)
+			return Resolved{}, fmt.Errorf("reading %s: %w", cfgFile, err)
 		}
 	}
-	host := t.Host
+	r := Resolved{Host: t.Host, Port: t.Port, User: t.User, cfg: cfg}
 	if cfg.HostName != "" {
-		host = cfg.HostName
+		r.Host = cfg.HostName
 	}
-	port := t.Port
-	if port == 0 && cfg.Port != "" {
-		port, _ = strconv.Atoi(cfg.Port)
+	if r.Port == 0 && cfg.Port != "" {
+		r.Port, _ = strconv.Atoi(cfg.Port)
 	}
-	if port == 0 {
-		port = 22
+	if r.Port == 0 {
+		r.Port = 22
 	}
-	usr := t.User
-	if usr == "" {
-		usr = cfg.User
+	if r.User == "" {
+		r.User = cfg.User
 	}
-	if usr == "" {
+	if r.User == "" {
 		if u, err := user.Current(); err == nil {
-			usr = u.Username
+			r.User = u.Username
 		}
 	}
+	return r, nil
+}
+
+// Dial connects and authenticates.
+func Dial(ctx context.Context, t Target) (*Conn, error) {
+	r, err := Resolve(t)
+	if err != nil {
+		return nil, err
+	}
+	host, port, usr, cfg := r.Host, r.Port, r.User, r.cfg
 	auth, closeAgent, err := authMethods(t.Key, cfg.IdentityFiles)
 	if err != nil {
 		return nil, err

@@ -52,8 +52,8 @@ type SemanticsSpec struct {
 	Authenticated bool   `json:"authenticated,omitempty"`
 }
 
-// Node is one process of the system. Exactly one of Command, Image or URL
-// says what kind it is.
+// Node is one process of the system. Image, URL or SSH says what kind it
+// is; a node with none of them is a command node.
 type Node struct {
 	Name string `json:"name"`
 	// Roles are "issuer", "resource" or both (the Fencing API it serves),
@@ -165,7 +165,7 @@ const (
 // not say.
 const DefaultStartTimeout = 30 * time.Second
 
-// Kind is command, image or url.
+// Kind is command, image, ssh or url.
 func (n Node) Kind() string {
 	switch {
 	case n.Image != "":
