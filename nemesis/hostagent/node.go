@@ -212,11 +212,19 @@ func (n *node) signal(name string) error {
 	if err != nil {
 		return err
 	}
+	// The answer comes once the kernel says the pause is in force (or
+	// over): a fault is proven by its effect.
 	switch name {
 	case "STOP":
-		return p.Signal(syscall.SIGSTOP)
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		return p.WaitState(true, 5*time.Second)
 	case "CONT":
-		return p.Signal(syscall.SIGCONT)
+		if err := p.Signal(syscall.SIGCONT); err != nil {
+			return err
+		}
+		return p.WaitState(false, 5*time.Second)
 	}
 	return fmt.Errorf("signal %q is not STOP or CONT", name)
 }
@@ -282,16 +290,10 @@ func (n *node) clockReach() string {
 	return ""
 }
 
-// end puts the node back as it was before the run: its clock at real time,
-// its program continued and killed, its layer down.
+// end puts the node back as it was before the run: its program continued
+// and killed (then no clock of its is left to put back), its layer down.
 func (n *node) end() error {
 	var errs []error
-	if n.clock.Offset() != 0 {
-		if _, err := n.clock.SetOffset(0); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: clock back to real time: %w", n.name, err))
-		}
-	}
-	n.clock.Close()
 	n.mu.Lock()
 	p := n.proc
 	n.mu.Unlock()
@@ -301,8 +303,13 @@ func (n *node) end() error {
 		}
 		if err := p.Kill(10 * time.Second); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
+			// A program that outlives its kill keeps real time at least.
+			if _, err := n.clock.SetOffset(0); err != nil {
+				errs = append(errs, fmt.Errorf("node %s: clock back to real time: %w", n.name, err))
+			}
 		}
 	}
+	n.clock.Close()
 	errs = append(errs, n.unmount())
 	n.mu.Lock()
 	if n.log != nil {

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -152,4 +154,40 @@ func (g *Group) Terminate(grace time.Duration) error {
 	case <-time.After(grace):
 	}
 	return g.Kill(5 * time.Second)
+}
+
+// WaitState waits until the group's leader is stopped (stopped true: the
+// kernel's state T, after SIGSTOP) or runs again (false), for at most
+// within: a signal is delivered when its target next runs, so a pause is
+// in force only once the kernel says so.
+func (g *Group) WaitState(stopped bool, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		st, err := State(g.pgid)
+		if err != nil {
+			return err
+		}
+		if (st == "T") == stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d is in state %s %s after the signal", g.pgid, st, within)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// State is a process's one-letter state from /proc (R, S, D, T, Z, ...).
+func State(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", fmt.Errorf("the program (pid %d) is gone", pid)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if i < 0 || len(f) == 0 {
+		return "", fmt.Errorf("/proc/%d/stat cannot be read", pid)
+	}
+	return f[0], nil
 }
