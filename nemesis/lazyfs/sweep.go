@@ -18,7 +18,10 @@ const fsType = "fuse.fencecheck"
 // killed with kill -9 serves its mounts no more: every access to them fails
 // with "transport endpoint is not connected") and returns their mount
 // points. Live mounts, another run's included, are left alone: an access to
-// them answers.
+// them answers. A mount whose server (named by its source) has ended or is
+// dying is detached without an access (one would hang: see sweepDead); the
+// server must be a process this one can see in /proc (the same pid
+// namespace, as every fencecheck on one machine is).
 func SweepDead() ([]string, error) { return sweepDead("") }
 
 // SweepDeadUnder is SweepDead for the mounts under the folder dir only (a
@@ -56,9 +59,9 @@ func sweepDead(under string) ([]string, error) {
 			// A server killed while one of its own threads waited in a
 			// request to its mount (the embedded reference fsyncing its
 			// data) never ends: that thread waits for an answer no thread
-			// is left to give, the process stays a zombie, the mount
-			// stays connected, and every access to it (a stat included)
-			// hangs. A forced unmount aborts the connection: the thread
+			// is left to give, the process stays (a zombie, or in D with
+			// SIGKILL pending), the mount stays connected, and every
+			// access to it (a stat included) hangs. A forced unmount aborts the connection: the thread
 			// is let go and the process ends. Nothing here may stat it.
 			syscall.Unmount(m.point, syscall.MNT_FORCE)
 		} else {
