@@ -142,7 +142,9 @@ func (m *Mount) mount() error {
 	opts := &fs.Options{
 		EntryTimeout: &sec, AttrTimeout: &sec,
 		MountOptions: fuse.MountOptions{
-			FsName: "lazyfs", Name: "fencecheck",
+			// The source names the serving process, so that a sweep
+			// knows a mount whose server died (sweep.go).
+			FsName: serverSource(), Name: "fencecheck",
 			// Containers run their programs as other users; the mount is
 			// bind-mounted into them.
 			AllowOther:  os.Geteuid() == 0,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -20,12 +21,32 @@ import (
 // given folder and serves it until killed (as a fencecheck run does).
 const serveEnv = "LAZYFS_TEST_SERVE"
 
+// fsyncEnv makes the serving process also fsync files of its own mount in
+// a loop.
+const fsyncEnv = "LAZYFS_TEST_FSYNC"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
 		mnt, err := New(filepath.Join(dir, "backing"), filepath.Join(dir, "mnt"), Options{})
 		if err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)
+		}
+		if os.Getenv(fsyncEnv) != "" {
+			// As the embedded reference does on its layer: fsync, in a
+			// loop, files of the mount this process serves.
+			for i := range 8 {
+				go func() {
+					f, err := os.Create(filepath.Join(mnt.Dir(), "f"+strconv.Itoa(i)))
+					if err != nil {
+						os.Exit(1)
+					}
+					for {
+						f.WriteString("x")
+						f.Sync()
+					}
+				}()
+			}
 		}
 		os.Stdout.WriteString(mnt.Dir() + "\n")
 		select {}
@@ -71,10 +92,79 @@ func TestSweepDetachesOnlyDeadMounts(t *testing.T) {
 	assert.Equal(t, "kept", got, "the live mount still serves")
 }
 
+// A server killed with kill -9 while one of its own threads waited in a
+// request to its mount (the embedded reference fsyncing its data on the
+// layer: 2 of 5 kill -9s of `fencecheck test --target memory --nemesis
+// power-loss`) does not die: that thread waits for an answer no thread is
+// left to give, the process stays (a zombie, or in D with SIGKILL pending)
+// and its mount stays connected, and every access to it hangs (before,
+// `fencecheck clean`'s own stat of it hung for good, in D). The sweep knows
+// the mount's server from its source, aborts the connection without
+// touching the mount, and the process ends.
+func TestSweepLetsGoAKilledServerStuckOnItsOwnMount(t *testing.T) {
+	lazyfstest.Require(t)
+	live := mountT(t, false)
+	for attempt := 1; ; attempt++ {
+		dir := t.TempDir()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), serveEnv+"="+dir, fsyncEnv+"=1")
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err, "the serving process mounts its layer")
+		point := line[:len(line)-1]
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, cmd.Process.Kill())
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+			// The kill found no thread inside a request: an ordinary dead
+			// mount (the test above). Try again.
+			_, err := SweepDeadUnder(dir)
+			require.NoError(t, err)
+			require.Less(t, attempt, 20, "no kill in 20 found a thread in a request to its own mount")
+			continue
+		case <-time.After(2 * time.Second):
+		}
+		require.True(t, killed(cmd.Process.Pid), "the killed server is still there, dying")
+
+		swept, err := SweepDeadUnder(dir)
+		require.NoError(t, err)
+		assert.Equal(t, []string{point}, swept)
+		swept, err = SweepDeadUnder(filepath.Dir(live.Dir()))
+		require.NoError(t, err)
+		assert.Empty(t, swept, "a live mount is not swept")
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the killed server still did not end")
+		}
+		var st syscall.Stat_t
+		assert.NoError(t, syscall.Stat(point, &st), "the mount point answers again")
+		t.Logf("attempt %d: the killed server was stuck; swept %s", attempt, point)
+		return
+	}
+}
+
 func TestMountPointParsesMountinfo(t *testing.T) {
-	p, ok := mountPoint(`812 30 0:77 / /tmp/run\040a/mnt/n1 rw,nosuid,nodev,relatime shared:1 - fuse.fencecheck lazyfs rw,user_id=0,group_id=0,allow_other`)
+	p, src, ok := mountOf(`812 30 0:77 / /tmp/run\040a/mnt/n1 rw,nosuid,nodev,relatime shared:1 - fuse.fencecheck lazyfs:4242:987 rw,user_id=0,group_id=0,allow_other`)
 	assert.True(t, ok)
 	assert.Equal(t, "/tmp/run a/mnt/n1", p)
-	_, ok = mountPoint(`815 30 0:80 / /var/lib/docker/x/merged rw - fuse.fuse-overlayfs fuse-overlayfs rw`)
+	assert.Equal(t, "lazyfs:4242:987", src)
+	_, _, ok = mountOf(`815 30 0:80 / /var/lib/docker/x/merged rw - fuse.fuse-overlayfs fuse-overlayfs rw`)
 	assert.False(t, ok, "another FUSE filesystem is never ours")
+}
+
+func TestServerGone(t *testing.T) {
+	assert.False(t, serverGone(serverSource()), "this process serves its own mounts")
+	assert.False(t, serverGone("lazyfs"), "a source that names no process says nothing")
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	assert.True(t, serverGone(sourcePrefix+strconv.Itoa(cmd.Process.Pid)+":1"), "an ended process")
+	self, _ := startTime(os.Getppid())
+	require.NotEmpty(t, self)
+	assert.False(t, serverGone(sourcePrefix+strconv.Itoa(os.Getppid())+":"+self))
+	assert.True(t, serverGone(sourcePrefix+strconv.Itoa(os.Getppid())+":1"+self), "a reused pid")
 }
