@@ -78,6 +78,12 @@ func Serve(r io.Reader, w io.Writer, opts Options) error {
 	}
 	a := &agent{opts: opts, table: netcut.TableOf(opts.Run), out: json.NewEncoder(w), nodes: map[string]*node{}}
 	a.nft, a.nftOK = netfilter()
+	if err := claim(dir); err != nil {
+		return err
+	}
+	if err := sweepDeadAgents(dir, a.nft, opts.Log); err != nil {
+		fmt.Fprintf(opts.Log, "fencehost: sweeping what killed agents left: %v\n", err)
+	}
 
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)

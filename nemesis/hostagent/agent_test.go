@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis/hostagent"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // agentProc runs the real agent (cmd/fencehost) as a child, spoken to over
@@ -208,4 +211,55 @@ func TestAgentHealsWhenItsControllerIsLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An agent killed on its host (kill -9: it cannot heal) leaves its layer
+// mounted and dead and its folder; the next agent on the host, of another
+// run, sweeps both.
+func TestTheNextAgentSweepsWhatAKilledAgentLeft(t *testing.T) {
+	lazyfstest.Require(t)
+	bin := buildAgent(t)
+	root := t.TempDir()
+	dead := filepath.Join(root, "fencecheck-run-a")
+	cmd := exec.Command(bin, "serve", "--run", "run-a", "--dir", dead)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	require.NoError(t, cmd.Start())
+	c := hostagent.NewClient(out, in)
+	defer c.Close()
+	call(t, c, hostagent.Request{Op: hostagent.OpPrepare, Node: "n1"})
+	mnt := call(t, c, hostagent.Request{Op: hostagent.OpLayer, Node: "n1"}).Data
+	pid := call(t, c, hostagent.Request{Op: hostagent.OpStart, Node: "n1", Argv: []string{"sleep", "300"}}).PGID
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	waitGone(t, pid, 5*time.Second) // its parent-death signal
+	require.True(t, mounted(t, mnt), "the killed agent's layer is still mounted")
+
+	next := exec.Command(bin, "serve", "--run", "run-b", "--dir", filepath.Join(root, "fencecheck-run-b"))
+	nin, _ := next.StdinPipe()
+	nout, _ := next.StdoutPipe()
+	var said strings.Builder
+	next.Stderr = &said
+	require.NoError(t, next.Start())
+	nc := hostagent.NewClient(nout, nin)
+	call(t, nc, hostagent.Request{Op: hostagent.OpHello})
+	assert.False(t, mounted(t, mnt), "the dead layer is detached")
+	_, err := os.Stat(dead)
+	assert.True(t, os.IsNotExist(err), "the killed agent's folder is removed: %v", err)
+	require.NoError(t, nc.Bye(context.Background()))
+	_ = next.Wait()
+	assert.Contains(t, said.String(), "swept "+dead)
+}
+
+// mounted says whether a mount point is in this machine's mount table.
+func mounted(t *testing.T, point string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == point {
+			return true
+		}
+	}
+	return false
 }
