@@ -33,7 +33,8 @@ type SSH struct {
 	Address string
 	Argv    []string
 	Env     []string
-	// Dir is where the program runs on the host (default: its data folder).
+	// Dir is where the program runs on the host (default: the node's folder
+	// there, <workdir>/fencecheck-<run>/nodes/<node>, never the layer).
 	Dir string
 	// Workdir is the folder on the host that the run's own folder goes in
 	// (default /tmp): <workdir>/fencecheck-<run> holds the agent, the

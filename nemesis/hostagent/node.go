@@ -162,8 +162,12 @@ func (n *node) start(argv, env []string, dir string) (int, error) {
 	}
 	logf := n.log
 	n.mu.Unlock()
+	// Never the layer itself: between fork and exec the child holds the
+	// agent's /dev/fuse open, and a child that waits there on the layer
+	// (its chdir) while the agent dies waits forever on a connection it
+	// keeps alive itself. The program reaches its data by {data}.
 	if dir == "" {
-		dir = n.workDir()
+		dir = n.dir()
 	}
 	fmt.Fprintf(logf, "=== fencehost %s: starting %s: %s\n", stamp(), n.name, strings.Join(argv, " "))
 	p, err := procgroup.Start(argv, dir, append(os.Environ(), env...), logf, nil)

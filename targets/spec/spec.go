@@ -131,7 +131,8 @@ type SSHSpec struct {
 	// node (default: the host).
 	Address string `json:"address,omitempty"`
 	// Workdir is the folder on the host the run's folder goes in (default
-	// /tmp); Dir where the command runs (default: its data folder).
+	// /tmp); Dir where the command runs (default: the node's folder on the
+	// host, which holds {data}).
 	Workdir string `json:"workdir,omitempty"`
 	Dir     string `json:"dir,omitempty"`
 }
