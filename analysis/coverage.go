@@ -1,0 +1,760 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// Coverage says what a run provoked: for each way fencing breaks (a failure
+// class), the situations that would expose it on a system fencecheck did
+// not write, and how many times the history shows each was created. A
+// valid verdict is only worth what the run tried: a server that forgets an
+// idle key's mark passes every run that never left a key idle and then
+// wrote to it late. It is counted here, once, from the history alone
+// (operations, fault periods with their nodes, strip events, the run
+// events); the summary, results.json, the report and JUnit render it.
+type Coverage struct {
+	Classes []CoverageClass `json:"classes"`
+	// MainPhase is the length of the main phase the time scales were
+	// judged against (ns).
+	MainPhase time.Duration `json:"main_phase_ns"`
+	// Lease is the longest lease the analysis assumed a grant held a lock
+	// for (the TTL, or the longest a system said it granted), ns.
+	Lease time.Duration `json:"lease_ns"`
+}
+
+// CoverageClass is one failure class and its situations.
+type CoverageClass struct {
+	// Class names it ("counter-reset"); Title says it in words.
+	Class string `json:"class"`
+	Title string `json:"title"`
+	// Status is one of the Coverage* statuses.
+	Status     string      `json:"status"`
+	Situations []Situation `json:"situations"`
+}
+
+// Statuses of a class.
+const (
+	// CoverageCovered: every situation that applies was created.
+	CoverageCovered = "covered"
+	// CoveragePartial: some situations that apply were, others never.
+	CoveragePartial = "partly covered"
+	// CoverageNone: none of the situations that apply was created.
+	CoverageNone = "not covered"
+	// CoverageNotApplicable: no situation of the class can occur on this
+	// target (why is each situation's NotApplicable).
+	CoverageNotApplicable = "not applicable"
+)
+
+// Situation is one concrete situation that exposes its class's flaw.
+type Situation struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	// Count is how many times the run created it (0 when not applicable).
+	Count int `json:"count"`
+	// NotApplicable says why it cannot occur on this target ("": it can).
+	NotApplicable string `json:"not_applicable,omitempty"`
+	// Missing says, when it applies and was never created, why in words.
+	Missing string `json:"missing,omitempty"`
+	// Examples are invoke indices of operations that completed it (the
+	// first few).
+	Examples []int64 `json:"examples,omitempty"`
+}
+
+// Applies reports whether the situation can occur on the target.
+func (s Situation) Applies() bool { return s.NotApplicable == "" }
+
+// Uncovered lists the classes that apply but of which the run created no
+// situation.
+func (c *Coverage) Uncovered() []CoverageClass {
+	if c == nil {
+		return nil
+	}
+	var out []CoverageClass
+	for _, cl := range c.Classes {
+		if cl.Status == CoverageNone {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+// Never lists, in words, the situations that apply and were never created.
+func (c *Coverage) Never() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, cl := range c.Classes {
+		for _, s := range cl.Situations {
+			if s.Applies() && s.Count == 0 {
+				out = append(out, s.Text+": "+s.Missing)
+			}
+		}
+	}
+	return out
+}
+
+// IdleScales are the time scales of idleness coverage asks for: a flaw that
+// forgets after a few seconds shows at one, after tens at another.
+var IdleScales = []time.Duration{time.Second, 5 * time.Second, 20 * time.Second}
+
+// scaleApplies says whether a main phase of length main can hold an idle
+// period of d with activity before and after it: at least 1.5 d (a 30 s
+// run reaches 20 s), less a second of slack for the phases' edges.
+func scaleApplies(d, main time.Duration) bool { return main >= d+d/2-time.Second }
+
+const maxCoverageExamples = 5
+
+// Situation ids, by class.
+const (
+	SitIssuerRestart    = "issuer-restart-regrant"
+	SitIssuerPowerLoss  = "issuer-power-loss-regrant"
+	SitIssuerClockBack  = "issuer-clock-back-regrant"
+	SitIssuersSeparated = "issuer-replicas-separated"
+	SitResourceRestart  = "resource-restart-stale"
+	SitResourcePower    = "resource-power-loss-stale"
+	SitReplay           = "replay"
+	SitStripped         = "token-stripped"
+	SitGarbled          = "token-garbled"
+	SitForged           = "token-forged"
+	SitLateWrite        = "late-write-after-newer"
+)
+
+// SitKeyIdle and SitLockFree name the idle situations of scale d
+// ("key-idle-5s-stale", "lock-free-5s-regrant").
+func SitKeyIdle(d time.Duration) string  { return fmt.Sprintf("key-idle-%s-stale", scaleName(d)) }
+func SitLockFree(d time.Duration) string { return fmt.Sprintf("lock-free-%s-regrant", scaleName(d)) }
+
+func scaleName(d time.Duration) string { return d.String() }
+
+// coverageInput is what coverage reads besides the operations.
+type coverageInput struct {
+	ops    *history.Ops
+	faults []Fault
+	run    *RunRecord
+	nodes  []history.RunNode
+	sem    checkers.Semantics
+	late   LateWrites
+	main   time.Duration
+	lease  time.Duration
+}
+
+// coverage counts every situation of every class.
+func coverage(in coverageInput) *Coverage {
+	h := indexOps(in.ops)
+	c := &Coverage{MainPhase: in.main, Lease: in.lease}
+	sit := func(id, text string, na string, count int, ex []int64, missing string) Situation {
+		s := Situation{ID: id, Text: text, NotApplicable: na}
+		if na != "" {
+			return s
+		}
+		s.Count = count
+		if len(ex) > maxCoverageExamples {
+			ex = ex[:maxCoverageExamples]
+		}
+		s.Examples = ex
+		if count == 0 {
+			s.Missing = missing
+		}
+		return s
+	}
+	issuerNodes := in.stateNodes(true)
+	resourceNodes := in.stateNodes(false)
+
+	// counter reset, or a counter not durable.
+	rn, rex := h.regrantsAfter(in.faultsOf(nemesis.Restart, issuerNodes, nemesis.RestartWipe))
+	pn, pex := h.regrantsAfter(in.faultsOf(nemesis.PowerLoss, issuerNodes))
+	c.add("counter-reset", "counter reset or not durable (issuer)",
+		sit(SitIssuerRestart, "the issuer restarted (kill -9) after granting, then granted again on the same lock",
+			in.faultNA(nemesis.Restart, issuerNodes, "issuer"), rn, rex, in.faultMissing(nemesis.Restart, "no restart of a node holding issuer state was followed by a new grant on a lock granted before it")),
+		sit(SitIssuerPowerLoss, "the issuer lost power after granting, then granted again on the same lock",
+			in.faultNA(nemesis.PowerLoss, issuerNodes, "issuer"), pn, pex, in.faultMissing(nemesis.PowerLoss, "no power loss of a node holding issuer state was followed by a new grant on a lock granted before it")))
+
+	// wall-clock tokens.
+	cn, cex := h.clockBackRegrants(in.faultsOf(nemesis.Clock, in.clockIssuers(issuerNodes)))
+	c.add("wall-clock", "wall-clock tokens",
+		sit(SitIssuerClockBack, "the issuer's clock stepped back between two grants on a lock",
+			in.clockNA(issuerNodes), cn, cex, in.faultMissing(nemesis.Clock, "no clock fault moved an issuer's clock back between two grants on one lock")))
+
+	// split brain.
+	sn, sex := h.separatedGrants(in.faults, issuerNodes)
+	c.add("split-brain", "split brain (two issuers)",
+		sit(SitIssuersSeparated, "issuer replicas were partitioned apart while locks were granted",
+			in.replicasNA(issuerNodes), sn, sex, in.faultMissing(nemesis.Partition, "no partition separated the issuer's replicas while a lock was granted")))
+
+	// a token lost, a high-water mark forgotten.
+	var forgot []Situation
+	for _, d := range IdleScales {
+		na := ""
+		if !scaleApplies(d, in.main) {
+			na = fmt.Sprintf("the main phase (%s) is too short for an idle time of %s with activity around it (it needs %s)", in.main.Round(time.Second/10), d, (d + d/2 - time.Second))
+		}
+		n, ex := h.idleStale(d)
+		forgot = append(forgot, sit(SitKeyIdle(d), fmt.Sprintf("a key had no write for %s or more, then was written with a token older than its mark", d),
+			na, n, ex, fmt.Sprintf("no key was left without writes for %s and then written with an older token", d)))
+	}
+	for _, d := range IdleScales {
+		na := ""
+		if !scaleApplies(d, in.main) {
+			na = fmt.Sprintf("the main phase (%s) is too short for a lock free %s with grants around it", in.main.Round(time.Second/10), d)
+		}
+		n, ex := h.freeRegrants(d, in.lease)
+		forgot = append(forgot, sit(SitLockFree(d), fmt.Sprintf("a lock was free for %s or more, then granted again", d),
+			na, n, ex, fmt.Sprintf("no lock sat free (released or expired, no grant) for %s and was then granted again", d)))
+	}
+	an, aex := h.staleAfter(in.faultsOf(nemesis.Restart, resourceNodes, nemesis.RestartWipe))
+	bn, bex := h.staleAfter(in.faultsOf(nemesis.PowerLoss, resourceNodes))
+	forgot = append(forgot,
+		sit(SitResourceRestart, "a resource restarted (kill -9), then was sent a token older than a key's mark from before",
+			in.faultNA(nemesis.Restart, resourceNodes, "resource"), an, aex, in.faultMissing(nemesis.Restart, "no restart of a node holding resource state was followed by a write older than a key's mark")),
+		sit(SitResourcePower, "a resource lost power, then was sent a token older than a key's mark from before",
+			in.faultNA(nemesis.PowerLoss, resourceNodes, "resource"), bn, bex, in.faultMissing(nemesis.PowerLoss, "no power loss of a node holding resource state was followed by a write older than a key's mark")))
+	c.add("high-water-forgotten", "token lost or high-water mark forgotten", forgot...)
+
+	// replay.
+	replayNA := ""
+	if in.sem.Equal == checkers.EqualAccept {
+		replayNA = "the target declares equal: accept (a holder may write again with its token)"
+	}
+	qn, qex := h.replays()
+	c.add("replay", "replay accepted",
+		sit(SitReplay, "a write was sent with the token already accepted on its key (a replay)", replayNA, qn, qex,
+			"no write resent a key's accepted token"))
+
+	// missing or malformed token.
+	stripNA := in.nemesisNA(nemesis.Strip)
+	c.add("missing-token", "missing or malformed token",
+		sit(SitStripped, "a write reached the resource with its token removed or empty", stripNA,
+			len(h.tampered["remove"])+len(h.tampered["empty"]), append(h.tampered["remove"], h.tampered["empty"]...), in.faultMissing(nemesis.Strip, "the strip proxy removed no write's token")),
+		sit(SitGarbled, "a write reached the resource with its token garbled", stripNA,
+			len(h.tampered["garble"]), h.tampered["garble"], in.faultMissing(nemesis.Strip, "the strip proxy garbled no write's token")))
+
+	// forgery.
+	forgeNA := ""
+	if !in.sem.Authenticated {
+		forgeNA = "the target does not authenticate tokens (authenticated: false): a number no issuer signed cannot be told from one it did"
+	}
+	c.add("forgery", "forged token",
+		sit(SitForged, "a write was sent with a token no issuer returned", forgeNA, len(h.forged), h.forged,
+			"no write carried a token no issuer returned (the forger runs with --forge, always for authenticated targets)"))
+
+	// the seeds' scenario.
+	c.add("late-write", "late write by an expired holder",
+		sit(SitLateWrite, "a holder whose lease had expired wrote after a newer holder's write was accepted", "",
+			in.late.AfterNewerWrite, nil, "no holder wrote with its old token after a newer holder's write was accepted (holder pauses: --nemesis pause)"))
+	return c
+}
+
+// add appends a class, its status read from its situations.
+func (c *Coverage) add(class, title string, sits ...Situation) {
+	applies, created := 0, 0
+	for _, s := range sits {
+		if s.Applies() {
+			applies++
+			if s.Count > 0 {
+				created++
+			}
+		}
+	}
+	status := CoverageNotApplicable
+	switch {
+	case applies == 0:
+	case created == applies:
+		status = CoverageCovered
+	case created > 0:
+		status = CoveragePartial
+	default:
+		status = CoverageNone
+	}
+	c.Classes = append(c.Classes, CoverageClass{Class: class, Title: title, Status: status, Situations: sits})
+}
+
+// stateNodes are the nodes that keep issuer state (issuer true) or resource
+// state: stateful nodes whose role does not say they keep only the other
+// half. Nil when the history does not list the nodes (then every fault's
+// nodes count).
+func (in coverageInput) stateNodes(issuer bool) map[string]bool {
+	if in.nodes == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, n := range in.nodes {
+		is, res := strings.Contains(n.Role, "issuer"), strings.Contains(n.Role, "resource")
+		if n.Stateless || (issuer && res && !is) || (!issuer && is && !res) {
+			continue
+		}
+		out[n.Name] = true
+	}
+	return out
+}
+
+// clockIssuers are the issuer-state nodes whose clock can be moved.
+func (in coverageInput) clockIssuers(issuers map[string]bool) map[string]bool {
+	if issuers == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, n := range in.nodes {
+		if n.Clock && issuers[n.Name] {
+			out[n.Name] = true
+		}
+	}
+	return out
+}
+
+// faultsOf are the fault periods of the named nemeses that acted on one of
+// nodes (nil: any node) and ended (an open one never gave its node back).
+func (in coverageInput) faultsOf(name string, nodes map[string]bool, more ...string) []Fault {
+	var out []Fault
+	for _, f := range in.faults {
+		if (f.Nemesis == name || slices.Contains(more, f.Nemesis)) && !f.Instant() && !f.Open && (nodes == nil || f.on(nodes)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// nemesisNA is why the run events say the nemesis cannot act on the
+// target ("" when they do not say so).
+func (in coverageInput) nemesisNA(name string) string {
+	if in.run == nil {
+		return ""
+	}
+	if why, ok := in.run.NotApplicable[name]; ok {
+		return "nemesis " + name + " cannot act on this target: " + why
+	}
+	return ""
+}
+
+// faultNA: a fault of the nemesis on a node of the kind (issuer or
+// resource state) cannot happen.
+func (in coverageInput) faultNA(name string, nodes map[string]bool, kind string) string {
+	if na := in.nemesisNA(name); na != "" {
+		return na
+	}
+	if nodes != nil && len(nodes) == 0 {
+		return "no node of this target keeps " + kind + " state of its own"
+	}
+	return ""
+}
+
+func (in coverageInput) clockNA(issuers map[string]bool) string {
+	if na := in.nemesisNA(nemesis.Clock); na != "" {
+		return na
+	}
+	if c := in.clockIssuers(issuers); c != nil && len(c) == 0 {
+		return "no node holding issuer state has a clock the clock nemesis can move"
+	}
+	return ""
+}
+
+func (in coverageInput) replicasNA(issuers map[string]bool) string {
+	if na := in.nemesisNA(nemesis.Partition); na != "" {
+		return na
+	}
+	if in.nodes == nil {
+		return ""
+	}
+	n := 0
+	for _, node := range in.nodes {
+		if node.Partition && issuers[node.Name] {
+			n++
+		}
+	}
+	if n < 2 {
+		return "the issuer has no replicas a partition can separate (one node keeps its state)"
+	}
+	return ""
+}
+
+// faultMissing is why a situation that needs the nemesis was never
+// created: the nemesis was not in the run, or what did not follow it.
+func (in coverageInput) faultMissing(name, otherwise string) string {
+	if in.run != nil && !slices.Contains(in.run.Nemeses, name) {
+		return "nemesis " + name + " was not in the run (--nemesis " + in.run.Requested + ")"
+	}
+	return otherwise
+}
+
+// opsIndex is the operations coverage reads, per key and lock.
+type opsIndex struct {
+	acquires map[string][]timedOp // ok acquires per lock, by call
+	events   map[string][]lockEvent
+	writes   map[string][]timedOp // every write per key, by call
+	stored   map[string][]timedOp // ok writes per key, by return
+	tampered map[string][]int64   // tampered writes' ids by strip mode
+	forged   []int64
+}
+
+type timedOp struct {
+	id                   int64
+	call, ret, completed int64
+	n                    uint64
+	valid, ok            bool
+}
+
+// lockEvent is one lock's grant, renew or release for the free-lock count.
+type lockEvent struct {
+	at    int64
+	kind  byte // 'g' grant (at call), 'i' a grant whose answer was lost, 'r' renew, 'x' release
+	until int64
+	raw   string
+	id    int64
+}
+
+func indexOps(ops *history.Ops) *opsIndex {
+	h := &opsIndex{acquires: map[string][]timedOp{}, events: map[string][]lockEvent{}, writes: map[string][]timedOp{},
+		stored: map[string][]timedOp{}, tampered: map[string][]int64{}}
+	issued := map[string]bool{}
+	var maxIssued uint64
+	var o history.Op
+	for i := range ops.Len() {
+		ops.Load(i, &o)
+		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
+			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk}
+		switch o.F {
+		case history.Acquire:
+			switch {
+			case t.ok && t.valid:
+				h.acquires[o.Key] = append(h.acquires[o.Key], t)
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Call, kind: 'g', until: o.Return, raw: o.Token.Raw, id: o.ID})
+				issued[o.Token.Raw] = true
+				maxIssued = max(maxIssued, o.Token.N)
+			case o.Outcome == history.OutcomeInfo:
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Call, kind: 'i', until: o.Completed, id: o.ID})
+			}
+		case history.Renew:
+			if t.ok {
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Return, kind: 'r', until: o.Return})
+			}
+		case history.Release:
+			if t.ok {
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Return, kind: 'x', raw: o.Token.Raw})
+			}
+		case history.Write:
+			h.writes[o.Key] = append(h.writes[o.Key], t)
+			if t.ok && t.valid {
+				h.stored[o.Key] = append(h.stored[o.Key], t)
+			}
+			if o.Tampered != "" {
+				h.tampered[o.Tampered] = append(h.tampered[o.Tampered], o.ID)
+			}
+		}
+	}
+	// A forged token: one whose spelling no acquire returned, above every
+	// number any returned (a straggler's or a garbled token is neither).
+	for i := range ops.Len() {
+		ops.Load(i, &o)
+		if o.F == history.Write && o.Tampered == "" && o.Token.State == history.TokenValid && !issued[o.Token.Raw] && o.Token.N > maxIssued {
+			h.forged = append(h.forged, o.ID)
+		}
+	}
+	for _, s := range h.stored {
+		slices.SortFunc(s, func(x, y timedOp) int { return cmpInt(x.ret, y.ret) })
+	}
+	for _, e := range h.events {
+		slices.SortStableFunc(e, func(x, y lockEvent) int { return cmpInt(x.at, y.at) })
+	}
+	return h
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// markBefore is the key's high-water mark as the clients saw it: the
+// newest token of the writes accepted (returned) before t.
+func (h *opsIndex) markBefore(key string, t int64) uint64 {
+	m := marker{stored: h.stored[key]}
+	return m.before(t)
+}
+
+// marker reads one key's mark at times that only grow, each accepted write
+// passed once.
+type marker struct {
+	stored []timedOp
+	next   int
+	mark   uint64
+}
+
+func (m *marker) before(t int64) uint64 {
+	for m.next < len(m.stored) && m.stored[m.next].ret < t {
+		m.mark = max(m.mark, m.stored[m.next].n)
+		m.next++
+	}
+	return m.mark
+}
+
+// regrantsAfter counts the faults after which a lock granted before the
+// fault began was granted again once the fault ended (the node was back).
+func (h *opsIndex) regrantsAfter(faults []Fault) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		first := int64(-1)
+		for _, acq := range h.acquires {
+			before := slices.ContainsFunc(acq, func(a timedOp) bool { return a.ret < f.Start })
+			if !before {
+				continue
+			}
+			if i := slices.IndexFunc(acq, func(a timedOp) bool { return a.call >= f.Stop }); i >= 0 && (first < 0 || acq[i].id < first) {
+				first = acq[i].id
+			}
+		}
+		if first >= 0 {
+			n++
+			ex = append(ex, first)
+		}
+	}
+	return n, ex
+}
+
+// clockBackRegrants counts the clock faults that stepped an issuer's clock
+// back between two grants on one lock: a step back is a step to a negative
+// offset at its start, the end of a step forward, or a strobe (back once
+// every other period).
+func (h *opsIndex) clockBackRegrants(faults []Fault) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		var around func(a, b timedOp) bool
+		switch f.Mode() {
+		case "step":
+			var off int64
+			fmt.Sscan(plainJSON(f.Details["offset_ms"]), &off)
+			at := f.Start
+			if off > 0 {
+				at = f.Stop
+			} else if off == 0 {
+				continue
+			}
+			around = func(a, b timedOp) bool { return a.ret < at && b.call > at }
+		case "strobe":
+			var period int64
+			fmt.Sscan(plainJSON(f.Details["period_ms"]), &period)
+			gap := 2 * period * int64(time.Millisecond)
+			around = func(a, b timedOp) bool {
+				return a.call >= f.Start && b.call <= f.Stop && b.call-a.ret >= gap
+			}
+		default:
+			continue
+		}
+		if id := h.pairGranted(around); id >= 0 {
+			n++
+			ex = append(ex, id)
+		}
+	}
+	return n, ex
+}
+
+// pairGranted finds consecutive grants on one lock that around accepts,
+// and returns the second's id (-1: none).
+func (h *opsIndex) pairGranted(around func(a, b timedOp) bool) int64 {
+	best := int64(-1)
+	for _, acq := range h.acquires {
+		for i := 1; i < len(acq); i++ {
+			if around(acq[i-1], acq[i]) && (best < 0 || acq[i].id < best) {
+				best = acq[i].id
+				break
+			}
+		}
+	}
+	return best
+}
+
+// separatedGrants counts partitions whose groups put nodes holding issuer
+// state on two sides while a lock was granted. (Clients reach the issuer
+// through nodes outside the groups, adapters, as often as through the
+// replicas themselves, so which side granted is not asked.)
+func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		if f.Nemesis != nemesis.Partition || f.Instant() {
+			continue
+		}
+		var groups [][]string
+		if json.Unmarshal(f.Details["groups"], &groups) != nil {
+			continue
+		}
+		sides := 0
+		for _, g := range groups {
+			if slices.ContainsFunc(g, func(node string) bool { return issuers == nil && node != "clients" || issuers[node] }) {
+				sides++
+			}
+		}
+		if sides < 2 {
+			continue
+		}
+		first := int64(-1)
+		for _, acq := range h.acquires {
+			for _, a := range acq {
+				if a.call >= f.Start && a.call <= f.Stop && (first < 0 || a.id < first) {
+					first = a.id
+				}
+			}
+		}
+		if first >= 0 {
+			n++
+			ex = append(ex, first)
+		}
+	}
+	return n, ex
+}
+
+// idleStale counts the idle periods of d or more on a key (no write sent
+// nor in flight) that ended with a write with a token older than the
+// key's mark.
+func (h *opsIndex) idleStale(d time.Duration) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for key, ws := range h.writes {
+		m := marker{stored: h.stored[key]}
+		busy := int64(-1) // latest end of a write so far (Never: one may still land)
+		for _, w := range ws {
+			mark := m.before(w.call)
+			if busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark {
+				n++
+				ex = append(ex, w.id)
+			}
+			end := w.completed
+			if busy == history.Never || end == history.Never {
+				busy = history.Never
+			} else {
+				busy = max(busy, end)
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex
+}
+
+// freeRegrants counts the grants of a lock that had been free for d or
+// more: its last holder released it, or the lease ran out (lease after the
+// grant or renew returned), and no grant was possible meanwhile.
+func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, es := range h.events {
+		held := int64(-1) // the latest the lock may have been held to (-1: never granted)
+		token := ""
+		for _, e := range es {
+			switch e.kind {
+			case 'g':
+				if held >= 0 && held != history.Never && e.at-held >= int64(d) {
+					n++
+					ex = append(ex, e.id)
+				}
+				if held != history.Never {
+					held = max(held, e.until+int64(lease))
+				}
+				token = e.raw
+			case 'i':
+				held = history.Never // a grant that may have happened, held for who knows how long
+			case 'r':
+				if held != history.Never {
+					held = max(held, e.until+int64(lease))
+				}
+			case 'x':
+				if e.raw == token && held != history.Never {
+					held = min(held, e.at)
+				}
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex
+}
+
+// staleAfter counts the faults after which some key's first write sent
+// once the node was back carried a token older than the key's mark from
+// before the fault.
+func (h *opsIndex) staleAfter(faults []Fault) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		first := int64(-1)
+		for key, ws := range h.writes {
+			i := slices.IndexFunc(ws, func(w timedOp) bool { return w.call >= f.Stop })
+			if i < 0 || !ws[i].valid {
+				continue
+			}
+			if ws[i].n < h.markBefore(key, f.Start) && (first < 0 || ws[i].id < first) {
+				first = ws[i].id
+			}
+		}
+		if first >= 0 {
+			n++
+			ex = append(ex, first)
+		}
+	}
+	return n, ex
+}
+
+// replays counts writes sent with the very token their key's mark is (a
+// write with that token accepted and returned before).
+func (h *opsIndex) replays() (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for key, ws := range h.writes {
+		m := marker{stored: h.stored[key]}
+		for _, w := range ws {
+			if w.valid && w.n > 0 && w.n == m.before(w.call) {
+				n++
+				ex = append(ex, w.id)
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex
+}
+
+// Lines says the coverage in a few lines, for the CLI summary: a head line,
+// one line per class that applies, and each situation never created, in
+// words.
+func (c *Coverage) Lines() []string {
+	if c == nil {
+		return nil
+	}
+	applies, covered := 0, 0
+	var na []string
+	for _, cl := range c.Classes {
+		switch cl.Status {
+		case CoverageNotApplicable:
+			na = append(na, cl.Title)
+		case CoverageCovered, CoveragePartial:
+			applies++
+			covered++
+		default:
+			applies++
+		}
+	}
+	head := fmt.Sprintf("coverage: %d of %d failure classes that apply were provoked", covered, applies)
+	if len(na) > 0 {
+		head += " (not applicable: " + strings.Join(na, "; ") + ")"
+	}
+	out := []string{head}
+	for _, cl := range c.Classes {
+		if cl.Status == CoverageNotApplicable {
+			continue
+		}
+		var parts []string
+		for _, s := range cl.Situations {
+			if s.Applies() {
+				parts = append(parts, fmt.Sprintf("%s %d", s.ID, s.Count))
+			}
+		}
+		out = append(out, fmt.Sprintf("  %-14s %s: %s", cl.Status, cl.Title, strings.Join(parts, ", ")))
+	}
+	for _, n := range c.Never() {
+		out = append(out, "  never created: "+n)
+	}
+	return out
+}
