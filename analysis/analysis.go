@@ -54,6 +54,10 @@ type Options struct {
 	// TTL is the lease length for the lease-overlap analysis when events
 	// carry none (0: DefaultTTL).
 	TTL time.Duration
+	// RequireCoverage makes a valid history from a run that left a failure
+	// class that applies uncovered (coverage.go: not one of its situations
+	// created) unknown, the class named in the gate reason.
+	RequireCoverage bool
 	// Lenient skips damaged lines and unpairable events instead of failing,
 	// and notes each: the report of a damaged history is still written, but
 	// its verdict is at best unknown.
@@ -72,6 +76,8 @@ type Settings struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	MinOps  int           `json:"min_ops"`
 	TTL     time.Duration `json:"ttl_ns"`
+	// RequireCoverage is Options.RequireCoverage.
+	RequireCoverage bool `json:"require_coverage,omitempty"`
 }
 
 // Result is everything fencecheck concludes from one history. results.json,
@@ -446,7 +452,8 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	ops := a.ops
 	ops.Sort()
 	r := &Result{Semantics: a.sem, Ops: ops, End: a.end, checkers: a.checkers,
-		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL}}
+		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL,
+			RequireCoverage: a.opts.RequireCoverage}}
 	if a.damage > maxNotes {
 		a.notes = append(a.notes, fmt.Sprintf("%d damaged lines or events in all", a.damage))
 	}

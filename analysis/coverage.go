@@ -86,6 +86,24 @@ func (c *Coverage) Uncovered() []CoverageClass {
 	return out
 }
 
+// gateReasons are the gate's reasons under RequireCoverage: one per class
+// that applies and of which the run created no situation, named, with
+// what it never created.
+func (c *Coverage) gateReasons() []string {
+	var out []string
+	for _, cl := range c.Uncovered() {
+		var never []string
+		for _, s := range cl.Situations {
+			if s.Applies() {
+				never = append(never, s.Text+" ("+s.Missing+")")
+			}
+		}
+		out = append(out, fmt.Sprintf("coverage is required (--require-coverage) and the run never provoked failure class %s (%s): never created: %s",
+			cl.Class, cl.Title, strings.Join(never, "; ")))
+	}
+	return out
+}
+
 // Never lists, in words, the situations that apply and were never created.
 func (c *Coverage) Never() []string {
 	if c == nil {

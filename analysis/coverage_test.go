@@ -233,3 +233,34 @@ func TestCoverageSaysWhatTheRunNeverCreated(t *testing.T) {
 	assert.Contains(t, situation(t, c, SitIssuerRestart).Missing, "nemesis restart was not in the run")
 	assert.NotEmpty(t, c.Never())
 }
+
+// Under RequireCoverage a valid history that left a class that applies
+// uncovered is unknown, the class named; not applicable classes and
+// partly covered ones do not hold it back, and without the option the
+// verdict stands.
+func TestRequireCoverageMakesAnUncoveredValidRunUnknown(t *testing.T) {
+	b := covRun(reference, nil, nil, 10000)
+	for i := range 12 {
+		at := int64(i * 100)
+		tok := string(rune('1' + i%9))
+		key := "k" + string(rune('a'+i))
+		b.OnProcess(1).Acquire(key, at, at+5, tok).Write(key, tok, "v"+key, at+10, at+15).Release(key, tok, at+20, at+25)
+	}
+	b.Run(history.RunEnd, 10100, map[string]any{history.RunExtraComplete: true})
+	check := func(require bool) *Result {
+		res, err := Check(context.Background(), b.Events(), Options{Checker: CheckerFast, RequireCoverage: require})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := check(false)
+	assert.Equal(t, checkers.Valid, res.Verdict, res.Reason)
+	res = check(true)
+	assert.Equal(t, checkers.Unknown, res.Verdict)
+	assert.Equal(t, ExitUnknown, res.ExitCode)
+	assert.Contains(t, res.Reason, "failure class counter-reset")
+	assert.Contains(t, res.Reason, "failure class late-write")
+	assert.NotContains(t, res.Reason, "split-brain", "not applicable: the reference has no replicas")
+	assert.True(t, res.Settings.RequireCoverage, "recorded, so a re-check judges the same")
+}
