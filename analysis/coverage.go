@@ -422,7 +422,7 @@ type timedOp struct {
 // lockEvent is one lock's grant, renew or release for the free-lock count.
 type lockEvent struct {
 	at    int64
-	kind  byte // 'g' grant (at call), 'i' a grant whose answer was lost, 'r' renew, 'x' release
+	kind  byte // 'g' grant (at call), 'i' a grant whose answer was lost (until: its completion), 'r' renew, 'x' release
 	until int64
 	raw   string
 	id    int64
@@ -677,7 +677,14 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
 				}
 				token = e.raw
 			case 'i':
-				held = history.Never // a grant that may have happened, held for who knows how long
+				// A grant that may have happened before its answer was lost:
+				// no one knows its token to renew it, so its lease ends at
+				// most a lease after the completion (never, without one).
+				if e.until == history.Never || held == history.Never {
+					held = history.Never
+				} else {
+					held = max(held, e.until+int64(lease))
+				}
 			case 'r':
 				if held != history.Never {
 					held = max(held, e.until+int64(lease))

@@ -155,7 +155,8 @@ func TestCoverageCountsStaleWritesAfterIdleTimeAtEachScale(t *testing.T) {
 
 // A lock free (released, or its lease run out) for a while and then
 // granted again counts at each scale; a grant whose answer was lost keeps
-// the lock possibly held, and a lease still running is no free time.
+// the lock possibly held until a lease after it, and a lease still running
+// is no free time.
 func TestCoverageCountsGrantsOfLocksFreeForAWhile(t *testing.T) {
 	b := covRun(reference, allNem, nil, 40000)
 	b.OnProcess(1).Acquire("L", 0, 5, "1").Release("L", "1", 10, 15)
@@ -164,10 +165,10 @@ func TestCoverageCountsGrantsOfLocksFreeForAWhile(t *testing.T) {
 	b.OnProcess(3).Acquire("M", 0, 5, "1")       // lease to 1005
 	b.OnProcess(3).Acquire("M", 2100, 2105, "2") // free 1.095 s
 	b.OnProcess(4).Acquire("N", 0, 5, "1").Release("N", "1", 10, 15)
-	b.OnProcess(5).AcquireInfo("N", 100, 200)    // may have granted: held from then on
-	b.OnProcess(6).Acquire("N", 9000, 9005, "3") // not counted
+	b.OnProcess(5).AcquireInfo("N", 100, 4000)   // may have granted as late as 4 s: held to 5 s
+	b.OnProcess(6).Acquire("N", 9000, 9005, "3") // free 4 s: the 1 s scale only
 	c := covCheck(t, b, checkers.Semantics{})
-	assert.Equal(t, 2, situation(t, c, SitLockFree(time.Second)).Count)
+	assert.Equal(t, 3, situation(t, c, SitLockFree(time.Second)).Count)
 	assert.Equal(t, 1, situation(t, c, SitLockFree(5*time.Second)).Count)
 	assert.Zero(t, situation(t, c, SitLockFree(20*time.Second)).Count)
 }

@@ -203,7 +203,7 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 	}
 	wl, err := workloads.NewFenced(workloads.Config{
 		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, Namespace: run.Namespace, TTL: cfg.TTL,
-		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile,
+		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile, Duration: cfg.Time,
 		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
 	if err != nil {
