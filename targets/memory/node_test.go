@@ -372,3 +372,20 @@ func TestStopThenStartKeepsAddress(t *testing.T) {
 	require.NoError(t, c.Health(bg))
 	assert.Equal(t, "v", string(c.Read(bg, "k").Value))
 }
+
+// forget-idle: a key without an accepted write for ForgetIdleAfter loses
+// its mark (not its value); a key written since keeps it.
+func TestBugForgetIdle(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), StoreOptions{Bugs: Bugs{ForgetIdle: true}})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Write(bg, "k", 2, []byte("a")))
+	require.NoError(t, s.Write(bg, "j", 2, []byte("a")))
+	var stale *fencing.StaleError
+	assert.ErrorAs(t, s.Write(bg, "k", 1, []byte("b")), &stale, "written just now: the mark holds")
+	s.mu.Lock()
+	s.lastWrite["k"] = time.Now().Add(-ForgetIdleAfter - time.Second)
+	s.mu.Unlock()
+	assert.NoError(t, s.Write(bg, "k", 1, []byte("late")), "idle: the mark is forgotten")
+	assert.ErrorAs(t, s.Write(bg, "j", 1, []byte("b")), &stale)
+}

@@ -84,11 +84,14 @@ type Store struct {
 	dir  string
 	opts StoreOptions
 
-	mu         sync.Mutex
-	cond       *sync.Cond
-	counters   map[string]uint64
-	locks      map[string]holder
-	keys       map[string]resource
+	mu       sync.Mutex
+	cond     *sync.Cond
+	counters map[string]uint64
+	locks    map[string]holder
+	keys     map[string]resource
+	// lastWrite is when each key's last write was accepted, by the
+	// monotonic clock (forget-idle; a clock fault does not move it).
+	lastWrite  map[string]time.Time
 	version    uint64 // bumped by every change
 	durable    uint64 // newest version on disk
 	committing bool
@@ -359,11 +362,20 @@ func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) e
 	})
 }
 
+// ForgetIdleAfter is how long a key must go without an accepted write for
+// the forget-idle bug to forget its mark.
+const ForgetIdleAfter = 3 * time.Second
+
 // Write implements fencing.Store: strict fencing, token must be newer than
 // the key's high-water mark (bugs: accept-equal, no-fencing).
 func (s *Store) Write(ctx context.Context, key string, token uint64, value []byte) error {
 	return s.do(func() (bool, error) {
 		r := s.keys[key]
+		if s.opts.Bugs.Has(ForgetIdle) {
+			if at, seen := s.lastWrite[key]; seen && time.Since(at) >= ForgetIdleAfter {
+				r.HighWater = 0 // evicted: the value stays, the mark is gone
+			}
+		}
 		ok := token > r.HighWater ||
 			(token == r.HighWater && s.opts.Bugs.Has(AcceptEqual)) ||
 			s.opts.Bugs.Has(NoFencing)
@@ -376,6 +388,12 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 			r.HighWater = token
 		}
 		s.keys[key] = r
+		if s.opts.Bugs.Has(ForgetIdle) {
+			if s.lastWrite == nil {
+				s.lastWrite = map[string]time.Time{}
+			}
+			s.lastWrite[key] = time.Now()
+		}
 		return true, nil
 	})
 }
