@@ -36,7 +36,7 @@ type idleScale struct {
 // and two thirds of a run of a minute or more; each only when a round fits
 // in the run (main 0: unknown, all three).
 func idleScales(main time.Duration) []idleScale {
-	all := []idleScale{{1250 * time.Millisecond, 2}, {5500 * time.Millisecond, 3}, {20500 * time.Millisecond, 4}}
+	all := []idleScale{{1250 * time.Millisecond, 2}, {5500 * time.Millisecond, 3}, {20500 * time.Millisecond, 5}}
 	if main >= time.Minute {
 		all = append(all, idleScale{main * 2 / 3, 2})
 	}
@@ -75,11 +75,12 @@ type idleSlot struct {
 func idleSlots(ns string, main time.Duration) []idleSlot {
 	var out []idleSlot
 	for _, s := range idleScales(main) {
-		// The room is shrunk by a fifth: a fault may hold a probe's first
-		// cycles for seconds.
+		// The room is halved: a fault (a restart, a strip of the first
+		// cycles' tokens) may hold a probe's first round for seconds, and a
+		// round that starts too late does not fit.
 		room := s.idle
 		if main > 0 {
-			room = min(room, (main-s.idle-idleMargin)*4/5)
+			room = min(room, (main-s.idle-idleMargin)/2)
 		}
 		for j := range s.slots {
 			off := 200*time.Millisecond + time.Duration(j)*max(room, 0)/time.Duration(s.slots)
@@ -111,6 +112,9 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		if _, ok := w.idleCycle(ctx, newer, issuer, resource, slot.key, n); !ok {
 			sleepCtx(ctx, 200*time.Millisecond)
 			continue
+		}
+		if !fits() {
+			return // the first cycles took too long: the late write would miss the run
 		}
 		sleepCtx(ctx, slot.idle)
 		if ctx.Err() != nil {

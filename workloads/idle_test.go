@@ -25,16 +25,16 @@ func TestIdleSlotsFitTheirTimeScalesInTheRun(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3, 20500 * time.Millisecond: 4}, scales(30*time.Second))
+	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3, 20500 * time.Millisecond: 5}, scales(30*time.Second))
 	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3}, scales(10*time.Second))
 	assert.Equal(t, 2, scales(90 * time.Second)[60*time.Second])
 
 	// "all" has the probes, on keys of their own; a list names them.
 	w, err := NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Duration: 30 * time.Second})
 	require.NoError(t, err)
-	assert.Len(t, w.idle, 9)
-	assert.Contains(t, w.Keys(), "i8")
-	assert.Contains(t, w.KeysInWords(), "idle probes 9")
+	assert.Len(t, w.idle, 10)
+	assert.Contains(t, w.Keys(), "i9")
+	assert.Contains(t, w.KeysInWords(), "idle probes 10")
 	w, err = NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Profile: "steady"})
 	require.NoError(t, err)
 	assert.Empty(t, w.idle, "a list without idle keeps its meaning")
