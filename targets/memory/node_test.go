@@ -388,4 +388,20 @@ func TestBugForgetIdle(t *testing.T) {
 	s.mu.Unlock()
 	assert.NoError(t, s.Write(bg, "k", 1, []byte("late")), "idle: the mark is forgotten")
 	assert.ErrorAs(t, s.Write(bg, "j", 1, []byte("b")), &stale)
+
+	// A key not written since the store opened (a restart) counts from the
+	// open.
+	dir := t.TempDir()
+	s2, err := OpenStore(dir, StoreOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s2.Write(bg, "k", 2, []byte("a")))
+	require.NoError(t, s2.Close())
+	s3, err := OpenStore(dir, StoreOptions{Bugs: Bugs{ForgetIdle: true}})
+	require.NoError(t, err)
+	defer s3.Close()
+	assert.ErrorAs(t, s3.Write(bg, "k", 1, []byte("b")), &stale, "just opened: the mark holds")
+	s3.mu.Lock()
+	s3.opened = time.Now().Add(-ForgetIdleAfter - time.Second)
+	s3.mu.Unlock()
+	assert.NoError(t, s3.Write(bg, "k", 1, []byte("late")))
 }

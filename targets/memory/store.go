@@ -90,8 +90,11 @@ type Store struct {
 	locks    map[string]holder
 	keys     map[string]resource
 	// lastWrite is when each key's last write was accepted, by the
-	// monotonic clock (forget-idle; a clock fault does not move it).
+	// monotonic clock (forget-idle; a clock fault does not move it); a key
+	// not written since the store opened counts from opened (a restart
+	// does not make every key fresh).
 	lastWrite  map[string]time.Time
+	opened     time.Time
 	version    uint64 // bumped by every change
 	durable    uint64 // newest version on disk
 	committing bool
@@ -117,7 +120,8 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}}
+	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{},
+		opened: time.Now()}
 	s.cond = sync.NewCond(&s.mu)
 	b, err := os.ReadFile(filepath.Join(dir, snapshotName))
 	switch {
@@ -372,7 +376,11 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	return s.do(func() (bool, error) {
 		r := s.keys[key]
 		if s.opts.Bugs.Has(ForgetIdle) {
-			if at, seen := s.lastWrite[key]; seen && time.Since(at) >= ForgetIdleAfter {
+			at, seen := s.lastWrite[key]
+			if !seen {
+				at = s.opened
+			}
+			if time.Since(at) >= ForgetIdleAfter {
 				r.HighWater = 0 // evicted: the value stays, the mark is gone
 			}
 		}
