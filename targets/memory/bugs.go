@@ -46,8 +46,9 @@ const (
 	// to a file of their own without fsync; a power loss forgets them.
 	HighwaterNoFsync Bug = "highwater-no-fsync"
 	// ForgetIdle: the resource forgets the high-water mark of a key that
-	// has had no accepted write for ForgetIdleAfter (a cache that evicts
-	// idle entries); the value stays. Only a run that leaves a key idle that
+	// has had no accepted write for ForgetIdleAfter, as a mark kept under a
+	// TTL renewed at each write does (the time of the last write is stored
+	// with the mark, so a restart does not reset it); the value stays. Only a run that leaves a key idle that
 	// long and then writes to it with an older token shows it (the idle
 	// probes, docs/workloads.md).
 	ForgetIdle Bug = "forget-idle"

@@ -54,6 +54,11 @@ type resource struct {
 	HighWater uint64 `json:"high_water"`
 	Token     uint64 `json:"token"`
 	Value     []byte `json:"value"`
+	// Written is when the key's last write was accepted (Unix ns, by the
+	// machine's clock, which no clock fault moves), kept only under
+	// forget-idle: stored with the mark, as a TTL is, it outlives a
+	// restart.
+	Written int64 `json:"written_ns,omitempty"`
 }
 
 type snapshot struct {
@@ -84,17 +89,11 @@ type Store struct {
 	dir  string
 	opts StoreOptions
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	counters map[string]uint64
-	locks    map[string]holder
-	keys     map[string]resource
-	// lastWrite is when each key's last write was accepted, by the
-	// monotonic clock (forget-idle; a clock fault does not move it); a key
-	// not written since the store opened counts from opened (a restart
-	// does not make every key fresh).
-	lastWrite  map[string]time.Time
-	opened     time.Time
+	mu         sync.Mutex
+	cond       *sync.Cond
+	counters   map[string]uint64
+	locks      map[string]holder
+	keys       map[string]resource
 	version    uint64 // bumped by every change
 	durable    uint64 // newest version on disk
 	committing bool
@@ -120,8 +119,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{},
-		opened: time.Now()}
+	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}}
 	s.cond = sync.NewCond(&s.mu)
 	b, err := os.ReadFile(filepath.Join(dir, snapshotName))
 	switch {
@@ -376,11 +374,7 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 	return s.do(func() (bool, error) {
 		r := s.keys[key]
 		if s.opts.Bugs.Has(ForgetIdle) {
-			at, seen := s.lastWrite[key]
-			if !seen {
-				at = s.opened
-			}
-			if time.Since(at) >= ForgetIdleAfter {
+			if r.Written != 0 && time.Now().UnixNano()-r.Written >= int64(ForgetIdleAfter) {
 				r.HighWater = 0 // evicted: the value stays, the mark is gone
 			}
 		}
@@ -395,13 +389,10 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 		if token > r.HighWater {
 			r.HighWater = token
 		}
-		s.keys[key] = r
 		if s.opts.Bugs.Has(ForgetIdle) {
-			if s.lastWrite == nil {
-				s.lastWrite = map[string]time.Time{}
-			}
-			s.lastWrite[key] = time.Now()
+			r.Written = time.Now().UnixNano()
 		}
+		s.keys[key] = r
 		return true, nil
 	})
 }
