@@ -416,7 +416,7 @@ type timedOp struct {
 	id                   int64
 	call, ret, completed int64
 	n                    uint64
-	valid, ok            bool
+	valid, ok, failed    bool
 }
 
 // lockEvent is one lock's grant, renew or release for the free-lock count.
@@ -437,7 +437,7 @@ func indexOps(ops *history.Ops) *opsIndex {
 	for i := range ops.Len() {
 		ops.Load(i, &o)
 		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
-			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk}
+			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk, failed: o.Outcome == history.OutcomeFail}
 		switch o.F {
 		case history.Acquire:
 			switch {
@@ -631,20 +631,28 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int
 	return n, ex
 }
 
-// idleStale counts the idle periods of d or more on a key (no write sent
-// nor in flight) that ended with a write with a token older than the
-// key's mark.
+// idleStale counts the idle periods of d or more on a key that ended with
+// a write with a token older than the key's mark. Idle: no write that may
+// have taken effect (accepted, or with an unknown outcome, until its
+// completion; one never completed keeps the key busy for good); a
+// rejected write changed nothing, so it does not end the idle time.
 func (h *opsIndex) idleStale(d time.Duration) (int, []int64) {
 	n, ex := 0, []int64(nil)
 	for key, ws := range h.writes {
 		m := marker{stored: h.stored[key]}
 		busy := int64(-1) // latest end of a write so far (Never: one may still land)
+		counted := false  // this idle period's stale write was counted (retries are not)
 		for _, w := range ws {
 			mark := m.before(w.call)
-			if busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark {
+			if !counted && busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark {
 				n++
 				ex = append(ex, w.id)
+				counted = true
 			}
+			if w.failed {
+				continue
+			}
+			counted = false
 			end := w.completed
 			if busy == history.Never || end == history.Never {
 				busy = history.Never

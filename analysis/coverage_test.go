@@ -130,18 +130,23 @@ func TestCoverageCountsIssuerReplicasSeparated(t *testing.T) {
 }
 
 // A key idle for a while and then written with a token older than its
-// mark counts at each scale it reaches, once per idle period; a write with
-// a newer token after the idle time does not.
+// mark counts at each scale it reaches, once per idle period (its retries
+// are not counted again); a write with a newer token after the idle time
+// does not, and a rejected write does not end the idle time.
 func TestCoverageCountsStaleWritesAfterIdleTimeAtEachScale(t *testing.T) {
 	b := covRun(reference, allNem, nil, 40000)
 	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
 	b.OnProcess(2).WriteStale("k", "1", "c", 6015, 6020, "2")   // idle 6 s: 1 s and 5 s
-	b.OnProcess(2).WriteStale("k", "1", "d", 6030, 6035, "2")   // right after: not idle
+	b.OnProcess(2).WriteStale("k", "1", "d", 6030, 6035, "2")   // a retry in the same idle period: counted once
 	b.OnProcess(3).Write("k", "3", "e", 8100, 8105)             // idle 2 s, but newer
 	b.OnProcess(4).WriteStale("k", "2", "f", 30000, 30005, "3") // idle 21.9 s: every scale
+	// A rejected write (its token stripped) changed nothing: j stays idle.
+	b.OnProcess(5).Write("j", "1", "a", 0, 5).Write("j", "2", "b", 10, 15)
+	b.OnProcess(6).WriteFail("j", "", "c", 3000, 3005, "missing-token")
+	b.OnProcess(7).WriteStale("j", "1", "d", 6015, 6020, "2")
 	c := covCheck(t, b, checkers.Semantics{})
-	assert.Equal(t, 2, situation(t, c, SitKeyIdle(time.Second)).Count)
-	assert.Equal(t, 2, situation(t, c, SitKeyIdle(5*time.Second)).Count)
+	assert.Equal(t, 3, situation(t, c, SitKeyIdle(time.Second)).Count)
+	assert.Equal(t, 3, situation(t, c, SitKeyIdle(5*time.Second)).Count)
 	s := situation(t, c, SitKeyIdle(20*time.Second))
 	assert.Equal(t, 1, s.Count)
 	assert.Len(t, s.Examples, 1)

@@ -128,9 +128,11 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		}
 		// A late write that found nothing listening (the server
 		// restarting) is tried again, as a stalled holder's is: it then
-		// meets the restarted server's state.
+		// meets the restarted server's state. So is one whose token the
+		// strip proxy took (a rejection that changed nothing: the key is
+		// still idle).
 		rep := late()
-		for t0, wait := time.Now(), 300*time.Millisecond; time.Since(t0) < refusedRetries && rep.Type == history.Fail && rep.Error == fencing.ErrWordRefused && ctx.Err() == nil; wait *= 2 {
+		for t0, wait := time.Now(), 300*time.Millisecond; time.Since(t0) < refusedRetries && retryable(rep) && ctx.Err() == nil; wait *= 2 {
 			sleepCtx(ctx, wait)
 			rep = late()
 		}
@@ -138,6 +140,19 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		// again.
 		w.idleCycle(ctx, newer, issuer, resource, slot.key, n)
 	}
+}
+
+// retryable says whether a write was rejected without meeting the
+// resource's check: nothing listened, or its token was taken on the way.
+func retryable(r Reply) bool {
+	if r.Type != history.Fail {
+		return false
+	}
+	switch r.Error {
+	case fencing.ErrWordRefused, fencing.ErrWordMissingToken, fencing.ErrWordMalformedToken:
+		return true
+	}
+	return false
 }
 
 // idleCycle is one holder's acquire, write and release of key, the
@@ -160,9 +175,18 @@ func (w *Fenced) idleCycle(ctx context.Context, r *recorder, issuer, resource Co
 	}
 	w.learnGranted(acq.TTL)
 	token := acq.Token
-	v := w.value(r)
-	wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
-		func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+	var wr Reply
+	for try := 0; try < 3 && ctx.Err() == nil; try++ {
+		// A write whose token the strip proxy took is sent again: the
+		// round needs both holders' tokens written.
+		v := w.value(r)
+		wr = r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		if !retryable(wr) {
+			break
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
 	if wr.Type == history.Info || ctx.Err() != nil {
 		return "", false // retired: a process that saw info does nothing more
 	}
