@@ -560,12 +560,17 @@ func (h *opsIndex) clockBackRegrants(faults []Fault) (int, []int64) {
 			}
 			around = func(a, b timedOp) bool { return a.ret < at && b.call > at }
 		case "strobe":
+			// Two grants of one lock in the strobe at least two periods
+			// apart have a step back between them (not necessarily
+			// between consecutive ones: a hot lock is granted every few
+			// milliseconds).
 			var period int64
 			fmt.Sscan(plainJSON(f.Details["period_ms"]), &period)
-			gap := 2 * period * int64(time.Millisecond)
-			around = func(a, b timedOp) bool {
-				return a.call >= f.Start && b.call <= f.Stop && b.call-a.ret >= gap
+			if id := h.spanGranted(f.Start, f.Stop, 2*period*int64(time.Millisecond)); id >= 0 {
+				n++
+				ex = append(ex, id)
 			}
+			continue
 		default:
 			continue
 		}
@@ -575,6 +580,31 @@ func (h *opsIndex) clockBackRegrants(faults []Fault) (int, []int64) {
 		}
 	}
 	return n, ex
+}
+
+// spanGranted finds a lock granted twice in [from, to], the second call at
+// least gap after the first's return, and returns the second's id (-1:
+// none).
+func (h *opsIndex) spanGranted(from, to, gap int64) int64 {
+	best := int64(-1)
+	for _, acq := range h.acquires {
+		i := slices.IndexFunc(acq, func(a timedOp) bool { return a.call >= from })
+		if i < 0 {
+			continue
+		}
+		for _, b := range acq[i+1:] {
+			if b.call > to {
+				break
+			}
+			if b.call-acq[i].ret >= gap {
+				if best < 0 || b.id < best {
+					best = b.id
+				}
+				break
+			}
+		}
+	}
+	return best
 }
 
 // pairGranted finds consecutive grants on one lock that around accepts,
@@ -673,13 +703,19 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
 	for _, es := range h.events {
 		held := int64(-1) // the latest the lock may have been held to (-1: never granted)
 		token := ""
+		// ghost is how long the lock had been free when an acquire whose
+		// answer was lost was sent (-1: none since the last grant): if it
+		// granted, that was the grant after the free time; if not, the next
+		// grant is. Either way one situation, counted at the next grant.
+		ghost := int64(-1)
 		for _, e := range es {
 			switch e.kind {
 			case 'g':
-				if held >= 0 && held != history.Never && e.at-held >= int64(d) {
+				if held >= 0 && held != history.Never && e.at-held >= int64(d) || ghost >= int64(d) {
 					n++
 					ex = append(ex, e.id)
 				}
+				ghost = -1
 				if held != history.Never {
 					held = max(held, e.until+int64(lease))
 				}
@@ -688,6 +724,9 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
 				// A grant that may have happened before its answer was lost:
 				// no one knows its token to renew it, so its lease ends at
 				// most a lease after the completion (never, without one).
+				if ghost < 0 && held >= 0 && held != history.Never {
+					ghost = e.at - held
+				}
 				if e.until == history.Never || held == history.Never {
 					held = history.Never
 				} else {

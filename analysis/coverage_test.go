@@ -101,6 +101,19 @@ func TestCoverageCountsClockStepsBackBetweenGrants(t *testing.T) {
 	assert.Equal(t, 1, s.Count, "the forward step's end lies between grants 2 and 3; the client-only step is no issuer's")
 	assert.Equal(t, CoverageCovered, class(c, "wall-clock").Status)
 
+	// A strobe steps back every other period: two grants of a lock in it
+	// two periods apart or more, consecutive or not, have one between them.
+	b = covRun(reference, allNem, nil, 10000)
+	b.FaultWith("clock", "reference", 3000, 5000, map[string]any{"mode": "strobe", "offsets_ms": []int{-5000, 5000}, "period_ms": 100})
+	b.OnProcess(1).Acquire("L", 3100, 3105, "1").Release("L", "1", 3110, 3115)
+	b.OnProcess(1).Acquire("L", 3150, 3155, "2").Release("L", "2", 3160, 3165)
+	b.OnProcess(1).Acquire("L", 3400, 3405, "3").Release("L", "3", 3410, 3415)
+	b.FaultWith("clock", "reference", 6000, 7000, map[string]any{"mode": "strobe", "offsets_ms": []int{-5000, 5000}, "period_ms": 100})
+	b.OnProcess(1).Acquire("L", 6100, 6105, "4").Release("L", "4", 6110, 6115)
+	b.OnProcess(1).Acquire("L", 6150, 6155, "5").Release("L", "5", 6160, 6165) // too close: no step back between
+	c = covCheck(t, b, checkers.Semantics{})
+	assert.Equal(t, 1, situation(t, c, SitIssuerClockBack).Count)
+
 	// A target whose issuer clock cannot move: not applicable, never covered.
 	c = covCheck(t, covRun([]history.RunNode{{Name: "reference", Role: "reference"}}, allNem, nil, 10000), checkers.Semantics{})
 	s = situation(t, c, SitIssuerClockBack)
@@ -172,9 +185,14 @@ func TestCoverageCountsGrantsOfLocksFreeForAWhile(t *testing.T) {
 	b.OnProcess(4).Acquire("N", 0, 5, "1").Release("N", "1", 10, 15)
 	b.OnProcess(5).AcquireInfo("N", 100, 4000)   // may have granted as late as 4 s: held to 5 s
 	b.OnProcess(6).Acquire("N", 9000, 9005, "3") // free 4 s: the 1 s scale only
+	// An acquire whose answer was lost after 6 s free: it granted (the
+	// grant after the free time) or the next one is; counted once.
+	b.OnProcess(7).Acquire("P", 0, 5, "1").Release("P", "1", 10, 15)
+	b.OnProcess(8).AcquireInfo("P", 6015, 7000)
+	b.OnProcess(9).Acquire("P", 7500, 7505, "3")
 	c := covCheck(t, b, checkers.Semantics{})
-	assert.Equal(t, 3, situation(t, c, SitLockFree(time.Second)).Count)
-	assert.Equal(t, 1, situation(t, c, SitLockFree(5*time.Second)).Count)
+	assert.Equal(t, 4, situation(t, c, SitLockFree(time.Second)).Count)
+	assert.Equal(t, 2, situation(t, c, SitLockFree(5*time.Second)).Count)
 	assert.Zero(t, situation(t, c, SitLockFree(20*time.Second)).Count)
 }
 
