@@ -288,3 +288,18 @@ func TestRequireCoverageMakesAnUncoveredValidRunUnknown(t *testing.T) {
 	assert.NotContains(t, res.Reason, "split-brain", "not applicable: the reference has no replicas")
 	assert.True(t, res.Settings.RequireCoverage, "recorded, so a re-check judges the same")
 }
+
+// Nodes whose roles name only one half keep that half's state; when no
+// node's role names the other half, its state is on the stateful nodes
+// still (the reference's split issuers serve the resource too).
+func TestCoverageReadsWhichNodesKeepWhichState(t *testing.T) {
+	in := coverageInput{nodes: []history.RunNode{{Name: "i1", Role: "issuer"}, {Name: "r1", Role: "resource"}, {Name: "a", Role: "adapter", Stateless: true}}}
+	assert.Equal(t, map[string]bool{"i1": true}, in.stateNodes(true))
+	assert.Equal(t, map[string]bool{"r1": true}, in.stateNodes(false))
+	in = coverageInput{nodes: []history.RunNode{{Name: "issuer-1", Role: "issuer"}, {Name: "issuer-2", Role: "issuer"}}}
+	assert.Equal(t, map[string]bool{"issuer-1": true, "issuer-2": true}, in.stateNodes(false))
+	in = coverageInput{nodes: []history.RunNode{{Name: "e1", Role: "etcd"}, {Name: "a", Role: "adapter", Stateless: true}}}
+	assert.Equal(t, map[string]bool{"e1": true}, in.stateNodes(true))
+	assert.Equal(t, map[string]bool{"e1": true}, in.stateNodes(false))
+	assert.Nil(t, coverageInput{}.stateNodes(true), "no node list: every fault's nodes count")
+}
