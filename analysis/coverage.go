@@ -66,6 +66,36 @@ type Situation struct {
 	// Examples are invoke indices of operations that completed it (the
 	// first few).
 	Examples []int64 `json:"examples,omitempty"`
+	// During counts, for the idle situations, the idle periods a fault of
+	// each nemesis overlapped (by nemesis name; "none": no fault at all),
+	// so a reader sees whether the idle times spanned every kind of fault
+	// and quiet time too.
+	During map[string]int `json:"during,omitempty"`
+}
+
+// idleSpan is one idle period that made a situation, from its start to
+// the operation that ended it (ns).
+type idleSpan struct{ from, to int64 }
+
+// during fills s.During from the idle periods that made it.
+func (s Situation) during(spans []idleSpan, faults []Fault) Situation {
+	if !s.Applies() || len(spans) == 0 {
+		return s
+	}
+	s.During = map[string]int{}
+	for _, sp := range spans {
+		seen := map[string]bool{}
+		for _, f := range faults {
+			if !f.Instant() && f.Nemesis != history.FaultHeal && f.Start < sp.to && f.Stop > sp.from && !seen[f.Nemesis] {
+				seen[f.Nemesis] = true
+				s.During[f.Nemesis]++
+			}
+		}
+		if len(seen) == 0 {
+			s.During["none"]++
+		}
+	}
+	return s
 }
 
 // Applies reports whether the situation can occur on the target.
@@ -215,18 +245,20 @@ func coverage(in coverageInput) *Coverage {
 		if !scaleApplies(d, in.main) {
 			na = fmt.Sprintf("the main phase (%s) is too short for an idle time of %s with activity around it (it needs %s)", in.main.Round(time.Second/10), d, (d + d/2 - time.Second))
 		}
-		n, ex := h.idleStale(d)
-		forgot = append(forgot, sit(SitKeyIdle(d), fmt.Sprintf("a key had no write for %s or more, then was written with a token older than its mark", d),
-			na, n, ex, fmt.Sprintf("no key was left without writes for %s and then written with an older token", d)))
+		n, ex, spans := h.idleStale(d)
+		s := sit(SitKeyIdle(d), fmt.Sprintf("a key had no write for %s or more, then was written with a token older than its mark", d),
+			na, n, ex, fmt.Sprintf("no key was left without writes for %s and then written with an older token", d))
+		forgot = append(forgot, s.during(spans, in.faults))
 	}
 	for _, d := range IdleScales {
 		na := ""
 		if !scaleApplies(d, in.main) {
 			na = fmt.Sprintf("the main phase (%s) is too short for a lock free %s with grants around it", in.main.Round(time.Second/10), d)
 		}
-		n, ex := h.freeRegrants(d, in.lease)
-		forgot = append(forgot, sit(SitLockFree(d), fmt.Sprintf("a lock was free for %s or more, then granted again", d),
-			na, n, ex, fmt.Sprintf("no lock sat free (released or expired, no grant) for %s and was then granted again", d)))
+		n, ex, spans := h.freeRegrants(d, in.lease)
+		s := sit(SitLockFree(d), fmt.Sprintf("a lock was free for %s or more, then granted again", d),
+			na, n, ex, fmt.Sprintf("no lock sat free (released or expired, no grant) for %s and was then granted again", d))
+		forgot = append(forgot, s.during(spans, in.faults))
 	}
 	an, aex := h.staleAfter(in.faultsOf(nemesis.Restart, resourceNodes, nemesis.RestartWipe))
 	bn, bex := h.staleAfter(in.faultsOf(nemesis.PowerLoss, resourceNodes))
@@ -676,8 +708,8 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int
 // have taken effect (accepted, or with an unknown outcome, until its
 // completion; one never completed keeps the key busy for good); a
 // rejected write changed nothing, so it does not end the idle time.
-func (h *opsIndex) idleStale(d time.Duration) (int, []int64) {
-	n, ex := 0, []int64(nil)
+func (h *opsIndex) idleStale(d time.Duration) (int, []int64, []idleSpan) {
+	n, ex, spans := 0, []int64(nil), []idleSpan(nil)
 	for key, ws := range h.writes {
 		m := marker{stored: h.stored[key]}
 		busy := int64(-1) // latest end of a write so far (Never: one may still land)
@@ -687,6 +719,7 @@ func (h *opsIndex) idleStale(d time.Duration) (int, []int64) {
 			if !counted && busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark {
 				n++
 				ex = append(ex, w.id)
+				spans = append(spans, idleSpan{busy, w.call})
 				counted = true
 			}
 			if w.failed {
@@ -702,14 +735,14 @@ func (h *opsIndex) idleStale(d time.Duration) (int, []int64) {
 		}
 	}
 	slices.Sort(ex)
-	return n, ex
+	return n, ex, spans
 }
 
 // freeRegrants counts the grants of a lock that had been free for d or
 // more: its last holder released it, or the lease ran out (lease after the
 // grant or renew returned), and no grant was possible meanwhile.
-func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
-	n, ex := 0, []int64(nil)
+func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64, []idleSpan) {
+	n, ex, spans := 0, []int64(nil), []idleSpan(nil)
 	for _, es := range h.events {
 		held := int64(-1) // the latest the lock may have been held to (-1: never granted)
 		token := ""
@@ -717,13 +750,19 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
 		// answer was lost was sent (-1: none since the last grant): if it
 		// granted, that was the grant after the free time; if not, the next
 		// grant is. Either way one situation, counted at the next grant.
-		ghost := int64(-1)
+		ghost, ghostFrom := int64(-1), int64(0)
 		for _, e := range es {
 			switch e.kind {
 			case 'g':
-				if held >= 0 && held != history.Never && e.at-held >= int64(d) || ghost >= int64(d) {
+				switch {
+				case held >= 0 && held != history.Never && e.at-held >= int64(d):
 					n++
 					ex = append(ex, e.id)
+					spans = append(spans, idleSpan{held, e.at})
+				case ghost >= int64(d):
+					n++
+					ex = append(ex, e.id)
+					spans = append(spans, idleSpan{ghostFrom, ghostFrom + ghost})
 				}
 				ghost = -1
 				if held != history.Never {
@@ -735,7 +774,7 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
 				// no one knows its token to renew it, so its lease ends at
 				// most a lease after the completion (never, without one).
 				if ghost < 0 && held >= 0 && held != history.Never {
-					ghost = e.at - held
+					ghost, ghostFrom = e.at-held, held
 				}
 				if e.until == history.Never || held == history.Never {
 					held = history.Never
@@ -754,7 +793,7 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64) {
 		}
 	}
 	slices.Sort(ex)
-	return n, ex
+	return n, ex, spans
 }
 
 // staleAfter counts the faults after which some key's first write sent

@@ -303,3 +303,19 @@ func TestCoverageReadsWhichNodesKeepWhichState(t *testing.T) {
 	assert.Equal(t, map[string]bool{"e1": true}, in.stateNodes(false))
 	assert.Nil(t, coverageInput{}.stateNodes(true), "no node list: every fault's nodes count")
 }
+
+// The idle situations say which faults their idle periods spanned, and
+// how many spanned none.
+func TestCoverageSaysWhichFaultsTheIdlePeriodsSpanned(t *testing.T) {
+	b := covRun(reference, allNem, nil, 40000)
+	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+	b.Fault("restart", "reference", 1000, 2000)
+	b.Fault("strip", "reference", 1500, 2500)
+	b.OnProcess(2).WriteStale("k", "1", "c", 6015, 6020, "2") // idle over the restart and the strip
+	b.OnProcess(3).Write("k", "3", "d", 6100, 6105)
+	b.OnProcess(4).WriteStale("k", "2", "e", 8200, 8205, "3") // idle 2 s, quiet
+	c := covCheck(t, b, checkers.Semantics{})
+	assert.Equal(t, map[string]int{"restart": 1, "strip": 1, "none": 1}, situation(t, c, SitKeyIdle(time.Second)).During)
+	assert.Equal(t, map[string]int{"restart": 1, "strip": 1}, situation(t, c, SitKeyIdle(5*time.Second)).During)
+	assert.Nil(t, situation(t, c, SitKeyIdle(20*time.Second)).During)
+}
