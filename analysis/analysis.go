@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,10 @@ type Options struct {
 	// TTL is the lease length for the lease-overlap analysis when events
 	// carry none (0: DefaultTTL).
 	TTL time.Duration
+	// RequireCoverage makes a valid history from a run that left a failure
+	// class that applies uncovered (coverage.go: not one of its situations
+	// created) unknown, the class named in the gate reason.
+	RequireCoverage bool
 	// Lenient skips damaged lines and unpairable events instead of failing,
 	// and notes each: the report of a damaged history is still written, but
 	// its verdict is at best unknown.
@@ -71,6 +76,8 @@ type Settings struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	MinOps  int           `json:"min_ops"`
 	TTL     time.Duration `json:"ttl_ns"`
+	// RequireCoverage is Options.RequireCoverage.
+	RequireCoverage bool `json:"require_coverage,omitempty"`
 }
 
 // Result is everything fencecheck concludes from one history. results.json,
@@ -105,6 +112,9 @@ type Result struct {
 	// LateWrites counts the seeds' scenario: writes by expired holders and
 	// how each ended.
 	LateWrites LateWrites
+	// Coverage is what the run provoked: per failure class, the situations
+	// that expose it and how often the run created each (coverage.go).
+	Coverage *Coverage
 	// Leases is the lease-overlap analysis (nil when it could not run: a
 	// note says why); its Overlaps are the earliest MaxAnomaliesPerKind,
 	// Count counts them all.
@@ -270,11 +280,13 @@ type analyzer struct {
 	nemeses  map[string]*nemesis.Count
 
 	events, tampered int
-	keys             map[string]bool
-	procs            map[int]bool
-	end              int64
-	damage           int
-	notes            []string
+	// granted is the longest lease an answer said it granted (ns).
+	granted int64
+	keys    map[string]bool
+	procs   map[int]bool
+	end     int64
+	damage  int
+	notes   []string
 }
 
 func newAnalyzer(opts Options) (*analyzer, error) {
@@ -315,6 +327,11 @@ func (a *analyzer) add(e history.Event) error {
 	case e.IsClient():
 		if a.run.inMain(e.Time) {
 			a.service.add(e, a.run.mainAt)
+		}
+		if e.Type == history.Ok {
+			if ms, ok := extraInt(e.Extra, history.ExtraGrantedTTL); ok {
+				a.granted = max(a.granted, ms*int64(time.Millisecond))
+			}
 		}
 	case e.IsRun():
 		a.run.add(e)
@@ -388,6 +405,31 @@ func (a *analyzer) silences(faults []Fault) []string {
 	return a.service.silences(a.run.mainAt, end, faults)
 }
 
+// mainPhase is how long the main phase lasted (the whole history when it
+// has no phase events).
+func (a *analyzer) mainPhase() time.Duration {
+	from, to := a.run.mainAt, a.run.finalAt
+	if from < 0 {
+		from = 0
+	}
+	if to < 0 {
+		to = a.end
+	}
+	return time.Duration(max(to-from, 0))
+}
+
+func extraInt(extra map[string]json.RawMessage, k string) (int64, bool) {
+	b, ok := extra[k]
+	if !ok {
+		return 0, false
+	}
+	var v float64
+	if json.Unmarshal(b, &v) != nil {
+		return 0, false
+	}
+	return int64(v), true
+}
+
 // damaged notes a skipped line or event (Lenient).
 func (a *analyzer) damaged(why string) {
 	a.damage++
@@ -410,7 +452,8 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	ops := a.ops
 	ops.Sort()
 	r := &Result{Semantics: a.sem, Ops: ops, End: a.end, checkers: a.checkers,
-		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL}}
+		Settings: Settings{Checker: a.opts.Checker, Timeout: a.opts.Timeout, MinOps: a.opts.MinOps, TTL: a.opts.TTL,
+			RequireCoverage: a.opts.RequireCoverage}}
 	if a.damage > maxNotes {
 		a.notes = append(a.notes, fmt.Sprintf("%d damaged lines or events in all", a.damage))
 	}
@@ -421,6 +464,8 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	r.Counts.Faults = len(r.Faults)
 	r.Nemeses = nemesisCounts(a.nemeses)
 	r.Run = a.run.record()
+	r.Coverage = coverage(coverageInput{ops: ops, faults: r.Faults, run: r.Run, nodes: a.run.nodes, sem: a.sem,
+		late: r.LateWrites, main: a.mainPhase(), lease: max(a.opts.TTL, time.Duration(a.granted))})
 	// The lease summary before the checkers: the finder's leases are then
 	// garbage while they run.
 	var rep overlap.Report

@@ -180,6 +180,9 @@ func (r *Result) gate(damage int, silent []string) {
 		}
 	}
 	why = append(why, silent...)
+	if r.Settings.RequireCoverage {
+		why = append(why, r.Coverage.gateReasons()...)
+	}
 	var named []string
 	if r.Run != nil {
 		named = namedNemeses(r.Run.Requested)

@@ -33,6 +33,10 @@ type LateWrites struct {
 	// Indeterminate timed out or never completed: they may or may not have
 	// taken effect.
 	Indeterminate int `json:"indeterminate"`
+	// AfterNewerWrite counts those (of any outcome) sent after a write with
+	// a newer token had been accepted on the key: the ones a resource must
+	// reject by its mark, whatever else it knows (coverage counts them).
+	AfterNewerWrite int `json:"after_newer_write"`
 	// Examples are the invoke indices of the first few (accepted ones
 	// first).
 	Examples []int64 `json:"examples,omitempty"`
@@ -110,8 +114,12 @@ func lateWrites(ops *history.Ops) LateWrites {
 			continue
 		}
 		out.Total++
+		newer := stored[o.Key].newestBefore(o.Call) > t.N
+		if newer {
+			out.AfterNewerWrite++
+		}
 		switch {
-		case o.Outcome == history.OutcomeOk && stored[o.Key].newestBefore(o.Call) > t.N:
+		case o.Outcome == history.OutcomeOk && newer:
 			out.Accepted++
 			violations = append(violations, o.ID)
 		case o.Outcome == history.OutcomeOk:

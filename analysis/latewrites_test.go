@@ -36,7 +36,7 @@ func TestLateWritesByExpiredHoldersAreCountedFromTheHistory(t *testing.T) {
 	res := check(scenario(historytest.New(), func(b *historytest.Builder) {
 		b.WriteStale("k", "1", "v1", 1200, 1205, "2")
 	}))
-	assert.Equal(t, LateWrites{Total: 1, RejectedStale: 1, Examples: res.LateWrites.Examples}, res.LateWrites)
+	assert.Equal(t, LateWrites{Total: 1, RejectedStale: 1, AfterNewerWrite: 1, Examples: res.LateWrites.Examples}, res.LateWrites)
 	assert.Len(t, res.LateWrites.Examples, 1)
 	assert.Equal(t, checkers.Valid, res.Verdict, res.Reason)
 
@@ -55,6 +55,7 @@ func TestLateWritesByExpiredHoldersAreCountedFromTheHistory(t *testing.T) {
 	res = check(b)
 	assert.Equal(t, 1, res.LateWrites.AcceptedUnfenced)
 	assert.Zero(t, res.LateWrites.Accepted)
+	assert.Zero(t, res.LateWrites.AfterNewerWrite, "no newer write had been accepted")
 	assert.Equal(t, checkers.Valid, res.Verdict, res.Reason)
 
 	res = check(scenario(historytest.New(), func(b *historytest.Builder) {

@@ -40,6 +40,9 @@ type runReader struct {
 	// mainAt and finalAt are the times the main and final phases began
 	// (-1: not begun).
 	mainAt, finalAt int64
+	// nodes are the target's nodes as the start event lists them (nil: not
+	// listed, an older history); coverage reads them.
+	nodes []history.RunNode
 }
 
 // inMain reports whether time t is in the main phase, as far as the
@@ -56,6 +59,7 @@ func (r *runReader) add(e history.Event) {
 		r.rec.Requested = extraString(x, history.RunExtraRequested)
 		_ = json.Unmarshal(x[history.RunExtraNemeses], &r.rec.Nemeses)
 		_ = json.Unmarshal(x[history.RunExtraNotApplicable], &r.rec.NotApplicable)
+		_ = json.Unmarshal(x[history.RunExtraNodes], &r.nodes)
 	case history.RunPhase:
 		ph := extraString(x, history.RunExtraPhase)
 		r.rec.Phases = append(r.rec.Phases, ph)

@@ -211,4 +211,13 @@ func TestPauseMakesLateWritesThatTheReferenceRejects(t *testing.T) {
 	events, err := history.ReadFile(res.Run.HistoryPath)
 	require.NoError(t, err)
 	assert.JSONEq(t, `["steady","many-locks","skewed","long-holders"]`, string(events[0].Extra[history.RunExtraProfiles]))
+	// The target's nodes, which coverage reads to tell what cannot occur:
+	// the reference is one node whose clock moves (no issuer replicas).
+	assert.JSONEq(t, `[{"name":"reference","role":"reference","clock":true}]`, string(events[0].Extra[history.RunExtraNodes]))
+	require.NotNil(t, res.Checked.Coverage)
+	for _, cl := range res.Checked.Coverage.Classes {
+		if cl.Class == "split-brain" {
+			assert.Equal(t, analysis.CoverageNotApplicable, cl.Status)
+		}
+	}
 }

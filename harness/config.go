@@ -82,6 +82,10 @@ type Config struct {
 	// verdict other than unknown; a negative number means no minimum (zero
 	// takes the default).
 	MinOps int `json:"min_ops"`
+	// RequireCoverage: a valid run that left a failure class that applies
+	// uncovered (docs/coverage.md) is unknown. Off by default, in the CLI
+	// and the Go gate alike (docs/gating.md says why).
+	RequireCoverage bool `json:"require_coverage,omitempty"`
 
 	// Store is the root of the run store.
 	Store string `json:"store"`

@@ -47,7 +47,7 @@ func CheckOptions(cfg Config, sem checkers.Semantics) analysis.Options {
 		minOps = 0 // none: a Config stores it as negative, since its zero takes the default
 	}
 	return analysis.Options{Semantics: sem, Checker: cfg.Checker, Timeout: cfg.CheckTimeout, MinOps: minOps,
-		TTL: cfg.TTL, Progress: cfg.Log}
+		TTL: cfg.TTL, RequireCoverage: cfg.RequireCoverage, Progress: cfg.Log}
 }
 
 // RunInfoOf describes a run for the report: what its history does not say.

@@ -203,7 +203,7 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 	}
 	wl, err := workloads.NewFenced(workloads.Config{
 		Clients: cfg.Concurrency, Readers: cfg.readers(), Keys: cfg.Keys, Namespace: run.Namespace, TTL: cfg.TTL,
-		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile,
+		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Profile: cfg.Profile, Duration: cfg.Time,
 		Issuers: conns(linkedEps.Issuers), Resources: conns(linkedEps.Resources),
 	})
 	if err != nil {
@@ -247,6 +247,7 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 	if _, err := rec.Begin(runEvent(history.RunStart, map[string]any{
 		history.RunExtraRequested: cfg.Nemesis, history.RunExtraNemeses: names,
 		history.RunExtraNotApplicable: sel.NotApplicable, history.RunExtraProfiles: wl.Mix(),
+		history.RunExtraNodes: runNodes(target),
 	})); err != nil {
 		return run, fmt.Errorf("%w: history: %v", ErrCannotRun, err)
 	}
@@ -386,6 +387,29 @@ func NewRunID(target, dir string) string {
 // server must not read what the run it repeats wrote).
 func namespaceOf(runID string) string {
 	return "r" + runID[strings.LastIndex(runID, "-")+1:]
+}
+
+// runNodes lists the target's nodes for the run start event: what the
+// analysis needs to tell a failure situation the target cannot have (no
+// issuer replicas, no clock that moves) from one the run did not create.
+func runNodes(target Target) []history.RunNode {
+	clocks, cuts := map[string]bool{}, map[string]bool{}
+	if c, ok := target.(nemesis.ClockSkewer); ok {
+		for _, n := range c.ClockNodes() {
+			clocks[n] = true
+		}
+	}
+	if p, ok := target.(nemesis.Partitioner); ok {
+		for _, n := range p.PartitionNodes() {
+			cuts[n] = true
+		}
+	}
+	var out []history.RunNode
+	for _, n := range target.Nodes() {
+		out = append(out, history.RunNode{Name: n.Name, Role: n.Role, Stateless: n.Stateless,
+			Clock: clocks[n.Name], Partition: cuts[n.Name]})
+	}
+	return out
 }
 
 // runEvent is a run event (history/run.go) with its extra fields.

@@ -57,6 +57,7 @@ func (c *Config) Settings() []Setting {
 		{"checker", "checkers beside the direct checks: " + analysis.CheckerChoices() + ", or a comma-separated list of them", &c.Checker},
 		{"check-timeout", "time Porcupine may search", &c.CheckTimeout},
 		{"min-ops", "fewest operations ending ok or fail for a verdict other than unknown (0: no minimum)", zeroIsNone{&c.MinOps}},
+		{"require-coverage", "a valid run that never provoked a failure class that applies to the target (docs/coverage.md: no situation of it created) is unknown (exit 2), the class named", &c.RequireCoverage},
 		{"store", "run store folder", &c.Store},
 		{"junit", "also write the JUnit XML file here", &c.JUnit},
 	}

@@ -12,7 +12,10 @@ package history
 //     as asked for ("all", "pause,restart", "none"); extra.nemeses the
 //     nemeses that will act; extra.not_applicable maps each requested one
 //     that cannot act on the target to why; extra.profiles each writer's
-//     workload profile, in writer order.
+//     workload profile, in writer order; extra.nodes the target's nodes
+//     (RunNode: role, whether they keep state, whether their clock can be
+//     moved and their links cut), from which the analysis tells which
+//     failure situations the target can have at all (coverage).
 //   - "phase": extra.phase names the phase that begins now: "preflight"
 //     (a spec target's contract checks, recorded as client operations),
 //     "main", "final" (heal, recovery, final reads).
@@ -49,7 +52,23 @@ const (
 	RunExtraCutShort      = "cut_short"
 	RunExtraWaited        = "waited"
 	RunExtraProfiles      = "profiles"
+	RunExtraNodes         = "nodes"
 )
+
+// RunNode is one node of the target, as the run start event lists it.
+type RunNode struct {
+	Name string `json:"name"`
+	// Role labels the node ("reference", "etcd", "adapter",
+	// "issuer+resource", "resource", ...).
+	Role string `json:"role,omitempty"`
+	// Stateless: it keeps no state of its own (an adapter in front of a
+	// store), so restarting it or cutting it off loses no counter or mark.
+	Stateless bool `json:"stateless,omitempty"`
+	// Clock: the clock nemesis can move its wall clock. Partition: a
+	// partition can cut it off from the other nodes.
+	Clock     bool `json:"clock,omitempty"`
+	Partition bool `json:"partition,omitempty"`
+}
 
 // Phases named by phase events.
 const (

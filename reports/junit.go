@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
 )
 
@@ -45,7 +46,17 @@ type junitCase struct {
 	Time      string        `xml:"time,attr"`
 	Failure   *junitMessage `xml:"failure,omitempty"`
 	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+// junitSkipped is <skipped message="...">: a coverage class the run did not
+// reach. CI tools (Jenkins, GitLab, GitHub's test reporters) list skipped
+// cases apart, with their message, without failing the build: the gate
+// (--require-coverage) decides whether that fails the run, in the verdict's
+// own cases.
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
 }
 
 type junitMessage struct {
@@ -115,11 +126,55 @@ func marshalJUnit(r *Results) ([]byte, error) {
 	suite.Tests = len(suite.Cases)
 	doc := junitSuites{Name: "fencecheck", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
 		Time: suite.Time, Suites: []junitSuite{suite}}
+	if cov := coverageSuite(r, class); cov != nil {
+		doc.Suites = append(doc.Suites, *cov)
+		doc.Tests += cov.Tests
+	}
 	b, err := xml.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(append([]byte(xml.Header), b...), '\n'), nil
+}
+
+// coverageSuite is one test case per failure class: passed when the run
+// created every situation of it that applies (the counts in
+// <system-out>), skipped with the words of what it never created, or why
+// the class does not apply, otherwise. Never a failure: what a run did not
+// provoke is not a violation.
+func coverageSuite(r *Results, class string) *junitSuite {
+	if r.Coverage == nil {
+		return nil
+	}
+	s := junitSuite{Name: class + ".coverage", Time: "0.000"}
+	for _, cl := range r.Coverage.Classes {
+		tc := junitCase{Name: "coverage/" + cl.Class, Classname: class + ".coverage", Time: "0.000"}
+		var out, never, na []string
+		for _, st := range cl.Situations {
+			switch {
+			case !st.Applies():
+				na = append(na, st.ID+": "+st.NotApplicable)
+			case st.Count == 0:
+				never = append(never, st.Text+" ("+st.Missing+")")
+				out = append(out, fmt.Sprintf("%s: 0", st.ID))
+			default:
+				out = append(out, fmt.Sprintf("%s: %d", st.ID, st.Count))
+			}
+		}
+		switch cl.Status {
+		case analysis.CoverageNotApplicable:
+			tc.Skipped = &junitSkipped{Message: clip("not applicable: "+strings.Join(na, "; "), 1000)}
+		case analysis.CoverageNone, analysis.CoveragePartial:
+			tc.Skipped = &junitSkipped{Message: clip(cl.Status+": never created: "+strings.Join(never, "; "), 1000)}
+		}
+		tc.SystemOut = strings.Join(append(out, na...), "\n")
+		if tc.Skipped != nil {
+			s.Skipped++
+		}
+		s.Cases = append(s.Cases, tc)
+	}
+	s.Tests = len(s.Cases)
+	return &s
 }
 
 func anomalyText(reason string, as []checkers.Anomaly) string {

@@ -130,9 +130,14 @@ func TestValidRun(t *testing.T) {
 
 	ju := readFile(t, dir, JUnitFile)
 	suites := parseJUnit(t, ju)
-	assert.Equal(t, 3, suites.Tests)
+	assert.Equal(t, 3+8, suites.Tests, "the checks, and one coverage case per failure class")
 	assert.Equal(t, 0, suites.Failures)
 	assert.Equal(t, 0, suites.Errors)
+	require.Len(t, suites.Suites, 2)
+	assert.True(t, strings.HasSuffix(suites.Suites[1].Name, ".coverage"))
+	assert.Len(t, suites.Suites[1].Cases, 8)
+	assertHas(t, page, `id="coverage"`, "the coverage table")
+	assertHas(t, ju, `<skipped message="`, "a class never provoked is a skipped case, in words")
 }
 
 func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
@@ -167,7 +172,7 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	assert.Equal(t, 4, strings.Count(page, `<li class="anomaly" id="anomaly-`))
 
 	suites := parseJUnit(t, readFile(t, dir, JUnitFile))
-	assert.Equal(t, 4, suites.Tests)
+	assert.Equal(t, 4+8, suites.Tests)
 	assert.Equal(t, 3, suites.Failures)
 	assert.Contains(t, suites.Suites[0].Cases[3].SystemOut, "lease-overlap")
 	var failures []string

@@ -111,8 +111,11 @@ type Results struct {
 	// (sent with a token older than one already granted for the same lock)
 	// and how each ended.
 	LateWrites analysis.LateWrites `json:"late_writes"`
-	Latency    []analysis.Latency  `json:"latency,omitempty"`
-	Faults     []analysis.Fault    `json:"faults,omitempty"`
+	// Coverage is what the run provoked: per failure class, the situations
+	// that expose it and how many times the run created each.
+	Coverage *analysis.Coverage `json:"coverage,omitempty"`
+	Latency  []analysis.Latency `json:"latency,omitempty"`
+	Faults   []analysis.Fault   `json:"faults,omitempty"`
 	// Nemeses counts each nemesis's starts and failures to start.
 	Nemeses map[string]analysis.NemesisCount `json:"nemeses,omitempty"`
 	// GateReasons say why the run does not pass however the checkers
@@ -166,6 +169,7 @@ func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time
 		Metrics:       metrics(res),
 		Counts:        res.Counts,
 		LateWrites:    res.LateWrites,
+		Coverage:      res.Coverage,
 		Latency:       res.Latency,
 		Faults:        res.Faults,
 		Nemeses:       res.Nemeses,

@@ -189,11 +189,13 @@ func LoadRun(dir string) (*Stored, error) {
 		Timeout    time.Duration       `json:"check_timeout_ns"`
 		MinOps     int                 `json:"min_ops"`
 		TTL        time.Duration       `json:"ttl_ns"`
+		Coverage   bool                `json:"require_coverage"`
 	}
 	if cfgErr == nil {
 		_ = json.Unmarshal(cfg, &loose) // best effort: any field may be missing
 	}
-	st.Options = analysis.Options{Checker: loose.Checker, Timeout: loose.Timeout, MinOps: loose.MinOps, TTL: loose.TTL}
+	st.Options = analysis.Options{Checker: loose.Checker, Timeout: loose.Timeout, MinOps: loose.MinOps, TTL: loose.TTL,
+		RequireCoverage: loose.Coverage}
 	if loose.Semantics != nil {
 		st.Options.Semantics = *loose.Semantics
 	}
@@ -214,6 +216,7 @@ func LoadRun(dir string) (*Stored, error) {
 		if res.SchemaVersion >= 2 {
 			o := res.Options
 			st.Options.Checker, st.Options.Timeout, st.Options.MinOps, st.Options.TTL = o.Checker, o.Timeout, o.MinOps, o.TTL
+			st.Options.RequireCoverage = o.RequireCoverage
 		} else {
 			dropV1Causes(st.Checks)
 		}

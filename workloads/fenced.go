@@ -39,8 +39,12 @@ type Config struct {
 	ReadShare float64
 	// Profile is the traffic: a profile name, a comma-separated list (the
 	// writers take them in turn), or "all"/"" (a mix drawn from Seed;
-	// profiles.go).
+	// profiles.go). "all", or a list naming "idle", adds the idle probes
+	// (idle.go).
 	Profile string
+	// Duration is the main phase's length, which the idle probes' time
+	// scales fit in (0: unknown; they run until the context ends).
+	Duration time.Duration
 }
 
 // Fenced is the main workload: each writer loops acquire → write (→ replay)
@@ -70,6 +74,8 @@ type Fenced struct {
 	mix      []Profile
 	keys     []string
 	stormers [][]*recorder
+	// idle are the idle probes (idle.go), none unless the profile asks.
+	idle []idleSlot
 	// marks are the tokens accepted per key; runCtx and rec are the
 	// running workload's, for the stragglers sent after a restart
 	// (straggler.go), which Run waits for.
@@ -112,9 +118,17 @@ func NewFenced(cfg Config) (*Fenced, error) {
 	if err != nil {
 		return nil, err
 	}
-	mix := Mix(names, cfg.Clients, cfg.Seed)
-	return &Fenced{cfg: cfg, procs: &Processes{}, clock: fencing.NewOffsetClock(), mix: mix,
-		keys: keyNames(cfg.Namespace, mix, cfg.Keys), stormers: make([][]*recorder, cfg.Clients)}, nil
+	writers, idle := splitIdle(names)
+	mix := Mix(writers, cfg.Clients, cfg.Seed)
+	w := &Fenced{cfg: cfg, procs: &Processes{}, clock: fencing.NewOffsetClock(), mix: mix,
+		keys: keyNames(cfg.Namespace, mix, cfg.Keys), stormers: make([][]*recorder, cfg.Clients)}
+	if idle {
+		w.idle = idleSlots(cfg.Namespace, cfg.Duration)
+		for _, s := range w.idle {
+			w.keys = append(w.keys, s.key)
+		}
+	}
+	return w, nil
 }
 
 // Mix names each writer's profile, in writer order.
@@ -165,6 +179,13 @@ func (w *Fenced) Run(ctx context.Context, rec *history.Recorder) error {
 	}
 	for i := 0; i < w.cfg.Readers; i++ {
 		g.Go(func() error { w.reader(ctx, rec, w.cfg.Clients+i); return nil })
+	}
+	var deadline time.Time
+	if w.cfg.Duration > 0 {
+		deadline = time.Now().Add(w.cfg.Duration)
+	}
+	for i, s := range w.idle {
+		g.Go(func() error { w.idler(ctx, rec, i, s, deadline); return nil })
 	}
 	err := g.Wait()
 	w.endPauses()

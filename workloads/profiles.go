@@ -71,13 +71,33 @@ var Profiles = []Profile{
 		For:    "issuers whose check-and-grant is not atomic (two holders, or two grants of one token), counters that race"},
 }
 
-// ProfileNames lists the profiles, then "all".
+// ProfileNames lists the profiles, then "idle" and "all".
 func ProfileNames() []string {
 	var out []string
 	for _, p := range Profiles {
 		out = append(out, p.Name)
 	}
-	return append(out, ProfileAll)
+	return append(out, ProfileIdle, ProfileAll)
+}
+
+// splitIdle takes "idle" out of a parsed --profile list: it names the idle
+// probes, not a writer's profile. "all" (nil) has them; a list that names
+// only "idle" leaves the writers steady.
+func splitIdle(names []string) (writers []string, idle bool) {
+	if names == nil {
+		return nil, true
+	}
+	for _, n := range names {
+		if n == ProfileIdle {
+			idle = true
+		} else {
+			writers = append(writers, n)
+		}
+	}
+	if len(writers) == 0 {
+		writers = []string{Profiles[0].Name}
+	}
+	return writers, idle
 }
 
 // ProfileAll is the mix drawn from the seed (Mix), the default.
@@ -102,7 +122,7 @@ func ParseProfile(spec string) ([]string, error) {
 	var out []string
 	for _, n := range strings.Split(spec, ",") {
 		n = strings.TrimSpace(n)
-		if _, ok := ProfileByName(n); !ok {
+		if _, ok := ProfileByName(n); !ok && n != ProfileIdle {
 			return nil, fmt.Errorf("unknown profile %q (profiles: %s)", n, strings.Join(ProfileNames(), ", "))
 		}
 		if !slices.Contains(out, n) {
@@ -160,6 +180,9 @@ func (w *Fenced) KeysInWords() string {
 			seen[p.Name] = true
 			parts = append(parts, fmt.Sprintf("%s %d", p.Name, p.keys(w.cfg.Keys)))
 		}
+	}
+	if len(w.idle) > 0 {
+		parts = append(parts, fmt.Sprintf("idle probes %d", len(w.idle)))
 	}
 	return fmt.Sprintf("%d keys: %s", len(w.keys), strings.Join(parts, ", "))
 }

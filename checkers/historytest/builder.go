@@ -177,6 +177,12 @@ func (b *Builder) Nemesis(name, action string, at int64) *Builder {
 // nodes, or "") from start to stop (ms), its start and stop paired by an
 // extra.id as the scheduler pairs them; stop = Open leaves it running.
 func (b *Builder) Fault(name, node string, start, stop int64) *Builder {
+	return b.FaultWith(name, node, start, stop, nil)
+}
+
+// FaultWith is Fault with details on the start event (extra.mode,
+// extra.offset_ms, extra.groups, ...), as the nemeses record them.
+func (b *Builder) FaultWith(name, node string, start, stop int64, details map[string]any) *Builder {
 	b.faultID++
 	id, _ := json.Marshal(b.faultID)
 	ev := func(action string) history.Event {
@@ -184,7 +190,11 @@ func (b *Builder) Fault(name, node string, start, stop int64) *Builder {
 		return history.Event{Process: history.NemesisProcess, Type: history.Info, F: name, Node: node,
 			Extra: map[string]json.RawMessage{history.ExtraAction: a, history.ExtraFaultID: id}}
 	}
-	b.add(start, ev(history.FaultStart))
+	st := ev(history.FaultStart)
+	for k, v := range details {
+		st.Extra[k], _ = json.Marshal(v)
+	}
+	b.add(start, st)
 	if stop != Open {
 		b.add(stop, ev(history.FaultStop))
 	}

@@ -35,7 +35,9 @@ type checkerFlags struct {
 	timeout time.Duration
 	minOps  int
 	ttl     time.Duration
-	fl      *pflag.FlagSet
+	// requireCoverage is --require-coverage, as fencecheck test takes it.
+	requireCoverage bool
+	fl              *pflag.FlagSet
 }
 
 func (c *checkerFlags) register(fl *pflag.FlagSet) {
@@ -44,6 +46,7 @@ func (c *checkerFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&c.timeout, "timeout", analysis.DefaultTimeout, "time Porcupine may search, over the whole history")
 	fl.IntVar(&c.minOps, "min-ops", analysis.DefaultMinOps, "fewest ok/fail operations for a verdict other than unknown, as fencecheck test and the gate ask (0: no minimum, any history judged as it is)")
 	fl.DurationVar(&c.ttl, "ttl", analysis.DefaultTTL, "lease length for lease-overlap analysis when events carry none")
+	fl.BoolVar(&c.requireCoverage, "require-coverage", false, "a valid history that never provoked a failure class that applies (docs/coverage.md) is unknown, as fencecheck test --require-coverage judges it")
 }
 
 func (c *checkerFlags) validate() error {
@@ -76,6 +79,9 @@ func (c *checkerFlags) apply(o *analysis.Options, onlyChanged bool) {
 	}
 	if set("ttl") {
 		o.TTL = c.ttl
+	}
+	if set("require-coverage") {
+		o.RequireCoverage = c.requireCoverage
 	}
 }
 

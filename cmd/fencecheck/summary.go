@@ -49,6 +49,9 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 		fmt.Fprintln(w, p(l))
 	}
 	fmt.Fprintln(w, res.LateWrites.Line())
+	for _, l := range res.Coverage.Lines() {
+		fmt.Fprintln(w, p(l))
+	}
 	anoms := res.Anomalies()
 	shown := 0
 	for _, a := range anoms {

@@ -45,6 +45,13 @@ const (
 	// HighwaterNoFsync: the resource writes its high-water marks and values
 	// to a file of their own without fsync; a power loss forgets them.
 	HighwaterNoFsync Bug = "highwater-no-fsync"
+	// ForgetIdle: the resource forgets the high-water mark of a key that
+	// has had no accepted write for ForgetIdleAfter, as a mark kept under a
+	// TTL renewed at each write does (the time of the last write is stored
+	// with the mark, so a restart does not reset it); the value stays. Only a run that leaves a key idle that
+	// long and then writes to it with an older token shows it (the idle
+	// probes, docs/workloads.md).
+	ForgetIdle Bug = "forget-idle"
 	// NoFencing: the resource accepts any write that carries a token,
 	// whatever its high-water mark (lease-only safety). It still records the
 	// token of each value.
@@ -53,7 +60,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.

@@ -372,3 +372,37 @@ func TestStopThenStartKeepsAddress(t *testing.T) {
 	require.NoError(t, c.Health(bg))
 	assert.Equal(t, "v", string(c.Read(bg, "k").Value))
 }
+
+// forget-idle: a key without an accepted write for ForgetIdleAfter loses
+// its mark (not its value); a key written since keeps it; the time of the
+// last write is kept with the mark, through a restart.
+func TestBugForgetIdle(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, StoreOptions{Bugs: Bugs{ForgetIdle: true}})
+	require.NoError(t, err)
+	require.NoError(t, s.Write(bg, "k", 2, []byte("a")))
+	require.NoError(t, s.Write(bg, "j", 2, []byte("a")))
+	require.NoError(t, s.Write(bg, "m", 2, []byte("a")))
+	var stale *fencing.StaleError
+	assert.ErrorAs(t, s.Write(bg, "k", 1, []byte("b")), &stale, "written just now: the mark holds")
+	age := func(s *Store, key string) {
+		s.mu.Lock()
+		r := s.keys[key]
+		r.Written -= int64(ForgetIdleAfter + time.Second)
+		s.keys[key] = r
+		s.version++
+		s.mu.Unlock()
+	}
+	age(s, "k")
+	assert.NoError(t, s.Write(bg, "k", 1, []byte("late")), "idle: the mark is forgotten")
+	assert.ErrorAs(t, s.Write(bg, "j", 1, []byte("b")), &stale)
+	age(s, "m")
+	require.NoError(t, s.Write(bg, "j", 3, []byte("c"))) // commits m's age too
+	require.NoError(t, s.Close())
+
+	s, err = OpenStore(dir, StoreOptions{Bugs: Bugs{ForgetIdle: true}})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.NoError(t, s.Write(bg, "m", 1, []byte("late")), "idle across the restart: forgotten")
+	assert.ErrorAs(t, s.Write(bg, "j", 1, []byte("b")), &stale)
+}

@@ -54,6 +54,11 @@ type resource struct {
 	HighWater uint64 `json:"high_water"`
 	Token     uint64 `json:"token"`
 	Value     []byte `json:"value"`
+	// Written is when the key's last write was accepted (Unix ns, by the
+	// machine's clock, which no clock fault moves), kept only under
+	// forget-idle: stored with the mark, as a TTL is, it outlives a
+	// restart.
+	Written int64 `json:"written_ns,omitempty"`
 }
 
 type snapshot struct {
@@ -359,11 +364,20 @@ func (s *Store) Release(ctx context.Context, lock, owner string, token uint64) e
 	})
 }
 
+// ForgetIdleAfter is how long a key must go without an accepted write for
+// the forget-idle bug to forget its mark.
+const ForgetIdleAfter = 3 * time.Second
+
 // Write implements fencing.Store: strict fencing, token must be newer than
 // the key's high-water mark (bugs: accept-equal, no-fencing).
 func (s *Store) Write(ctx context.Context, key string, token uint64, value []byte) error {
 	return s.do(func() (bool, error) {
 		r := s.keys[key]
+		if s.opts.Bugs.Has(ForgetIdle) {
+			if r.Written != 0 && time.Now().UnixNano()-r.Written >= int64(ForgetIdleAfter) {
+				r.HighWater = 0 // evicted: the value stays, the mark is gone
+			}
+		}
 		ok := token > r.HighWater ||
 			(token == r.HighWater && s.opts.Bugs.Has(AcceptEqual)) ||
 			s.opts.Bugs.Has(NoFencing)
@@ -374,6 +388,9 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 		r.Token = token
 		if token > r.HighWater {
 			r.HighWater = token
+		}
+		if s.opts.Bugs.Has(ForgetIdle) {
+			r.Written = time.Now().UnixNano()
 		}
 		s.keys[key] = r
 		return true, nil

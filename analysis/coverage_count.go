@@ -1,0 +1,407 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// The counting of coverage's situations (coverage.go) over the operations,
+// per key and lock, each situation once.
+
+// opsIndex is the operations coverage reads, per key and lock.
+type opsIndex struct {
+	acquires map[string][]timedOp // ok acquires per lock, by call
+	events   map[string][]lockEvent
+	writes   map[string][]timedOp // every write per key, by call
+	stored   map[string][]timedOp // ok writes per key, by return
+	tampered map[string][]int64   // tampered writes' ids by strip mode
+	forged   []int64
+}
+
+type timedOp struct {
+	id                   int64
+	call, ret, completed int64
+	n                    uint64
+	valid, ok, failed    bool
+}
+
+// lockEvent is one lock's grant, renew or release for the free-lock count.
+type lockEvent struct {
+	at    int64
+	kind  byte // 'g' grant (at call), 'i' a grant whose answer was lost (until: its completion), 'r' renew, 'x' release
+	until int64
+	raw   string
+	id    int64
+}
+
+func indexOps(ops *history.Ops) *opsIndex {
+	h := &opsIndex{acquires: map[string][]timedOp{}, events: map[string][]lockEvent{}, writes: map[string][]timedOp{},
+		stored: map[string][]timedOp{}, tampered: map[string][]int64{}}
+	issued := map[string]bool{}
+	var maxIssued uint64
+	var o history.Op
+	for i := range ops.Len() {
+		ops.Load(i, &o)
+		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
+			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk, failed: o.Outcome == history.OutcomeFail}
+		switch o.F {
+		case history.Acquire:
+			switch {
+			case t.ok && t.valid:
+				h.acquires[o.Key] = append(h.acquires[o.Key], t)
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Call, kind: 'g', until: o.Return, raw: o.Token.Raw, id: o.ID})
+				issued[o.Token.Raw] = true
+				maxIssued = max(maxIssued, o.Token.N)
+			case o.Outcome == history.OutcomeInfo:
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Call, kind: 'i', until: o.Completed, id: o.ID})
+			}
+		case history.Renew:
+			if t.ok {
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Return, kind: 'r', until: o.Return})
+			}
+		case history.Release:
+			if t.ok {
+				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Return, kind: 'x', raw: o.Token.Raw})
+			}
+		case history.Write:
+			h.writes[o.Key] = append(h.writes[o.Key], t)
+			if t.ok && t.valid {
+				h.stored[o.Key] = append(h.stored[o.Key], t)
+			}
+			if o.Tampered != "" {
+				h.tampered[o.Tampered] = append(h.tampered[o.Tampered], o.ID)
+			}
+		}
+	}
+	// A forged token: one whose spelling no acquire returned, above every
+	// number any returned (a straggler's or a garbled token is neither).
+	for i := range ops.Len() {
+		ops.Load(i, &o)
+		if o.F == history.Write && o.Tampered == "" && o.Token.State == history.TokenValid && !issued[o.Token.Raw] && o.Token.N > maxIssued {
+			h.forged = append(h.forged, o.ID)
+		}
+	}
+	for _, s := range h.stored {
+		slices.SortFunc(s, func(x, y timedOp) int { return cmpInt(x.ret, y.ret) })
+	}
+	for _, e := range h.events {
+		slices.SortStableFunc(e, func(x, y lockEvent) int { return cmpInt(x.at, y.at) })
+	}
+	return h
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// markBefore is the key's high-water mark as the clients saw it: the
+// newest token of the writes accepted (returned) before t.
+func (h *opsIndex) markBefore(key string, t int64) uint64 {
+	m := marker{stored: h.stored[key]}
+	return m.before(t)
+}
+
+// marker reads one key's mark at times that only grow, each accepted write
+// passed once.
+type marker struct {
+	stored []timedOp
+	next   int
+	mark   uint64
+}
+
+func (m *marker) before(t int64) uint64 {
+	for m.next < len(m.stored) && m.stored[m.next].ret < t {
+		m.mark = max(m.mark, m.stored[m.next].n)
+		m.next++
+	}
+	return m.mark
+}
+
+// regrantsAfter counts the faults after which a lock granted before the
+// fault began was granted again once the fault ended (the node was back).
+func (h *opsIndex) regrantsAfter(faults []Fault) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		first := int64(-1)
+		for _, acq := range h.acquires {
+			before := slices.ContainsFunc(acq, func(a timedOp) bool { return a.ret < f.Start })
+			if !before {
+				continue
+			}
+			if i := slices.IndexFunc(acq, func(a timedOp) bool { return a.call >= f.Stop }); i >= 0 && (first < 0 || acq[i].id < first) {
+				first = acq[i].id
+			}
+		}
+		if first >= 0 {
+			n++
+			ex = append(ex, first)
+		}
+	}
+	return n, ex
+}
+
+// clockBackRegrants counts the clock faults that stepped an issuer's clock
+// back between two grants on one lock: a step back is a step to a negative
+// offset at its start, the end of a step forward, or a strobe (back once
+// every other period).
+func (h *opsIndex) clockBackRegrants(faults []Fault) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		var around func(a, b timedOp) bool
+		switch f.Mode() {
+		case "step":
+			var off int64
+			fmt.Sscan(plainJSON(f.Details["offset_ms"]), &off)
+			at := f.Start
+			if off > 0 {
+				at = f.Stop
+			} else if off == 0 {
+				continue
+			}
+			around = func(a, b timedOp) bool { return a.ret < at && b.call > at }
+		case "strobe":
+			// Two grants of one lock in the strobe at least two periods
+			// apart have a step back between them (not necessarily
+			// between consecutive ones: a hot lock is granted every few
+			// milliseconds).
+			var period int64
+			fmt.Sscan(plainJSON(f.Details["period_ms"]), &period)
+			if id := h.spanGranted(f.Start, f.Stop, 2*period*int64(time.Millisecond)); id >= 0 {
+				n++
+				ex = append(ex, id)
+			}
+			continue
+		default:
+			continue
+		}
+		if id := h.pairGranted(around); id >= 0 {
+			n++
+			ex = append(ex, id)
+		}
+	}
+	return n, ex
+}
+
+// spanGranted finds a lock granted twice in [from, to], the second call at
+// least gap after the first's return, and returns the second's id (-1:
+// none).
+func (h *opsIndex) spanGranted(from, to, gap int64) int64 {
+	best := int64(-1)
+	for _, acq := range h.acquires {
+		i := slices.IndexFunc(acq, func(a timedOp) bool { return a.call >= from })
+		if i < 0 {
+			continue
+		}
+		for _, b := range acq[i+1:] {
+			if b.call > to {
+				break
+			}
+			if b.call-acq[i].ret >= gap {
+				if best < 0 || b.id < best {
+					best = b.id
+				}
+				break
+			}
+		}
+	}
+	return best
+}
+
+// pairGranted finds consecutive grants on one lock that around accepts,
+// and returns the second's id (-1: none).
+func (h *opsIndex) pairGranted(around func(a, b timedOp) bool) int64 {
+	best := int64(-1)
+	for _, acq := range h.acquires {
+		for i := 1; i < len(acq); i++ {
+			if around(acq[i-1], acq[i]) && (best < 0 || acq[i].id < best) {
+				best = acq[i].id
+				break
+			}
+		}
+	}
+	return best
+}
+
+// separatedGrants counts partitions whose groups put nodes holding issuer
+// state on two sides while a lock was granted. (Clients reach the issuer
+// through nodes outside the groups, adapters, as often as through the
+// replicas themselves, so which side granted is not asked.)
+func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		if f.Nemesis != nemesis.Partition || f.Instant() {
+			continue
+		}
+		var groups [][]string
+		if json.Unmarshal(f.Details["groups"], &groups) != nil {
+			continue
+		}
+		sides := 0
+		for _, g := range groups {
+			if slices.ContainsFunc(g, func(node string) bool { return issuers == nil && node != "clients" || issuers[node] }) {
+				sides++
+			}
+		}
+		if sides < 2 {
+			continue
+		}
+		first := int64(-1)
+		for _, acq := range h.acquires {
+			for _, a := range acq {
+				if a.call >= f.Start && a.call <= f.Stop && (first < 0 || a.id < first) {
+					first = a.id
+				}
+			}
+		}
+		if first >= 0 {
+			n++
+			ex = append(ex, first)
+		}
+	}
+	return n, ex
+}
+
+// idleStale counts the idle periods of d or more on a key that ended with
+// a write with a token older than the key's mark. Idle: no write that may
+// have taken effect (accepted, or with an unknown outcome, until its
+// completion; one never completed keeps the key busy for good); a
+// rejected write changed nothing, so it does not end the idle time.
+func (h *opsIndex) idleStale(d time.Duration) (int, []int64, []idleSpan) {
+	n, ex, spans := 0, []int64(nil), []idleSpan(nil)
+	for key, ws := range h.writes {
+		m := marker{stored: h.stored[key]}
+		busy := int64(-1) // latest end of a write so far (Never: one may still land)
+		counted := false  // this idle period's stale write was counted (retries are not)
+		for _, w := range ws {
+			mark := m.before(w.call)
+			if !counted && busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark {
+				n++
+				ex = append(ex, w.id)
+				spans = append(spans, idleSpan{busy, w.call})
+				counted = true
+			}
+			if w.failed {
+				continue
+			}
+			counted = false
+			end := w.completed
+			if busy == history.Never || end == history.Never {
+				busy = history.Never
+			} else {
+				busy = max(busy, end)
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex, spans
+}
+
+// freeRegrants counts the grants of a lock that had been free for d or
+// more: its last holder released it, or the lease ran out (lease after the
+// grant or renew returned), and no grant was possible meanwhile.
+func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64, []idleSpan) {
+	n, ex, spans := 0, []int64(nil), []idleSpan(nil)
+	for _, es := range h.events {
+		held := int64(-1) // the latest the lock may have been held to (-1: never granted)
+		token := ""
+		// ghost is how long the lock had been free when an acquire whose
+		// answer was lost was sent (-1: none since the last grant): if it
+		// granted, that was the grant after the free time; if not, the next
+		// grant is. Either way one situation, counted at the next grant.
+		ghost, ghostFrom := int64(-1), int64(0)
+		for _, e := range es {
+			switch e.kind {
+			case 'g':
+				switch {
+				case held >= 0 && held != history.Never && e.at-held >= int64(d):
+					n++
+					ex = append(ex, e.id)
+					spans = append(spans, idleSpan{held, e.at})
+				case ghost >= int64(d):
+					n++
+					ex = append(ex, e.id)
+					spans = append(spans, idleSpan{ghostFrom, ghostFrom + ghost})
+				}
+				ghost = -1
+				if held != history.Never {
+					held = max(held, e.until+int64(lease))
+				}
+				token = e.raw
+			case 'i':
+				// A grant that may have happened before its answer was lost:
+				// no one knows its token to renew it, so its lease ends at
+				// most a lease after the completion (never, without one).
+				if ghost < 0 && held >= 0 && held != history.Never {
+					ghost, ghostFrom = e.at-held, held
+				}
+				if e.until == history.Never || held == history.Never {
+					held = history.Never
+				} else {
+					held = max(held, e.until+int64(lease))
+				}
+			case 'r':
+				if held != history.Never {
+					held = max(held, e.until+int64(lease))
+				}
+			case 'x':
+				if e.raw == token && held != history.Never {
+					held = min(held, e.at)
+				}
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex, spans
+}
+
+// staleAfter counts the faults after which some key's first write sent
+// once the node was back carried a token older than the key's mark from
+// before the fault.
+func (h *opsIndex) staleAfter(faults []Fault) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, f := range faults {
+		first := int64(-1)
+		for key, ws := range h.writes {
+			i := slices.IndexFunc(ws, func(w timedOp) bool { return w.call >= f.Stop })
+			if i < 0 || !ws[i].valid {
+				continue
+			}
+			if ws[i].n < h.markBefore(key, f.Start) && (first < 0 || ws[i].id < first) {
+				first = ws[i].id
+			}
+		}
+		if first >= 0 {
+			n++
+			ex = append(ex, first)
+		}
+	}
+	return n, ex
+}
+
+// replays counts writes sent with the very token their key's mark is (a
+// write with that token accepted and returned before).
+func (h *opsIndex) replays() (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for key, ws := range h.writes {
+		m := marker{stored: h.stored[key]}
+		for _, w := range ws {
+			if w.valid && w.n > 0 && w.n == m.before(w.call) {
+				n++
+				ex = append(ex, w.id)
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex
+}

@@ -1,0 +1,196 @@
+package workloads
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fencecheck/fencecheck/fencing"
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// Idle probes reach the time scales the traffic does not: a server that
+// forgets a key's high-water mark once the key has had no write for a few
+// seconds, or a free lock's counter after some seconds without a holder,
+// passes every run whose keys and locks are never left alone that long and
+// then used with an older token. The writers' profiles keep their keys busy
+// (even skewed's cold keys see a write every few seconds), so beside them
+// the idler, a client of its own on keys of its own ("i0", "i1", ...), runs
+// probes at each scale: two holders write their tokens in turn (acquire,
+// write, release), the key and its lock are then left alone for the idle
+// time, the first holder writes late with its older token (the resource
+// must still reject it as stale), and the lock is granted again (the issuer
+// must still hand out a newer token). The idle times span whatever faults
+// the nemeses inject meanwhile, and none under --nemesis none.
+
+// idleScale is one idle time and how many probes run it side by side.
+type idleScale struct {
+	idle  time.Duration
+	slots int
+}
+
+// idleScales are the probes' idle times for a main phase of length main: a
+// little over 1 s, 5 s and 20 s (coverage's scales, analysis.IdleScales),
+// and two thirds of a run of a minute or more; each only when a round fits
+// in the run (main 0: unknown, all three).
+func idleScales(main time.Duration) []idleScale {
+	all := []idleScale{{1250 * time.Millisecond, 2}, {5500 * time.Millisecond, 3}, {20500 * time.Millisecond, 5}}
+	if main >= time.Minute {
+		all = append(all, idleScale{main * 2 / 3, 2})
+	}
+	var out []idleScale
+	for _, s := range all {
+		if main == 0 || s.idle+idleMargin <= main {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// idleMargin is what a probe's round needs besides its idle time: the two
+// holders' cycles before it and the late write and new grant after it, with
+// room for a fault to slow them.
+const idleMargin = 2 * time.Second
+
+// ProfileIdle names the idle probes in --profile: on under "all", and in a
+// list that names it; it takes no writer.
+const ProfileIdle = "idle"
+
+// extraIdle, on a probe's late write, is how long its key sat idle, in ms.
+const extraIdle = "idle_ms"
+
+// idleSlot is one probe: its key (and lock), its idle time, and when its
+// first round starts.
+type idleSlot struct {
+	key    string
+	idle   time.Duration
+	offset time.Duration
+}
+
+// idleSlots lays the probes out: each scale's slots staggered across the
+// room the run leaves beside their idle time, so their late writes land
+// among different faults.
+func idleSlots(ns string, main time.Duration) []idleSlot {
+	var out []idleSlot
+	for _, s := range idleScales(main) {
+		// The room is halved: a fault (a restart, a strip of the first
+		// cycles' tokens) may hold a probe's first round for seconds, and a
+		// round that starts too late does not fit.
+		room := s.idle
+		if main > 0 {
+			room = min(room, (main-s.idle-idleMargin)/2)
+		}
+		for j := range s.slots {
+			off := 200*time.Millisecond + time.Duration(j)*max(room, 0)/time.Duration(s.slots)
+			out = append(out, idleSlot{key: Scoped(ns, fmt.Sprintf("i%d", len(out))), idle: s.idle, offset: off})
+		}
+	}
+	return out
+}
+
+// idler runs one probe's rounds until the run ends or no round fits.
+func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot idleSlot, deadline time.Time) {
+	issuer := w.cfg.Issuers[n%len(w.cfg.Issuers)]
+	resource := w.cfg.Resources[n%len(w.cfg.Resources)]
+	// Two holders, processes of their own; their writes are not noted in
+	// the marks: stragglers would write to these keys and end the idle
+	// time early.
+	older := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	newer := newRecorder(rec, w.procs, w.cfg.OpTimeout)
+	sleepCtx(ctx, slot.offset)
+	fits := func() bool {
+		return ctx.Err() == nil && (deadline.IsZero() || time.Until(deadline) > slot.idle+idleMargin)
+	}
+	for fits() {
+		t1, ok := w.idleCycle(ctx, older, issuer, resource, slot.key, n)
+		if !ok {
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		if _, ok := w.idleCycle(ctx, newer, issuer, resource, slot.key, n); !ok {
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		if !fits() {
+			return // the first cycles took too long: the late write would miss the run
+		}
+		sleepCtx(ctx, slot.idle)
+		if ctx.Err() != nil {
+			return
+		}
+		extra := map[string]json.RawMessage{extraIdle: json.RawMessage(strconv.FormatInt(slot.idle.Milliseconds(), 10))}
+		late := func() Reply {
+			v := w.value(older)
+			return older.do(ctx, history.Event{F: history.Write, Key: slot.key, Token: t1, Value: v, Node: resource.Node(), Extra: extra},
+				func(c context.Context) Reply { return resource.Write(c, slot.key, t1, []byte(v)) })
+		}
+		// A late write that found nothing listening (the server
+		// restarting) is tried again, as a stalled holder's is: it then
+		// meets the restarted server's state. So is one whose token the
+		// strip proxy took (a rejection that changed nothing: the key is
+		// still idle).
+		rep := late()
+		for t0, wait := time.Now(), 300*time.Millisecond; time.Since(t0) < refusedRetries && retryable(rep) && ctx.Err() == nil; wait *= 2 {
+			sleepCtx(ctx, wait)
+			rep = late()
+		}
+		// The lock, free since the newer holder's release, is granted
+		// again.
+		w.idleCycle(ctx, newer, issuer, resource, slot.key, n)
+	}
+}
+
+// retryable says whether a write was rejected without meeting the
+// resource's check: nothing listened, or its token was taken on the way.
+func retryable(r Reply) bool {
+	if r.Type != history.Fail {
+		return false
+	}
+	switch r.Error {
+	case fencing.ErrWordRefused, fencing.ErrWordMissingToken, fencing.ErrWordMalformedToken:
+		return true
+	}
+	return false
+}
+
+// idleCycle is one holder's acquire, write and release of key, the
+// acquire tried for a few seconds (a fault may hold the issuer). It returns
+// the token written when the write was accepted.
+func (w *Fenced) idleCycle(ctx context.Context, r *recorder, issuer, resource Conn, key string, n int) (string, bool) {
+	owner := fmt.Sprintf("i%d-p%d", n, r.proc)
+	var acq Reply
+	for t0 := time.Now(); ctx.Err() == nil; {
+		acq = r.do(ctx, history.Event{F: history.Acquire, Key: key, Node: issuer.Node(), Extra: ttlExtra(w.cfg.TTL)},
+			func(c context.Context) Reply { return issuer.Acquire(c, key, owner, w.cfg.TTL) })
+		if acq.Type == history.Ok || time.Since(t0) > 4*time.Second {
+			break
+		}
+		owner = fmt.Sprintf("i%d-p%d", n, r.proc)
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	if acq.Type != history.Ok || ctx.Err() != nil {
+		return "", false
+	}
+	w.learnGranted(acq.TTL)
+	token := acq.Token
+	var wr Reply
+	for try := 0; try < 3 && ctx.Err() == nil; try++ {
+		// A write whose token the strip proxy took is sent again: the
+		// round needs both holders' tokens written.
+		v := w.value(r)
+		wr = r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
+			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		if !retryable(wr) {
+			break
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	if wr.Type == history.Info || ctx.Err() != nil {
+		return "", false // retired: a process that saw info does nothing more
+	}
+	r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
+		func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
+	return token, wr.Type == history.Ok
+}

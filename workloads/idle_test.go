@@ -1,0 +1,105 @@
+package workloads
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// The idle probes' time scales fit in the run: a 30 s run reaches 20 s
+// (each 20 s probe starts early enough for its late write and new grant),
+// a 10 s run only 1 s and 5 s, a 90 s run also two thirds of it.
+func TestIdleSlotsFitTheirTimeScalesInTheRun(t *testing.T) {
+	scales := func(main time.Duration) map[time.Duration]int {
+		out := map[time.Duration]int{}
+		for _, s := range idleSlots("ns", main) {
+			out[s.idle]++
+			assert.LessOrEqual(t, s.offset+s.idle+idleMargin, main, "slot %s of %s fits in %s", s.key, s.idle, main)
+		}
+		return out
+	}
+	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3, 20500 * time.Millisecond: 5}, scales(30*time.Second))
+	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3}, scales(10*time.Second))
+	assert.Equal(t, 2, scales(90 * time.Second)[60*time.Second])
+
+	// "all" has the probes, on keys of their own; a list names them.
+	w, err := NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Duration: 30 * time.Second})
+	require.NoError(t, err)
+	assert.Len(t, w.idle, 10)
+	assert.Contains(t, w.Keys(), "i9")
+	assert.Contains(t, w.KeysInWords(), "idle probes 10")
+	w, err = NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Profile: "steady"})
+	require.NoError(t, err)
+	assert.Empty(t, w.idle, "a list without idle keeps its meaning")
+	w, err = NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Profile: "idle"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, w.idle)
+	assert.Equal(t, []string{"steady", "steady"}, w.Mix(), "idle takes no writer")
+}
+
+// A probe writes two tokens, leaves the key and its lock alone for its idle
+// time, writes late with the older token (a fencing resource rejects it as
+// stale; one that forgot the mark meanwhile accepts it) and has the lock
+// granted again.
+func TestAnIdleProbeWritesLateWithTheOlderTokenAndIsGrantedAgain(t *testing.T) {
+	for _, forget := range []bool{false, true} {
+		conn := newFenceConn(forget)
+		w, err := NewFenced(Config{Clients: 1, Keys: 1, TTL: 50 * time.Millisecond, OpTimeout: time.Second, Seed: 1,
+			Issuers: []Conn{conn}, Resources: []Conn{conn}, Profile: "steady"})
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		rec := history.NewRecorder(&buf)
+		ctx, cancel := context.WithCancel(context.Background())
+		slot := idleSlot{key: "i0", idle: 300 * time.Millisecond}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.idler(ctx, rec, 0, slot, time.Now().Add(slot.idle+idleMargin+100*time.Millisecond))
+		}()
+		time.Sleep(150 * time.Millisecond)
+		if forget {
+			conn.restart() // during the idle time
+		}
+		<-done
+		cancel()
+		require.NoError(t, rec.Close())
+		evs, err := history.ReadAll(&buf)
+		require.NoError(t, err)
+		var writes, lates, acquires []history.Event
+		for _, e := range evs {
+			switch {
+			case e.F == history.Write && e.Type != history.Invoke:
+				writes = append(writes, e)
+			case e.F == history.Write && e.Extra[extraIdle] != nil:
+				lates = append(lates, e)
+			case e.F == history.Acquire && e.Type == history.Ok:
+				acquires = append(acquires, e)
+			}
+		}
+		require.Len(t, lates, 1, "one round fits")
+		require.Len(t, writes, 4, "two holders' writes, the late one, the new grant's")
+		require.Len(t, acquires, 3)
+		assert.Equal(t, writes[0].Token, lates[0].Token, "the late write carries the first holder's token")
+		assert.Less(t, tokenN(t, lates[0].Token), tokenN(t, writes[1].Token), "older than the mark")
+		assert.Less(t, writes[1].Time+int64(slot.idle), lates[0].Time, "after the idle time")
+		if forget {
+			assert.Equal(t, history.Ok, writes[2].Type, "a resource that forgot the mark takes it")
+		} else {
+			assert.Equal(t, "stale", writes[2].Error)
+		}
+		assert.Greater(t, tokenN(t, acquires[2].Token), tokenN(t, acquires[1].Token), "granted again, newer")
+	}
+}
+
+func tokenN(t *testing.T, s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	require.NoError(t, err)
+	return n
+}
