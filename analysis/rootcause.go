@@ -69,8 +69,10 @@ type RootCause struct {
 	// Key is the key of a group no fault explains.
 	Key string `json:"key,omitempty"`
 	// Checkers are those that reported its violations (the marks of their
-	// agreement); Missed those of the same models that ran and reported
-	// none of them.
+	// agreement); Missed those that found its model valid (a disagreement:
+	// a checker bug, or a pattern a sound check does not know). A checker
+	// that found the model invalid but reports only a key's first
+	// violation (Porcupine) is in neither for a later group.
 	Checkers []string `json:"checkers"`
 	Missed   []string `json:"missed,omitempty"`
 	// Witness is the first violation's minimal witness (at most
@@ -137,13 +139,14 @@ func (r *Result) rootCauses() {
 	}
 	byOp := map[int64]*Violation{}
 	var keyLevel []report
-	ran := map[string][]string{} // model -> checkers that ran on it
+	valid := map[string][]string{} // model -> checkers that found it valid
 	for _, c := range r.Checks {
 		if c.Model == checkers.ModelLease {
 			continue
 		}
-		ran[c.Model] = appendNew(ran[c.Model], c.Checker)
 		if c.Verdict == checkers.Valid {
+			// It decided the model and found nothing: a mark against.
+			valid[c.Model] = appendNew(valid[c.Model], c.Checker)
 			continue
 		}
 		found := c.Found
@@ -200,7 +203,7 @@ func (r *Result) rootCauses() {
 		r.ViolationKinds[v.Kind]++
 	}
 	var in []int
-	r.RootCauses, in = group(vs, ran)
+	r.RootCauses, in = group(vs, valid)
 	r.listUnder(vs, in)
 }
 
@@ -260,7 +263,7 @@ func sortViolations(vs []*Violation) {
 
 // group puts violations explained by one fault occurrence together, and
 // the others by key; groups by their first violation.
-func group(vs []*Violation, ran map[string][]string) ([]RootCause, []int) {
+func group(vs []*Violation, valid map[string][]string) ([]RootCause, []int) {
 	var out []RootCause
 	in := make([]int, len(vs))
 	idx := map[string]int{}
@@ -268,7 +271,7 @@ func group(vs []*Violation, ran map[string][]string) ([]RootCause, []int) {
 	for vi, v := range vs {
 		id := "key\x00" + v.Model + "\x00" + v.Key
 		if v.Cause != nil && v.Cause.Explains {
-			id = fmt.Sprintf("fault\x00%d\x00%s", v.Cause.Fault, v.Model)
+			id = fmt.Sprintf("fault\x00%d", v.Cause.Fault)
 		}
 		i, ok := idx[id]
 		if !ok {
@@ -285,7 +288,10 @@ func group(vs []*Violation, ran map[string][]string) ([]RootCause, []int) {
 		g := &out[i]
 		g.Count++
 		g.Kinds[v.Kind]++
-		keys[i][v.Key] = true
+		if g.Model != v.Model {
+			g.Model = "" // one fault, both models
+		}
+		keys[i][v.Model+"\x00"+v.Key] = true
 		for _, c := range v.Checkers {
 			g.Checkers = appendNew(g.Checkers, c)
 		}
@@ -294,10 +300,8 @@ func group(vs []*Violation, ran map[string][]string) ([]RootCause, []int) {
 		g := &out[i]
 		g.Keys = len(keys[i])
 		sort.Slice(g.Checkers, func(a, b int) bool { return checkerRank(g.Checkers[a]) < checkerRank(g.Checkers[b]) })
-		for _, c := range ran[g.Model] {
-			if !slices.Contains(g.Checkers, c) {
-				g.Missed = append(g.Missed, c)
-			}
+		if g.Model != "" {
+			g.Missed = valid[g.Model]
 		}
 		g.Sentence = sentence(g)
 	}
@@ -328,10 +332,20 @@ var whatWentWrong = map[string]string{
 func sentence(g *RootCause) string {
 	kinds := sortedKeys(g.Kinds)
 	sort.SliceStable(kinds, func(i, j int) bool { return g.Kinds[kinds[i]] > g.Kinds[kinds[j]] })
-	what := whatWentWrong[kinds[0]]
-	if what == "" {
-		what = kinds[0]
+	var whats []string
+	for _, k := range kinds {
+		w := whatWentWrong[k]
+		if w == "" {
+			w = k
+		}
+		if len(whats) < 2 && k != checkers.KindNotLinearizable && !slices.Contains(whats, w) {
+			whats = append(whats, w)
+		}
 	}
+	if len(whats) == 0 {
+		whats = []string{whatWentWrong[checkers.KindNotLinearizable]}
+	}
+	what := strings.Join(whats, "; ")
 	on := "key"
 	if g.Model == checkers.ModelIssuer {
 		on = "lock"

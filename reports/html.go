@@ -82,9 +82,12 @@ type pageData struct {
 	Omitted        int
 	Findings       []anomalyView
 	FindingsHidden int
-	Metrics        []keyValue
-	Faults         []faultRow
-	FaultLines     []string // applied and failed to apply, per nemesis
+	// RootCauses and FindingLines are the analysis's groups (rootcauses.go).
+	RootCauses   []rootCauseView
+	FindingLines []findingView
+	Metrics      []keyValue
+	Faults       []faultRow
+	FaultLines   []string // applied and failed to apply, per nemesis
 	// LateWrites is the seeds' scenario counted, LateWriteOps the invoke
 	// indices of examples (for the timeline).
 	LateWrites     string
@@ -177,6 +180,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		JS:         template.JS(reportJS),
 		Lanes:      len(v.lanes),
 	}
+	d.RootCauses, d.FindingLines = rootCauseViews(an), findingViews(an)
 	for _, id := range res.LateWrites.Examples {
 		d.LateWriteOps = strings.TrimSpace(d.LateWriteOps + " " + strconv.FormatInt(id, 10))
 	}

@@ -201,6 +201,7 @@ func readRun(store, targetDir, name string) (Run, bool) {
 		Counts struct {
 			Ops int `json:"ops"`
 		} `json:"counts"`
+		AnomalyCount *int           `json:"anomaly_count"`
 		AnomalyKinds map[string]int `json:"anomaly_kinds"`
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, ResultsFile)); err == nil && json.Unmarshal(b, &res) == nil {
@@ -208,8 +209,12 @@ func readRun(store, targetDir, name string) (Run, bool) {
 		r.Summary = clip(res.Summary, 300)
 		r.Duration = res.Duration
 		r.Ops = res.Counts.Ops
-		for _, n := range res.AnomalyKinds {
-			r.Anomalies += n
+		if res.AnomalyCount != nil {
+			r.Anomalies = *res.AnomalyCount // the one count (schema 3)
+		} else {
+			for _, n := range res.AnomalyKinds {
+				r.Anomalies += n
+			}
 		}
 		if res.Run.Target != "" {
 			r.Target = clip(res.Run.Target, 200)
