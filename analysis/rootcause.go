@@ -30,6 +30,10 @@ import (
 // group has one sentence, its count, the checkers that agree (marks) and a
 // minimal witness: the fewest operations that show its first violation.
 
+// Hypothesis is what a named cause is, and how to prove it: the words each
+// root cause's sentence ends with.
+const Hypothesis = "a hypothesis: `fencecheck shrink RUN_DIR` keeps only the faults the failure needs"
+
 // maxWitnessOps bounds a witness: a handful of operations a reader checks
 // by hand.
 const maxWitnessOps = 5
@@ -365,7 +369,7 @@ func sentence(g *RootCause) string {
 	s := fmt.Sprintf("%s: %d %s %s (%s)", upper(what), g.Count, plural(g.Count, "violation", "violations"), where, strings.Join(parts, ", "))
 	switch {
 	case g.Cause != nil && g.Cause.Explains:
-		s += ", " + g.Cause.Text
+		s += "; they " + g.Cause.Text + " (" + Hypothesis + ")"
 	case g.Cause != nil:
 		s += "; no fault explains them (" + g.Cause.Text + ")"
 	default:

@@ -126,6 +126,20 @@ type Cause struct {
 	// only the last fault event before it.
 	Explains bool   `json:"explains"`
 	Text     string `json:"text"`
+	// Also are the other faults that can explain it, in the rule's order
+	// (the fault above is the first): a cause is a hypothesis, and every
+	// fault that fits is named; `fencecheck shrink` proves which are
+	// needed.
+	Also []Suspect `json:"also,omitempty"`
+}
+
+// Suspect is one more fault that can explain a violation.
+type Suspect struct {
+	Fault   int    `json:"fault"`
+	Nemesis string `json:"nemesis"`
+	Node    string `json:"node,omitempty"`
+	Start   int64  `json:"start_ns"`
+	Stop    int64  `json:"stop_ns"`
 }
 
 // Brief is an anomaly without its words: enough to merge the checkers'

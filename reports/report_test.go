@@ -148,9 +148,9 @@ func TestInvalidRunWithSeveralAnomalyKinds(t *testing.T) {
 	require.NotNil(t, res.AfterFault)
 	// The one cause rule: the restart of the issuer between the two acquires.
 	assert.Equal(t, checkers.Cause{Fault: 0, Nemesis: "restart", Node: "reference", Start: 200000000, Stop: 300000000, Delay: 201000000,
-		Explains: true, Text: "explained by the restart of reference (0.20–0.30 s) between the acquires"}, *res.AfterFault)
+		Explains: true, Text: "can be explained by the restart of reference (0.20–0.30 s) between the acquires"}, *res.AfterFault)
 	assert.Contains(t, res.Summary, "invalid: 3 anomalies in 2 root causes")
-	assert.Contains(t, res.Summary, "first visible at 0.40 s, explained by the restart of reference (0.20–0.30 s) between the acquires")
+	assert.Contains(t, res.Summary, "first visible at 0.40 s, can be explained by the restart of reference (0.20–0.30 s) between the acquires")
 
 	page := readFile(t, dir, ReportFile)
 	assertHas(t, page, `data-verdict="invalid"`)
@@ -555,5 +555,5 @@ func TestVersion1ResultsReRender(t *testing.T) {
 	assert.Equal(t, checkers.Invalid, r.Verdict, "direct proofs, marked by name for version 1")
 	assert.Contains(t, r.Reason, "complete checkers disagree", "porcupine said valid")
 	a := r.Checks[0].Anomalies[0]
-	assert.Equal(t, "token 1 returned by acquire op 14 — explained by the restart of reference (0.20–0.30 s) between the acquires", a.Text)
+	assert.Equal(t, "token 1 returned by acquire op 14 — can be explained by the restart of reference (0.20–0.30 s) between the acquires", a.Text)
 }

@@ -54,6 +54,9 @@ func printSummary(w io.Writer, res *analysis.Result, dir string) {
 	}
 	fmt.Fprintln(w, res.LateWrites.Line())
 	printRootCauses(w, res)
+	if dir != "" && len(res.RootCauses) > 0 {
+		fmt.Fprintf(w, "prove a cause: fencecheck shrink %s (the causes named are hypotheses; it keeps only the faults the failure needs)\n", dir)
+	}
 	if v := res.FirstViolation; v != nil {
 		fmt.Fprintf(w, "time to detection: %s after the start", checkers.Secs(v.At))
 		if v.Cause != nil {
