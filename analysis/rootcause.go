@@ -199,7 +199,7 @@ func (r *Result) rootCauses() {
 	}
 	sortViolations(vs)
 	for _, v := range vs {
-		v.Cause = r.cause(&checkers.Anomaly{Kind: v.Kind, Model: v.Model, Key: v.Key, Ops: v.Witness, At: v.At})
+		v.Cause = r.cause(&checkers.Anomaly{Kind: v.Kind, Model: v.Model, Key: v.Key, Ops: r.window(v), At: v.At})
 	}
 	r.AnomalyCount = len(vs)
 	r.ViolationKinds = map[string]int{}
@@ -209,6 +209,38 @@ func (r *Result) rootCauses() {
 	var in []int
 	r.RootCauses, in = group(vs, valid)
 	r.listUnder(vs, in)
+}
+
+// maxWindowScan bounds the operations window looks back over.
+const maxWindowScan = 50_000
+
+// window is the operations that bound where the cause of v lies: its
+// witness, narrowed for a reused token to the latest acquire of the same
+// lock that had already returned a token at least as new before the
+// acquire that shows it began. A witness names the first such acquire (a
+// duplicate of token 1 from the run's first second); the counter reset
+// happened after the latest one, and the faults before it cannot explain it.
+func (r *Result) window(v *Violation) []int64 {
+	if v.Model != checkers.ModelIssuer || v.Op < 0 || r.Ops == nil {
+		return v.Witness
+	}
+	at := r.Ops.Find(v.Op)
+	if at < 0 {
+		return v.Witness
+	}
+	var b, o history.Op
+	r.Ops.Load(at, &b)
+	if b.F != history.Acquire || b.Token.State != history.TokenValid {
+		return v.Witness
+	}
+	for i := at - 1; i >= 0 && i >= at-maxWindowScan; i-- {
+		r.Ops.Load(i, &o)
+		if o.F == history.Acquire && o.Outcome == history.OutcomeOk && o.Token.State == history.TokenValid &&
+			(o.Key == b.Key || r.Semantics.Scope == checkers.ScopeGlobal) && o.Token.N >= b.Token.N && o.Completed < b.Call {
+			return []int64{o.ID, b.ID}
+		}
+	}
+	return v.Witness
 }
 
 func orElse(a, b string) string {
