@@ -69,6 +69,7 @@ type pageData struct {
 	Res             *Results
 	Start           string
 	Duration        string
+	Phases          string
 	Semantics       string
 	FirstInvalid    string
 	Gate            []string
@@ -170,6 +171,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		Res:        res,
 		Start:      "unknown",
 		Duration:   formatDuration(res.Duration),
+		Phases:     phaseFacts(an),
 		Notes:      res.Notes,
 		Gate:       res.GateReasons,
 		Completion: an.Run.Completion(),
@@ -391,7 +393,9 @@ type timelineJS struct {
 	Val    []string  `json:"val"`
 	Err    []string  `json:"err"`
 	Faults []faultJS `json:"faults"`
-	Anom   []anomJS  `json:"anom"` // the violations listed on the page
+	// FaultLanes name the lanes above the clients' rows, one per nemesis.
+	FaultLanes []string `json:"flanes"`
+	Anom       []anomJS `json:"anom"` // the violations listed on the page
 }
 
 type anomJS struct {
@@ -407,6 +411,8 @@ type faultJS struct {
 	Open    bool   `json:"open,omitempty"`
 	Label   string `json:"l"`
 	Color   string `json:"c"`
+	// Lane is the fault lane (timelineJS.FaultLanes) of its nemesis.
+	Lane int `json:"ln"`
 }
 
 const timelineUnit = 1000 // µs
@@ -484,8 +490,15 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		t.Val = append(t.Val, clip(o.Value, timelineTextLimit))
 		t.Err = append(t.Err, clip(o.Error, timelineTextLimit))
 	}
+	_, order := faultColors(res.Faults)
+	lane := map[string]int{}
+	t.FaultLanes = []string{}
+	for i, n := range order {
+		lane[n] = i
+		t.FaultLanes = append(t.FaultLanes, clip(n, timelineTextLimit))
+	}
 	for _, f := range res.Faults {
-		t.Faults = append(t.Faults, faultJS{Nemesis: clip(f.Nemesis, timelineTextLimit), Start: f.Start, Stop: f.Stop, Open: f.Open, Label: clip(f.Label(), 160), Color: colors[f.Nemesis]})
+		t.Faults = append(t.Faults, faultJS{Nemesis: clip(f.Nemesis, timelineTextLimit), Start: f.Start, Stop: f.Stop, Open: f.Open, Label: clip(f.Label(), 160), Color: colors[f.Nemesis], Lane: lane[f.Nemesis]})
 	}
 	if marks != nil {
 		t.Anom = marks
