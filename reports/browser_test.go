@@ -156,12 +156,24 @@ type pageState struct {
 	Selected       int    `json:"selected"`
 	WindowLabel    string `json:"windowLabel"`
 	ScriptElements int    `json:"scriptElements"`
+	// The page's order and the fault lanes, from the live layout.
+	CausesTop       float64  `json:"causesTop"`
+	TimelineTop     float64  `json:"timelineTop"`
+	LaneNames       []string `json:"laneNames"`
+	BandsOutOfLane  int      `json:"bandsOutOfLane"`
+	LabelsOverlap   int      `json:"labelsOverlap"`
+	BannerFacts     string   `json:"bannerFacts"`
+	LaneColors      []string `json:"laneColors"`
+	LanesBottomPx   float64  `json:"lanesBottomPx"`
+	TimelineLeftPx  float64  `json:"timelineLeftPx"`
+	TimelineTopPx   float64  `json:"timelineTopPx"`
+	TimelineRightPx float64  `json:"timelineRightPx"`
 }
 
 const readState = `(() => {
   const visible = el => !!el && el.getBoundingClientRect().height > 0 && getComputedStyle(el).visibility !== "hidden";
   const banner = document.getElementById("verdict");
-  const anomalies = [...document.querySelectorAll("#anomaly-list > li")].filter(visible);
+  const anomalies = [...document.querySelectorAll("#root-causes > li")].filter(visible);
   const bands = [...document.querySelectorAll("#tl-faults rect.fault-band")];
   return {
     verdict: banner.dataset.verdict,
@@ -179,6 +191,29 @@ const readState = `(() => {
     selected: document.querySelectorAll(".anomaly.selected").length,
     windowLabel: document.getElementById("tl-window").textContent,
     scriptElements: document.querySelectorAll("script").length,
+    causesTop: (document.getElementById("root-causes") || {getBoundingClientRect: () => ({top: -1})}).getBoundingClientRect().top + scrollY,
+    timelineTop: document.getElementById("timeline").getBoundingClientRect().top + scrollY,
+    laneNames: [...document.querySelectorAll("#tl-faults rect.fault-lane")].map(r => r.dataset.nemesis),
+    bandsOutOfLane: (() => {
+      const lanes = [...document.querySelectorAll("#tl-faults rect.fault-lane")].map(r => r.getBoundingClientRect());
+      return bands.filter(b => { const r = b.getBoundingClientRect(), l = lanes[Number(b.dataset.lane)];
+        return !l || r.top < l.top - 0.5 || r.bottom > l.bottom + 0.5; }).length;
+    })(),
+    labelsOverlap: (() => {
+      const ls = [...document.querySelectorAll("#tl-faults text.fault-label")].map(t => t.getBoundingClientRect());
+      let n = 0;
+      for (let i = 0; i < ls.length; i++) for (let j = i + 1; j < ls.length; j++) {
+        const a = ls[i], b = ls[j];
+        if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) n++;
+      }
+      return n;
+    })(),
+    bannerFacts: [...document.querySelectorAll("#verdict .verdict-facts")].map(p => p.innerText).join("\n"),
+    laneColors: [...new Set(bands.map(b => b.getAttribute("fill")))],
+    lanesBottomPx: Math.max(0, ...[...document.querySelectorAll("#tl-faults rect.fault-lane")].map(r => r.getBoundingClientRect().bottom - document.getElementById("tl-wrap").getBoundingClientRect().top)),
+    timelineLeftPx: document.getElementById("tl-wrap").getBoundingClientRect().left,
+    timelineTopPx: document.getElementById("tl-wrap").getBoundingClientRect().top,
+    timelineRightPx: document.getElementById("tl-wrap").getBoundingClientRect().right,
   };
 })()`
 
@@ -206,9 +241,14 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	assert.Equal(t, "invalid", s.Verdict)
 	assert.True(t, s.BannerVisible)
 	assert.Contains(t, s.BannerText, "INVALID", "the banner shows the verdict (upper-cased by CSS)")
-	assert.Equal(t, listedViolations(an), s.Anomalies, "the anomaly list is visible")
+	assert.Equal(t, len(an.RootCauses), s.Anomalies, "the root-cause cards are visible")
 	assert.Positive(t, s.Anomalies)
 	assert.Contains(t, s.AnomalyText, "stale-write-accepted")
+	assert.Less(t, s.CausesTop, s.TimelineTop, "root causes come before the timeline")
+	assert.Equal(t, []string{"restart", "pause"}, s.LaneNames, "one fault lane per nemesis, in the fixed order")
+	assert.Zero(t, s.BandsOutOfLane, "each fault is drawn in its nemesis's lane, not across the page")
+	assert.Zero(t, s.LabelsOverlap, "fault labels never run together")
+	assert.ElementsMatch(t, []string{colorOf("restart"), colorOf("pause")}, s.LaneColors, "a colour fixed per nemesis")
 	assert.GreaterOrEqual(t, s.TimelineBands, 2, "the timeline shades the fault periods")
 	assert.Equal(t, s.TimelineBands, s.VisibleBands, "every shaded period has a size")
 	assert.Contains(t, s.BandLabels, "restart")
@@ -218,6 +258,8 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	assert.Greater(t, s.Drawn, 5000, "the timeline drew the operations")
 	assert.Greater(t, s.CanvasHeight, 100)
 	assert.Equal(t, 2, s.ScriptElements)
+
+	lookAtTheScreenshot(t, b, s)
 
 	if os.Getenv("FENCECHECK_UPDATE_SCREENSHOT") != "" {
 		var png []byte
@@ -231,7 +273,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 
 	// "show in timeline" zooms to the anomaly's operations.
 	b.run(t, "show an anomaly in the timeline",
-		chromedp.Click(`#anomaly-list a.show-ops`, chromedp.ByQuery),
+		chromedp.Click(`#root-causes a.show-ops`, chromedp.ByQuery),
 		chromedp.Sleep(100*time.Millisecond),
 	)
 	zoomed := b.state(t)
