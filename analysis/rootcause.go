@@ -381,6 +381,13 @@ func sentence(g *RootCause) string {
 	if len(whats) == 0 {
 		whats = []string{whatWentWrong[checkers.KindNotLinearizable]}
 	}
+	if g.Kinds[checkers.KindDuplicateToken] > 0 && g.Kinds[checkers.KindTokenRegression] > 0 {
+		// One reset counter gives both: say it once.
+		whats = slices.DeleteFunc(whats, func(w string) bool {
+			return w == whatWentWrong[checkers.KindDuplicateToken] || w == whatWentWrong[checkers.KindTokenRegression]
+		})
+		whats = append([]string{"the issuer handed out tokens again (ones it had already handed out, or older than ones already returned)"}, whats...)
+	}
 	what := strings.Join(whats, "; ")
 	on := "key"
 	if g.Model == checkers.ModelIssuer {

@@ -171,7 +171,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		Res:        res,
 		Start:      "unknown",
 		Duration:   formatDuration(res.Duration),
-		Phases:     phaseFacts(an),
+		Phases:     phaseFacts(an, res.Duration),
 		Notes:      res.Notes,
 		Gate:       res.GateReasons,
 		Completion: an.Run.Completion(),

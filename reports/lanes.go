@@ -3,6 +3,7 @@ package reports
 import (
 	"hash/fnv"
 	"slices"
+	"time"
 
 	"github.com/fencecheck/fencecheck/analysis"
 )
@@ -75,19 +76,23 @@ func faultColors(faults []analysis.Fault) (map[string]string, []string) {
 }
 
 // phaseFacts is the header's account of the run's length: the main phase,
-// then setup and the final phase apart ("ran 70 s" for a 30 s run counted
-// image builds), from the run events; "" for a history without them.
-func phaseFacts(an *analysis.Result) string {
-	setup, main, after := an.Run.PhaseLengths(an.End)
+// then the final phase and what the run spent outside the history (setup:
+// image builds, starting the target, health waits; teardown) apart ("ran
+// 70 s" for a 30 s run counted image builds), from the run events; "" for
+// a history without them.
+func phaseFacts(an *analysis.Result, total time.Duration) string {
+	before, main, after := an.Run.PhaseLengths(an.End)
 	if main < 0 {
 		return ""
 	}
 	s := "main phase " + seconds(main)
-	if setup >= 0 {
-		s += " · setup " + seconds(setup)
-	}
 	if after >= 0 {
 		s += " · final phase " + seconds(after)
+	}
+	if rest := int64(total) - main - max(after, 0); total > 0 && rest >= 0 {
+		s += " · setup and teardown " + seconds(rest)
+	} else if before > 0 {
+		s += " · setup " + seconds(before)
 	}
 	return s
 }
