@@ -234,6 +234,11 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	_, err = Write(dir, info, an)
 	require.NoError(t, err)
 	require.NoError(t, UpdateLatest(store, dir))
+	// The files of a real run folder, which the serve index lists.
+	for _, f := range []string{ConfigFile, ScheduleFile, "nodes/reference/data"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644))
+	}
 
 	// 1. The report opened as a file, as a user does from a CI artifact.
 	b.open(t, "file://"+filepath.Join(dir, ReportFile), reportReady)
@@ -298,6 +303,24 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	)
 	assert.Equal(t, 1, rows)
 	assert.Equal(t, "invalid", verdicts)
+	// Readable at 1400 px (and wider): the table stays in its card, the
+	// summary column is not squeezed to a word per line.
+	for _, width := range []int64{1400, 1920} {
+		var fit struct {
+			TableRight, CardRight, SummaryWidth float64
+		}
+		b.run(t, fmt.Sprintf("the serve page at %d px", width),
+			emulation.SetDeviceMetricsOverride(width, 900, 1, false),
+			chromedp.Sleep(100*time.Millisecond),
+			chromedp.Evaluate(`(() => ({
+			  TableRight: document.getElementById("run-table").getBoundingClientRect().right,
+			  CardRight: document.getElementById("runs").getBoundingClientRect().right,
+			  SummaryWidth: document.querySelector("#run-table td.summary").getBoundingClientRect().width,
+			}))()`, &fit),
+		)
+		assert.LessOrEqual(t, fit.TableRight, fit.CardRight, "at %d px the table stays inside its card", width)
+		assert.GreaterOrEqual(t, fit.SummaryWidth, 300.0, "at %d px the summary has room", width)
+	}
 	b.assertClean(t, "the serve page")
 
 	b.run(t, "follow the report link",

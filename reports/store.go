@@ -121,7 +121,19 @@ type Run struct {
 	Anomalies int
 	HasReport bool
 	Files     []string
+	// State says what a run without results is: StateCouldNotRun (its
+	// target did not start: error.txt says why, in Summary), StateNoResults
+	// (a history but no results.json: killed, or still running),
+	// StateSetup (only config.json: stopped during setup); "" with results.
+	State string
 }
+
+// Run states of a run folder without results.json.
+const (
+	StateCouldNotRun = "could not run"
+	StateNoResults   = "no results"
+	StateSetup       = "stopped during setup"
+)
 
 // ListRuns lists the runs in store, newest first. Folders that are not runs
 // (no history, results or config file) are left out; a run whose
@@ -169,9 +181,11 @@ func readRun(store, targetDir, name string) (Run, bool) {
 	}
 	r := Run{Path: targetDir + "/" + name, Target: targetDir}
 	isRun := false
+	has := map[string]bool{}
 	for _, e := range entries {
+		has[e.Name()] = true
 		switch e.Name() {
-		case HistoryFile, ResultsFile, ConfigFile:
+		case HistoryFile, ResultsFile, ConfigFile, ErrorFile:
 			isRun = true
 		case ReportFile:
 			r.HasReport = true
@@ -221,6 +235,21 @@ func readRun(store, targetDir, name string) (Run, bool) {
 		}
 		if !res.Run.Start.IsZero() {
 			r.Start = res.Run.Start
+		}
+	}
+	if r.Verdict == "" {
+		switch {
+		case has[ErrorFile]:
+			r.State = StateCouldNotRun
+			if b, err := os.ReadFile(filepath.Join(dir, ErrorFile)); err == nil {
+				r.Summary = clip(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]), 300)
+			}
+		case has[HistoryFile]:
+			r.State = StateNoResults
+			r.Summary = "a history without results: the run was killed or is still running; fencecheck report on its folder checks it"
+		default:
+			r.State = StateSetup
+			r.Summary = "only config.json: the run stopped during setup, before its history began"
 		}
 	}
 	return r, true
