@@ -144,6 +144,7 @@ func (r *Result) rootCauses() {
 	byOp := map[int64]*Violation{}
 	var keyLevel []report
 	valid := map[string][]string{} // model -> checkers that found it valid
+	partial := false
 	for _, c := range r.Checks {
 		if c.Model == checkers.ModelLease {
 			continue
@@ -154,6 +155,10 @@ func (r *Result) rootCauses() {
 			continue
 		}
 		found := c.Found
+		if found == nil && c.OmittedAnomalies > 0 && !partial {
+			partial = true
+			r.Notes = append(r.Notes, "the anomaly count covers only the anomalies the stored checker results list (they list the earliest of each kind); check the history again (without --stored) for the full count")
+		}
 		if found == nil { // a replayed or hand-made result: its listed ones
 			for _, a := range c.Anomalies {
 				if !a.Finding {
