@@ -259,7 +259,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	assert.Contains(t, s.BandLabels, "restart")
 	assert.Contains(t, s.BandLabels, "pause")
 	assert.Greater(t, s.PlotBands, 0, "the plots shade the fault periods")
-	assert.Equal(t, listedViolations(an), s.AnomalyMarks, "each violation is marked where it became visible")
+	assert.Equal(t, len(an.RootCauses), s.AnomalyMarks, "each root cause is marked where its first violation became visible")
 	assert.Greater(t, s.Drawn, 5000, "the timeline drew the operations")
 	assert.Greater(t, s.CanvasHeight, 100)
 	assert.Equal(t, 2, s.ScriptElements)

@@ -315,6 +315,14 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		}
 	}
 
+	if len(an.RootCauses) > 0 {
+		// One mark per root cause, where its first violation showed: 700
+		// violations of one restart are one mark, not a wall of them.
+		marks = marks[:0]
+		for _, g := range an.RootCauses {
+			marks = append(marks, anomJS{Kind: clip(g.WitnessKind, 60), At: g.At, Ops: g.Witness})
+		}
+	}
 	tl, kept := timelineData(v, res, colors, marks)
 	d.TimelineOps = kept
 	if kept < len(v.ops) {
