@@ -351,7 +351,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	// Hovering every operation builds the tooltips from hostile values.
 	require.NoError(t, chromedp.Run(b.ctx, chromedp.Evaluate(`(() => {
 	  const c = document.getElementById("tl-canvas"), r = c.getBoundingClientRect();
-	  for (let x = r.left + 72; x < r.right; x += 4)
+	  for (let x = r.left + 86; x < r.right; x += 4)
 	    for (let y = r.top + 20; y < r.bottom - 24; y += 6)
 	      c.dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y, bubbles: true}));
 	  return true;

@@ -30,7 +30,7 @@
   // Fault lanes: one per nemesis (D.flanes) between the top margin and the
   // clients' rows, each fault drawn in its nemesis's lane only.
   var FLANES = D.flanes || [], FTOP = 18, FLH = 14;
-  var GUTTER = 70, TOP = FTOP + FLANES.length * FLH + (FLANES.length ? 6 : 0), AXIS = 24;
+  var GUTTER = 84, TOP = FTOP + FLANES.length * FLH + (FLANES.length ? 6 : 0), AXIS = 24;
 
   // Decode the columns. Times become ns as doubles (exact far beyond any run).
   var n = D.c.length;
