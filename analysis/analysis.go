@@ -97,9 +97,18 @@ type Result struct {
 	Checks []checkers.Result
 	// Keys are the per-key verdicts of checkers that decide key by key.
 	Keys []checkers.KeyResult
-	// ViolationKinds counts violations by kind over all checks, those a
-	// checker did not list included.
+	// AnomalyCount is the one count of anomalies: the distinct violations,
+	// the checkers' reports of one violation merged (rootcause.go), those a
+	// checker did not list included. ViolationKinds counts the same by
+	// each violation's kind (they sum to AnomalyCount).
+	AnomalyCount   int
 	ViolationKinds map[string]int
+	// RootCauses group the violations by what explains them (the fault
+	// occurrence, else the key), first violation first.
+	RootCauses []RootCause
+	// FindingKinds summarise the findings (observations that are not
+	// violations: lease overlaps...) one line per kind.
+	FindingKinds []FindingKind
 	// FirstViolation is the earliest violation when the verdict is invalid:
 	// its At is the time to detection, its Cause the fault named for it.
 	FirstViolation *checkers.Anomaly
@@ -508,7 +517,8 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	nameCauses(r)
 	r.combine()
 	r.gate(a.damage, a.silences(r.Faults))
-	r.ViolationKinds = violationKinds(r.Checks)
+	r.rootCauses()
+	r.FindingKinds = findingKinds(r.Checks)
 	if r.Verdict == checkers.Invalid {
 		r.FirstViolation = firstViolation(r.Checks)
 	}
@@ -517,29 +527,6 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	r.ExitCode = ExitCode(r.Verdict)
 	r.Elapsed = time.Since(start)
 	return r
-}
-
-func violationKinds(checks []checkers.Result) map[string]int {
-	out := map[string]int{}
-	for _, res := range checks {
-		if res.Verdict == checkers.Valid {
-			continue
-		}
-		if len(res.KindCounts) > 0 {
-			for k, n := range res.KindCounts {
-				if k != checkers.KindTokensNotAuthenticated && k != checkers.KindLeaseOverlap {
-					out[k] += n
-				}
-			}
-			continue
-		}
-		for _, an := range res.Anomalies {
-			if !an.Finding {
-				out[an.Kind]++
-			}
-		}
-	}
-	return out
 }
 
 func firstViolation(checks []checkers.Result) *checkers.Anomaly {

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checkers"
@@ -122,7 +123,14 @@ func nameCauses(r *Result) {
 	})
 }
 
-// cause applies the rule to one anomaly.
+// maxNamedSuspects bounds the faults a cause's words name; Cause.Also
+// holds them all.
+const maxNamedSuspects = 3
+
+// cause applies the rule to one anomaly: every fault that can explain it,
+// in the rule's order, the first as the Cause's fault and the others in
+// Also; the words name them all (up to maxNamedSuspects) as what can
+// explain it, a hypothesis, never as the one cause.
 func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 	rule, ok := causeRules[a.Kind]
 	if a.Kind == checkers.KindNotLinearizable {
@@ -135,20 +143,49 @@ func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 		}
 	}
 	if ok && len(ops) > 0 {
-		if i := r.explaining(rule, a, ops); i >= 0 {
-			f := r.Faults[i]
-			return r.causeOf(i, a, true, fmt.Sprintf("explained by %s %s %s", f.what(), span(f), rule.window))
+		if fs := r.explaining(rule, a, ops); len(fs) > 0 {
+			var names []string
+			for i, fi := range fs {
+				if i == maxNamedSuspects {
+					names = append(names, fmt.Sprintf("%d more %s", len(fs)-i, plural(len(fs)-i, "fault", "faults")))
+					break
+				}
+				names = append(names, r.Faults[fi].what()+" "+span(r.Faults[fi]))
+			}
+			text := "can be explained by " + strings.Join(names, ", or ") + " " + rule.window
+			c := r.causeOf(fs[0], a, true, text)
+			for _, fi := range fs[1:] {
+				f := r.Faults[fi]
+				c.Also = append(c.Also, checkers.Suspect{Fault: fi, Nemesis: f.Nemesis, Node: f.Node, Start: f.Start, Stop: f.Stop})
+			}
+			return c
 		}
 	}
 	return r.lastFaultBefore(a)
 }
 
-// explaining is the index of the fault that explains a under rule, or -1.
-func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.Op) int {
+// lossRank is how much a fault that loses state can lose: one that loses
+// unsynced writes (a power loss) can explain all a kill can and more, one
+// that wipes durable data more again. The rule names the one that explains
+// the most first.
+func lossRank(name string) int {
+	n := 0
+	for _, e := range []nemesis.Effect{nemesis.LosesUnsynced, nemesis.LosesDurable} {
+		if nemesis.HasEffect(name, e) {
+			n++
+		}
+	}
+	return n
+}
+
+// explaining lists the faults that explain a under rule, in the rule's
+// order: by tier; within one, faults on a node the operations went to
+// first, then those that can lose more (lossRank), then the latest.
+func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.Op) []int {
 	if rule.tamper {
 		w := ops[0]
 		if w.F != history.Write || w.Tampered == "" {
-			return -1
+			return nil
 		}
 		best := -1
 		for i, f := range r.Faults {
@@ -156,7 +193,10 @@ func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.
 				best = i
 			}
 		}
-		return best
+		if best < 0 {
+			return nil
+		}
+		return []int{best}
 	}
 	from := ops[0].Call
 	nodes := map[string]bool{}
@@ -169,25 +209,31 @@ func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.
 	if a.Kind == checkers.KindNotLinearizable {
 		from = 0
 	}
+	var out []int
 	for _, tier := range rule.tiers {
-		onNode, anyNode := -1, -1
+		var in []int
 		for i, f := range r.Faults {
-			if f.Instant() || f.Start > a.At || f.Stop < from || !hasEffect(f.Nemesis, tier) {
+			if f.Instant() || f.Start > a.At || f.Stop < from || !hasEffect(f.Nemesis, tier) || slices.Contains(out, i) {
 				continue
 			}
-			anyNode = i // faults are by start: the latest so far
-			if len(nodes) == 0 || f.on(nodes) {
-				onNode = i
+			in = append(in, i)
+		}
+		onNode := func(i int) bool { return len(nodes) == 0 || r.Faults[i].on(nodes) }
+		slices.SortStableFunc(in, func(x, y int) int {
+			if ox, oy := onNode(x), onNode(y); ox != oy {
+				if ox {
+					return -1
+				}
+				return 1
 			}
-		}
-		if onNode >= 0 {
-			return onNode
-		}
-		if anyNode >= 0 {
-			return anyNode
-		}
+			if d := lossRank(r.Faults[y].Nemesis) - lossRank(r.Faults[x].Nemesis); d != 0 {
+				return d
+			}
+			return y - x // faults are by start: the latest first
+		})
+		out = append(out, in...)
 	}
-	return -1
+	return out
 }
 
 // lastFaultBefore names the fault event (a start, or the stop of a fault:

@@ -3,7 +3,6 @@ package analysis
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checkers"
@@ -97,23 +96,19 @@ func (r *Result) combine() {
 	}
 }
 
+// kindSummary names the kinds a proving check found, without counts: the
+// one count is AnomalyCount (the checks' own counts differ, and count one
+// violation under two kinds).
 func kindSummary(res *checkers.Result) string {
-	counts := res.KindCounts
-	if counts == nil {
-		counts = map[string]int{}
-		for _, a := range res.Anomalies {
-			counts[a.Kind]++
-		}
+	kinds := map[string]bool{}
+	for k := range res.KindCounts {
+		kinds[k] = true
 	}
-	var parts []string
-	for k, n := range counts {
-		if k == checkers.KindTokensNotAuthenticated {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%d %s", n, k))
+	for _, a := range res.Anomalies {
+		kinds[a.Kind] = true
 	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
+	delete(kinds, checkers.KindTokensNotAuthenticated)
+	return "the direct checks found " + strings.Join(sortedKeys(kinds), ", ")
 }
 
 // gate applies what a release gate needs beyond the checkers' verdict: a

@@ -74,16 +74,39 @@ func (f Fault) Label() string {
 	return b.String()
 }
 
-// what names the fault in a sentence: "the pause (holder) of client".
+// what names the fault in a sentence: "the pause (holder) of client"; a
+// partition by its sides, "the partition (issuers) {issuer-1} | {issuer-2,
+// etcd-1}", as its start event's groups say.
 func (f Fault) what() string {
 	s := "the " + f.Nemesis
 	if m := f.Mode(); m != "" {
 		s += " (" + m + ")"
 	}
+	if sides := f.Sides(); len(sides) > 1 {
+		parts := make([]string, len(sides))
+		for i, g := range sides {
+			parts[i] = "{" + strings.Join(g, ", ") + "}"
+		}
+		return s + " " + strings.Join(parts, " | ")
+	}
 	if f.Node != "" {
 		s += " of " + f.Node
 	}
 	return s
+}
+
+// Sides are a partition's groups (extra.groups of its start event: nodes
+// in one group reach each other, not the others); nil for other faults.
+func (f Fault) Sides() [][]string {
+	raw, ok := f.Details["groups"]
+	if !ok {
+		return nil
+	}
+	var g [][]string
+	if json.Unmarshal(raw, &g) != nil {
+		return nil
+	}
+	return g
 }
 
 // faultPairer pairs nemesis start and stop events as they stream by, the one

@@ -31,6 +31,24 @@ type RunRecord struct {
 	// Waited counts, per nemesis, the tries that found every node it could
 	// act on held by another fault (end event's extra.waited, if recorded).
 	Waited map[string]int `json:"waited,omitempty"`
+	// MainAt and FinalAt are when the main and final phases began (history
+	// time; -1: not begun): the page's header shows the main phase's length
+	// apart from setup (image builds, health waits) and the final phase.
+	MainAt  int64 `json:"main_at_ns"`
+	FinalAt int64 `json:"final_at_ns"`
+}
+
+// Phases' lengths: setup (until the main phase), main, and after it
+// (heal, recovery, final reads), given the history's end; -1 for a phase
+// the history does not bound.
+func (r *RunRecord) PhaseLengths(end int64) (setup, main, after int64) {
+	if r == nil || r.MainAt < 0 {
+		return -1, -1, -1
+	}
+	if r.FinalAt < 0 {
+		return r.MainAt, end - r.MainAt, -1
+	}
+	return r.MainAt, r.FinalAt - r.MainAt, end - r.FinalAt
 }
 
 // runReader collects the run events of one history.
@@ -89,6 +107,7 @@ func (r *runReader) record() *RunRecord {
 		return nil
 	}
 	rec := r.rec
+	rec.MainAt, rec.FinalAt = r.mainAt, r.finalAt
 	return &rec
 }
 

@@ -22,7 +22,8 @@ func Secs(ns int64) string {
 var MaxAnomaliesPerKind = 20
 
 // CapAnomalies sorts r's anomalies by time and keeps the first perKind of
-// each kind, counting all of them in r.KindCounts.
+// each kind, counting all of them in r.KindCounts and keeping each in brief
+// in r.Found.
 func CapAnomalies(r *Result, perKind int) {
 	SortAnomalies(r.Anomalies)
 	if len(r.Anomalies) == 0 {
@@ -30,6 +31,14 @@ func CapAnomalies(r *Result, perKind int) {
 	}
 	if r.KindCounts == nil {
 		r.KindCounts = map[string]int{}
+	}
+	r.Found = make([]Brief, 0, len(r.Anomalies))
+	for _, a := range r.Anomalies {
+		model := a.Model
+		if model == "" {
+			model = r.Model
+		}
+		r.Found = append(r.Found, Brief{Kind: a.Kind, Model: model, Key: a.Key, Ops: a.Ops, At: a.At})
 	}
 	kept := r.Anomalies[:0]
 	for _, a := range r.Anomalies {

@@ -126,6 +126,40 @@ type Cause struct {
 	// only the last fault event before it.
 	Explains bool   `json:"explains"`
 	Text     string `json:"text"`
+	// Also are the other faults that can explain it, in the rule's order
+	// (the fault above is the first): a cause is a hypothesis, and every
+	// fault that fits is named; `fencecheck shrink` proves which are
+	// needed.
+	Also []Suspect `json:"also,omitempty"`
+}
+
+// Suspect is one more fault that can explain a violation.
+type Suspect struct {
+	Fault   int    `json:"fault"`
+	Nemesis string `json:"nemesis"`
+	Node    string `json:"node,omitempty"`
+	Start   int64  `json:"start_ns"`
+	Stop    int64  `json:"stop_ns"`
+}
+
+// Brief is an anomaly without its words: enough to merge the checkers'
+// reports of one violation and to name its cause.
+type Brief struct {
+	Kind, Model, Key string
+	Ops              []int64
+	At               int64
+}
+
+// Shows is the operation that shows the violation: the latest invoked of
+// its operations (the acquire that returned a reused token, the stale write
+// accepted, the read that returned an overwritten value), or -1 when it
+// names none. Two checkers' reports of one violation share it.
+func (b Brief) Shows() int64 {
+	id := int64(-1)
+	for _, o := range b.Ops {
+		id = max(id, o)
+	}
+	return id
 }
 
 // Result is one checker's verdict on one model over a whole history.
@@ -142,6 +176,10 @@ type Result struct {
 	KindCounts map[string]int `json:"kind_counts,omitempty"`
 	// OmittedAnomalies is how many anomalies were found but not listed.
 	OmittedAnomalies int `json:"omitted_anomalies,omitempty"`
+	// Found is every anomaly found, listed or not, in brief (no text): what
+	// the analysis merges across checkers into distinct violations and
+	// groups by root cause (CapAnomalies keeps it). Not in results.json.
+	Found []Brief `json:"-"`
 	// Complete: the checker decides the model: its "valid" means that no
 	// linearization is violated (Porcupine, fast; the direct checks for the
 	// issuer). The direct checks of the register are sound, not complete:

@@ -114,7 +114,7 @@ func TestANewNemesisIsItsFileAndOneLine(t *testing.T) {
 	require.NotNil(t, first.Cause, first.Text)
 	assert.Equal(t, "crash", first.Cause.Nemesis)
 	assert.True(t, first.Cause.Explains, "a crash can explain a lost counter: %s", first.Text)
-	assert.Contains(t, first.Text, "explained by the crash of reference")
+	assert.Contains(t, first.Text, "can be explained by the crash of reference")
 
 	sched, err := nemesis.ReadSchedule(filepath.Join(res.Dir, nemesis.ScheduleFile))
 	require.NoError(t, err)

@@ -112,6 +112,13 @@ const (
 	// Tampers: requests are changed on their way (the token header
 	// stripped or garbled).
 	Tampers Effect = "tampers"
+	// LosesUnsynced: beside LosesState, a node may come back without what
+	// it wrote but had not fsynced (a power loss): it can explain all a
+	// kill can, and more, so the cause rule names it first.
+	LosesUnsynced Effect = "loses-unsynced"
+	// LosesDurable: beside LosesState, a node may come back without even
+	// what it made durable (its data wiped): it explains more again.
+	LosesDurable Effect = "loses-durable"
 )
 
 // Effector is a nemesis that says what its faults do. A nemesis without it

@@ -28,7 +28,7 @@ const PowerLoss = "power-loss"
 func (powerLoss) Name() string { return PowerLoss }
 
 // Effects: a node comes back without what it did not fsync.
-func (powerLoss) Effects() []Effect { return []Effect{LosesState} }
+func (powerLoss) Effects() []Effect { return []Effect{LosesState, LosesUnsynced} }
 
 func (powerLoss) NeedsDiskLayer() bool { return true }
 

@@ -27,8 +27,14 @@ func (r restart) Name() string {
 	return Restart
 }
 
-// Effects: a node comes back with what it made durable, or nothing.
-func (restart) Effects() []Effect { return []Effect{LosesState} }
+// Effects: a node comes back with what it made durable, or (wiped)
+// nothing.
+func (r restart) Effects() []Effect {
+	if r.wipe {
+		return []Effect{LosesState, LosesUnsynced, LosesDurable}
+	}
+	return []Effect{LosesState}
+}
 
 func (r restart) OptInOnly() bool { return r.wipe }
 

@@ -156,12 +156,24 @@ type pageState struct {
 	Selected       int    `json:"selected"`
 	WindowLabel    string `json:"windowLabel"`
 	ScriptElements int    `json:"scriptElements"`
+	// The page's order and the fault lanes, from the live layout.
+	CausesTop       float64  `json:"causesTop"`
+	TimelineTop     float64  `json:"timelineTop"`
+	LaneNames       []string `json:"laneNames"`
+	BandsOutOfLane  int      `json:"bandsOutOfLane"`
+	LabelsOverlap   int      `json:"labelsOverlap"`
+	BannerFacts     string   `json:"bannerFacts"`
+	LaneColors      []string `json:"laneColors"`
+	LanesBottomPx   float64  `json:"lanesBottomPx"`
+	TimelineLeftPx  float64  `json:"timelineLeftPx"`
+	TimelineTopPx   float64  `json:"timelineTopPx"`
+	TimelineRightPx float64  `json:"timelineRightPx"`
 }
 
 const readState = `(() => {
   const visible = el => !!el && el.getBoundingClientRect().height > 0 && getComputedStyle(el).visibility !== "hidden";
   const banner = document.getElementById("verdict");
-  const anomalies = [...document.querySelectorAll("#anomaly-list > li")].filter(visible);
+  const anomalies = [...document.querySelectorAll("#root-causes > li")].filter(visible);
   const bands = [...document.querySelectorAll("#tl-faults rect.fault-band")];
   return {
     verdict: banner.dataset.verdict,
@@ -179,6 +191,29 @@ const readState = `(() => {
     selected: document.querySelectorAll(".anomaly.selected").length,
     windowLabel: document.getElementById("tl-window").textContent,
     scriptElements: document.querySelectorAll("script").length,
+    causesTop: (document.getElementById("root-causes") || {getBoundingClientRect: () => ({top: -1})}).getBoundingClientRect().top + scrollY,
+    timelineTop: document.getElementById("timeline").getBoundingClientRect().top + scrollY,
+    laneNames: [...document.querySelectorAll("#tl-faults rect.fault-lane")].map(r => r.dataset.nemesis),
+    bandsOutOfLane: (() => {
+      const lanes = [...document.querySelectorAll("#tl-faults rect.fault-lane")].map(r => r.getBoundingClientRect());
+      return bands.filter(b => { const r = b.getBoundingClientRect(), l = lanes[Number(b.dataset.lane)];
+        return !l || r.top < l.top - 0.5 || r.bottom > l.bottom + 0.5; }).length;
+    })(),
+    labelsOverlap: (() => {
+      const ls = [...document.querySelectorAll("#tl-faults text.fault-label")].map(t => t.getBoundingClientRect());
+      let n = 0;
+      for (let i = 0; i < ls.length; i++) for (let j = i + 1; j < ls.length; j++) {
+        const a = ls[i], b = ls[j];
+        if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) n++;
+      }
+      return n;
+    })(),
+    bannerFacts: [...document.querySelectorAll("#verdict .verdict-facts")].map(p => p.innerText).join("\n"),
+    laneColors: [...new Set(bands.map(b => b.getAttribute("fill")))],
+    lanesBottomPx: Math.max(0, ...[...document.querySelectorAll("#tl-faults rect.fault-lane")].map(r => r.getBoundingClientRect().bottom - document.getElementById("tl-wrap").getBoundingClientRect().top)),
+    timelineLeftPx: document.getElementById("tl-wrap").getBoundingClientRect().left,
+    timelineTopPx: document.getElementById("tl-wrap").getBoundingClientRect().top,
+    timelineRightPx: document.getElementById("tl-wrap").getBoundingClientRect().right,
   };
 })()`
 
@@ -199,6 +234,11 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	_, err = Write(dir, info, an)
 	require.NoError(t, err)
 	require.NoError(t, UpdateLatest(store, dir))
+	// The files of a real run folder, which the serve index lists.
+	for _, f := range []string{ConfigFile, ScheduleFile, "nodes/reference/data"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644))
+	}
 
 	// 1. The report opened as a file, as a user does from a CI artifact.
 	b.open(t, "file://"+filepath.Join(dir, ReportFile), reportReady)
@@ -206,18 +246,25 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	assert.Equal(t, "invalid", s.Verdict)
 	assert.True(t, s.BannerVisible)
 	assert.Contains(t, s.BannerText, "INVALID", "the banner shows the verdict (upper-cased by CSS)")
-	assert.Equal(t, listedViolations(an), s.Anomalies, "the anomaly list is visible")
+	assert.Equal(t, len(an.RootCauses), s.Anomalies, "the root-cause cards are visible")
 	assert.Positive(t, s.Anomalies)
 	assert.Contains(t, s.AnomalyText, "stale-write-accepted")
+	assert.Less(t, s.CausesTop, s.TimelineTop, "root causes come before the timeline")
+	assert.Equal(t, []string{"restart", "pause"}, s.LaneNames, "one fault lane per nemesis, in the fixed order")
+	assert.Zero(t, s.BandsOutOfLane, "each fault is drawn in its nemesis's lane, not across the page")
+	assert.Zero(t, s.LabelsOverlap, "fault labels never run together")
+	assert.ElementsMatch(t, []string{colorOf("restart"), colorOf("pause")}, s.LaneColors, "a colour fixed per nemesis")
 	assert.GreaterOrEqual(t, s.TimelineBands, 2, "the timeline shades the fault periods")
 	assert.Equal(t, s.TimelineBands, s.VisibleBands, "every shaded period has a size")
 	assert.Contains(t, s.BandLabels, "restart")
 	assert.Contains(t, s.BandLabels, "pause")
 	assert.Greater(t, s.PlotBands, 0, "the plots shade the fault periods")
-	assert.Equal(t, listedViolations(an), s.AnomalyMarks, "each violation is marked where it became visible")
+	assert.Equal(t, len(an.RootCauses), s.AnomalyMarks, "each root cause is marked where its first violation became visible")
 	assert.Greater(t, s.Drawn, 5000, "the timeline drew the operations")
 	assert.Greater(t, s.CanvasHeight, 100)
 	assert.Equal(t, 2, s.ScriptElements)
+
+	lookAtTheScreenshot(t, b, s)
 
 	if os.Getenv("FENCECHECK_UPDATE_SCREENSHOT") != "" {
 		var png []byte
@@ -231,7 +278,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 
 	// "show in timeline" zooms to the anomaly's operations.
 	b.run(t, "show an anomaly in the timeline",
-		chromedp.Click(`#anomaly-list a.show-ops`, chromedp.ByQuery),
+		chromedp.Click(`#root-causes a.show-ops`, chromedp.ByQuery),
 		chromedp.Sleep(100*time.Millisecond),
 	)
 	zoomed := b.state(t)
@@ -256,6 +303,24 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	)
 	assert.Equal(t, 1, rows)
 	assert.Equal(t, "invalid", verdicts)
+	// Readable at 1400 px (and wider): the table stays in its card, the
+	// summary column is not squeezed to a word per line.
+	for _, width := range []int64{1400, 1920} {
+		var fit struct {
+			TableRight, CardRight, SummaryWidth float64
+		}
+		b.run(t, fmt.Sprintf("the serve page at %d px", width),
+			emulation.SetDeviceMetricsOverride(width, 900, 1, false),
+			chromedp.Sleep(100*time.Millisecond),
+			chromedp.Evaluate(`(() => ({
+			  TableRight: document.getElementById("run-table").getBoundingClientRect().right,
+			  CardRight: document.getElementById("runs").getBoundingClientRect().right,
+			  SummaryWidth: document.querySelector("#run-table td.summary").getBoundingClientRect().width,
+			}))()`, &fit),
+		)
+		assert.LessOrEqual(t, fit.TableRight, fit.CardRight, "at %d px the table stays inside its card", width)
+		assert.GreaterOrEqual(t, fit.SummaryWidth, 300.0, "at %d px the summary has room", width)
+	}
 	b.assertClean(t, "the serve page")
 
 	b.run(t, "follow the report link",
@@ -286,7 +351,7 @@ func TestReportAndServeInBrowser(t *testing.T) {
 	// Hovering every operation builds the tooltips from hostile values.
 	require.NoError(t, chromedp.Run(b.ctx, chromedp.Evaluate(`(() => {
 	  const c = document.getElementById("tl-canvas"), r = c.getBoundingClientRect();
-	  for (let x = r.left + 72; x < r.right; x += 4)
+	  for (let x = r.left + 86; x < r.right; x += 4)
 	    for (let y = r.top + 20; y < r.bottom - 24; y += 6)
 	      c.dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y, bubbles: true}));
 	  return true;

@@ -69,6 +69,7 @@ type pageData struct {
 	Res             *Results
 	Start           string
 	Duration        string
+	Phases          string
 	Semantics       string
 	FirstInvalid    string
 	Gate            []string
@@ -82,9 +83,12 @@ type pageData struct {
 	Omitted        int
 	Findings       []anomalyView
 	FindingsHidden int
-	Metrics        []keyValue
-	Faults         []faultRow
-	FaultLines     []string // applied and failed to apply, per nemesis
+	// RootCauses and FindingLines are the analysis's groups (rootcauses.go).
+	RootCauses   []rootCauseView
+	FindingLines []findingView
+	Metrics      []keyValue
+	Faults       []faultRow
+	FaultLines   []string // applied and failed to apply, per nemesis
 	// LateWrites is the seeds' scenario counted, LateWriteOps the invoke
 	// indices of examples (for the timeline).
 	LateWrites     string
@@ -167,6 +171,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		Res:        res,
 		Start:      "unknown",
 		Duration:   formatDuration(res.Duration),
+		Phases:     phaseFacts(an, res.Duration),
 		Notes:      res.Notes,
 		Gate:       res.GateReasons,
 		Completion: an.Run.Completion(),
@@ -177,6 +182,7 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		JS:         template.JS(reportJS),
 		Lanes:      len(v.lanes),
 	}
+	d.RootCauses, d.FindingLines = rootCauseViews(an), findingViews(an)
 	for _, id := range res.LateWrites.Examples {
 		d.LateWriteOps = strings.TrimSpace(d.LateWriteOps + " " + strconv.FormatInt(id, 10))
 	}
@@ -309,6 +315,14 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 		}
 	}
 
+	if len(an.RootCauses) > 0 {
+		// One mark per root cause, where its first violation showed: 700
+		// violations of one restart are one mark, not a wall of them.
+		marks = marks[:0]
+		for _, g := range an.RootCauses {
+			marks = append(marks, anomJS{Kind: clip(g.WitnessKind, 60), At: g.At, Ops: g.Witness})
+		}
+	}
 	tl, kept := timelineData(v, res, colors, marks)
 	d.TimelineOps = kept
 	if kept < len(v.ops) {
@@ -387,7 +401,9 @@ type timelineJS struct {
 	Val    []string  `json:"val"`
 	Err    []string  `json:"err"`
 	Faults []faultJS `json:"faults"`
-	Anom   []anomJS  `json:"anom"` // the violations listed on the page
+	// FaultLanes name the lanes above the clients' rows, one per nemesis.
+	FaultLanes []string `json:"flanes"`
+	Anom       []anomJS `json:"anom"` // the violations listed on the page
 }
 
 type anomJS struct {
@@ -403,6 +419,8 @@ type faultJS struct {
 	Open    bool   `json:"open,omitempty"`
 	Label   string `json:"l"`
 	Color   string `json:"c"`
+	// Lane is the fault lane (timelineJS.FaultLanes) of its nemesis.
+	Lane int `json:"ln"`
 }
 
 const timelineUnit = 1000 // µs
@@ -480,8 +498,15 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		t.Val = append(t.Val, clip(o.Value, timelineTextLimit))
 		t.Err = append(t.Err, clip(o.Error, timelineTextLimit))
 	}
+	_, order := faultColors(res.Faults)
+	lane := map[string]int{}
+	t.FaultLanes = []string{}
+	for i, n := range order {
+		lane[n] = i
+		t.FaultLanes = append(t.FaultLanes, clip(n, timelineTextLimit))
+	}
 	for _, f := range res.Faults {
-		t.Faults = append(t.Faults, faultJS{Nemesis: clip(f.Nemesis, timelineTextLimit), Start: f.Start, Stop: f.Stop, Open: f.Open, Label: clip(f.Label(), 160), Color: colors[f.Nemesis]})
+		t.Faults = append(t.Faults, faultJS{Nemesis: clip(f.Nemesis, timelineTextLimit), Start: f.Start, Stop: f.Stop, Open: f.Open, Label: clip(f.Label(), 160), Color: colors[f.Nemesis], Lane: lane[f.Nemesis]})
 	}
 	if marks != nil {
 		t.Anom = marks

@@ -81,6 +81,7 @@ func marshalJUnit(r *Results) ([]byte, error) {
 			{"verdict", string(r.Verdict)},
 			{"command", r.Run.Command},
 			{"schema_version", fmt.Sprint(r.SchemaVersion)},
+			{"anomalies", fmt.Sprint(r.AnomalyCount)},
 		},
 	}
 	if !r.Run.Start.IsZero() {
@@ -108,11 +109,13 @@ func marshalJUnit(r *Results) ([]byte, error) {
 		switch c.Verdict {
 		case checkers.Valid:
 		case checkers.Invalid:
-			msg := fmt.Sprintf("invalid: %d %s", len(violations), plural(len(violations), "anomaly", "anomalies"))
-			if len(violations) == 0 && c.Reason != "" {
+			// The one count (every check's reports merged), never this
+			// check's own: CI shows the same number as the page.
+			msg := "invalid: " + r.AnomalyLine
+			if r.AnomalyCount == 0 && c.Reason != "" {
 				msg = "invalid: " + c.Reason
 			}
-			tc.Failure = &junitMessage{Message: clip(msg, 300), Type: "invalid", Text: anomalyText(c.Reason, violations)}
+			tc.Failure = &junitMessage{Message: clip(msg, 300), Type: "invalid", Text: rootCauseText(r) + anomalyText(c.Reason, violations)}
 			suite.Failures++
 		default:
 			tc.Error = &junitMessage{Message: clip("unknown: "+c.Reason, 300), Type: "unknown", Text: anomalyText(c.Reason, violations)}
@@ -198,6 +201,24 @@ func anomalyText(reason string, as []checkers.Anomaly) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// rootCauseText is the root causes in a line each, before a failing
+// check's anomalies.
+func rootCauseText(r *Results) string {
+	if len(r.RootCauses) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:\n", r.AnomalyLine)
+	for i, g := range r.RootCauses {
+		fmt.Fprintf(&b, "%d. %s [%s]", i+1, clip(g.Sentence, 2000), strings.Join(g.Checkers, ", "))
+		if len(g.Witness) > 0 {
+			fmt.Fprintf(&b, " witness ops %v", g.Witness)
+		}
+		b.WriteString("\n")
+	}
+	return b.String() + "\n"
 }
 
 func secs(s float64) string { return fmt.Sprintf("%.3f", s) }

@@ -20,10 +20,6 @@ import (
 // the same few kilobytes as a 1k-op one.
 const plotBuckets = 150
 
-// faultPalette gives each nemesis its colour (by first appearance), used for
-// the shading in every plot and in the timeline.
-var faultPalette = []string{"#8e6fd8", "#3c8dbc", "#d08c2a", "#c0508c", "#4aa39a", "#7a7f2c", "#b0603a", "#5c6bc0"}
-
 var outcomeColor = map[string]string{"ok": "#2f9e5b", "fail": "#d9534f", "info": "#e0a526"}
 
 type tick struct {
@@ -94,18 +90,6 @@ func (p *plot) timeAxis(end int64, faults []analysis.Fault, colors map[string]st
 }
 
 // faultColors assigns palette colours to nemeses in order of appearance.
-func faultColors(faults []analysis.Fault) (map[string]string, []string) {
-	colors := map[string]string{}
-	var order []string
-	for _, f := range faults {
-		if _, ok := colors[f.Nemesis]; !ok {
-			colors[f.Nemesis] = faultPalette[len(order)%len(faultPalette)]
-			order = append(order, f.Nemesis)
-		}
-	}
-	return colors, order
-}
-
 // throughputPlot draws completed operations per second by outcome.
 func throughputPlot(v *opsView, faults []analysis.Fault, colors map[string]string) *plot {
 	p := newPlot("Throughput (completed operations per second, by outcome)", 960, 220)

@@ -27,7 +27,10 @@
 
   var COLORS = ["#2f9e5b", "#d9534f", "#e0a526"];
   var OUTCOME = ["ok", "fail", "info"];
-  var GUTTER = 70, TOP = 18, AXIS = 24;
+  // Fault lanes: one per nemesis (D.flanes) between the top margin and the
+  // clients' rows, each fault drawn in its nemesis's lane only.
+  var FLANES = D.flanes || [], FTOP = 18, FLH = 14;
+  var GUTTER = 84, TOP = FTOP + FLANES.length * FLH + (FLANES.length ? 6 : 0), AXIS = 24;
 
   // Decode the columns. Times become ns as doubles (exact far beyond any run).
   var n = D.c.length;
@@ -176,34 +179,54 @@
     overlay.setAttribute("height", cssH);
     overlay.setAttribute("viewBox", "0 0 " + cssW + " " + cssH);
     var h = lanes * laneH + TOP;
+    FLANES.forEach(function (name, i) {
+      var bg = document.createElementNS(SVGNS, "rect");
+      bg.setAttribute("class", "fault-lane");
+      bg.setAttribute("data-nemesis", name);
+      bg.setAttribute("x", GUTTER); bg.setAttribute("y", FTOP + i * FLH);
+      bg.setAttribute("width", Math.max(cssW - GUTTER, 1)); bg.setAttribute("height", FLH - 2);
+      overlay.appendChild(bg);
+      var name_ = document.createElementNS(SVGNS, "text");
+      name_.setAttribute("class", "fault-lane-name");
+      name_.setAttribute("x", 4); name_.setAttribute("y", FTOP + i * FLH + FLH - 4);
+      name_.textContent = name;
+      overlay.appendChild(name_);
+    });
+    var labelEnd = FLANES.map(function () { return -1e9; });
     (D.faults || []).forEach(function (f) {
       if (f.e < view.t0 || f.s > view.t1) { return; }
       var x0 = Math.max(X(f.s), GUTTER), x1 = Math.min(X(f.e), cssW);
+      var ln = f.ln || 0, y = FTOP + ln * FLH;
       var el;
       if (f.e === f.s) {
         el = document.createElementNS(SVGNS, "line");
         el.setAttribute("class", "fault-mark");
         el.setAttribute("x1", x0); el.setAttribute("x2", x0);
-        el.setAttribute("y1", 0); el.setAttribute("y2", h);
+        el.setAttribute("y1", y); el.setAttribute("y2", y + FLH - 2);
         el.setAttribute("stroke", f.c);
       } else {
         el = document.createElementNS(SVGNS, "rect");
         el.setAttribute("class", "fault-band");
-        el.setAttribute("x", x0); el.setAttribute("y", 0);
-        el.setAttribute("width", Math.max(x1 - x0, 1)); el.setAttribute("height", h);
+        el.setAttribute("data-lane", String(ln));
+        el.setAttribute("x", x0); el.setAttribute("y", y);
+        el.setAttribute("width", Math.max(x1 - x0, 1)); el.setAttribute("height", FLH - 2);
         el.setAttribute("fill", f.c);
       }
       var title = document.createElementNS(SVGNS, "title");
       title.textContent = f.l + ": " + (f.s / 1e9).toFixed(2) + " s – " + (f.open ? "end (never stopped)" : (f.e / 1e9).toFixed(2) + " s");
       el.appendChild(title);
       overlay.appendChild(el);
-      if (x1 - x0 > 40 || f.e === f.s) {
+      // A label only where it fits inside its band and after the lane's
+      // previous label: labels never run together.
+      var text = f.l.length > 40 ? f.l.slice(0, 39) + "…" : f.l, w = text.length * 6 + 6;
+      if (f.e !== f.s && x1 - x0 > w && x0 > labelEnd[ln]) {
         var label = document.createElementNS(SVGNS, "text");
+        label.setAttribute("class", "fault-label");
         label.setAttribute("x", x0 + 3);
-        label.setAttribute("y", 12);
-        label.setAttribute("fill", f.c);
-        label.textContent = f.n;
+        label.setAttribute("y", y + FLH - 4);
+        label.textContent = text;
         overlay.appendChild(label);
+        labelEnd[ln] = x0 + w;
       }
     });
     // Where each violation became visible: a red mark the eye finds at once.

@@ -31,7 +31,12 @@ import (
 // it), no longer the fault that most recently started; anomalies carry their
 // cause; the verdict is combined once (complete checkers that disagree give
 // unknown).
-const SchemaVersion = 2
+//
+// Version 3: anomaly_kinds counts distinct violations (the checkers'
+// reports of one violation merged, each under its most precise kind), no
+// longer every checker's reports added up; they sum to anomaly_count, the
+// one count; root_causes and finding_kinds are new.
+const SchemaVersion = 3
 
 // File names inside a run directory.
 const (
@@ -103,10 +108,20 @@ type Results struct {
 	// AfterFault is the cause named for the first violation.
 	AfterFault *checkers.Cause   `json:"after_fault,omitempty"`
 	Checks     []checkers.Result `json:"checks"`
-	// AnomalyKinds counts violations (not findings) by kind over all checks.
-	AnomalyKinds map[string]int  `json:"anomaly_kinds,omitempty"`
-	Metrics      map[string]any  `json:"metrics,omitempty"`
-	Counts       analysis.Counts `json:"counts"`
+	// AnomalyCount is the one count of anomalies: distinct violations, the
+	// checkers' reports of one merged; AnomalyLine says it with the number
+	// of root causes, as every rendering does.
+	AnomalyCount int    `json:"anomaly_count"`
+	AnomalyLine  string `json:"anomaly_line,omitempty"`
+	// AnomalyKinds counts the same violations by kind (they sum to
+	// AnomalyCount).
+	AnomalyKinds map[string]int `json:"anomaly_kinds,omitempty"`
+	// RootCauses group the violations by what explains them, first first.
+	RootCauses []analysis.RootCause `json:"root_causes,omitempty"`
+	// FindingKinds summarise the findings (not violations) a line per kind.
+	FindingKinds []analysis.FindingKind `json:"finding_kinds,omitempty"`
+	Metrics      map[string]any         `json:"metrics,omitempty"`
+	Counts       analysis.Counts        `json:"counts"`
 	// LateWrites counts the seeds' scenario: writes by expired holders
 	// (sent with a token older than one already granted for the same lock)
 	// and how each ended.
@@ -165,7 +180,10 @@ func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time
 		Duration:      info.Duration(),
 		Reason:        clip(res.Reason, 2000),
 		Checks:        res.Checks,
+		AnomalyCount:  res.AnomalyCount,
 		AnomalyKinds:  res.ViolationKinds,
+		RootCauses:    res.RootCauses,
+		FindingKinds:  res.FindingKinds,
 		Metrics:       metrics(res),
 		Counts:        res.Counts,
 		LateWrites:    res.LateWrites,
@@ -183,6 +201,9 @@ func buildResults(info RunInfo, res *analysis.Result, files Files, now time.Time
 	}
 	if len(r.AnomalyKinds) == 0 {
 		r.AnomalyKinds = nil
+	}
+	if res.AnomalyCount > 0 {
+		r.AnomalyLine = res.AnomalyLine()
 	}
 	if r.Duration == 0 {
 		r.Duration = time.Duration(res.End)
@@ -232,15 +253,13 @@ func summarize(r *Results) string {
 	b.WriteString(string(r.Verdict))
 	switch r.Verdict {
 	case checkers.Invalid:
-		n := 0
-		kinds := make([]string, 0, len(r.AnomalyKinds))
-		for k, c := range r.AnomalyKinds {
-			n += c
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		if n > 0 {
-			fmt.Fprintf(&b, ": %d %s (", n, plural(n, "anomaly", "anomalies"))
+		if r.AnomalyCount > 0 {
+			kinds := make([]string, 0, len(r.AnomalyKinds))
+			for k := range r.AnomalyKinds {
+				kinds = append(kinds, k)
+			}
+			sort.Strings(kinds)
+			fmt.Fprintf(&b, ": %s (", r.AnomalyLine)
 			for i, k := range kinds {
 				if i > 0 {
 					b.WriteString(", ")

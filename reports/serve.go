@@ -110,7 +110,10 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	var rows []serveRun
 	for _, run := range runs {
 		v := string(run.Verdict)
-		if v == "" {
+		switch {
+		case v == "" && run.State == StateCouldNotRun:
+			v = "could-not-run"
+		case v == "":
 			v = "none"
 		}
 		counts[v]++
@@ -134,8 +137,10 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		Generated                      string
 		CSS                            template.CSS
 		Valid, Invalid, Unknown, Other int
+		CouldNotRun                    int
 	}{Store: s.store, Runs: rows, Generated: time.Now().UTC().Format(time.RFC3339), CSS: template.CSS(reportCSS),
-		Valid: counts["valid"], Invalid: counts["invalid"], Unknown: counts["unknown"], Other: counts["none"]})
+		Valid: counts["valid"], Invalid: counts["invalid"], Unknown: counts["unknown"], Other: counts["none"],
+		CouldNotRun: counts["could-not-run"]})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

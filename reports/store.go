@@ -121,7 +121,19 @@ type Run struct {
 	Anomalies int
 	HasReport bool
 	Files     []string
+	// State says what a run without results is: StateCouldNotRun (its
+	// target did not start: error.txt says why, in Summary), StateNoResults
+	// (a history but no results.json: killed, or still running),
+	// StateSetup (only config.json: stopped during setup); "" with results.
+	State string
 }
+
+// Run states of a run folder without results.json.
+const (
+	StateCouldNotRun = "could not run"
+	StateNoResults   = "no results"
+	StateSetup       = "stopped during setup"
+)
 
 // ListRuns lists the runs in store, newest first. Folders that are not runs
 // (no history, results or config file) are left out; a run whose
@@ -169,9 +181,11 @@ func readRun(store, targetDir, name string) (Run, bool) {
 	}
 	r := Run{Path: targetDir + "/" + name, Target: targetDir}
 	isRun := false
+	has := map[string]bool{}
 	for _, e := range entries {
+		has[e.Name()] = true
 		switch e.Name() {
-		case HistoryFile, ResultsFile, ConfigFile:
+		case HistoryFile, ResultsFile, ConfigFile, ErrorFile:
 			isRun = true
 		case ReportFile:
 			r.HasReport = true
@@ -201,6 +215,7 @@ func readRun(store, targetDir, name string) (Run, bool) {
 		Counts struct {
 			Ops int `json:"ops"`
 		} `json:"counts"`
+		AnomalyCount *int           `json:"anomaly_count"`
 		AnomalyKinds map[string]int `json:"anomaly_kinds"`
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, ResultsFile)); err == nil && json.Unmarshal(b, &res) == nil {
@@ -208,14 +223,33 @@ func readRun(store, targetDir, name string) (Run, bool) {
 		r.Summary = clip(res.Summary, 300)
 		r.Duration = res.Duration
 		r.Ops = res.Counts.Ops
-		for _, n := range res.AnomalyKinds {
-			r.Anomalies += n
+		if res.AnomalyCount != nil {
+			r.Anomalies = *res.AnomalyCount // the one count (schema 3)
+		} else {
+			for _, n := range res.AnomalyKinds {
+				r.Anomalies += n
+			}
 		}
 		if res.Run.Target != "" {
 			r.Target = clip(res.Run.Target, 200)
 		}
 		if !res.Run.Start.IsZero() {
 			r.Start = res.Run.Start
+		}
+	}
+	if r.Verdict == "" {
+		switch {
+		case has[ErrorFile]:
+			r.State = StateCouldNotRun
+			if b, err := os.ReadFile(filepath.Join(dir, ErrorFile)); err == nil {
+				r.Summary = clip(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]), 300)
+			}
+		case has[HistoryFile]:
+			r.State = StateNoResults
+			r.Summary = "a history without results: the run was killed or is still running; fencecheck report on its folder checks it"
+		default:
+			r.State = StateSetup
+			r.Summary = "only config.json: the run stopped during setup, before its history began"
 		}
 	}
 	return r, true

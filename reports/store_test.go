@@ -82,7 +82,7 @@ func TestListRuns(t *testing.T) {
 	assert.Equal(t, checkers.Verdict(""), runs[0].Verdict, "a crashed run has no verdict")
 	assert.False(t, runs[0].HasReport)
 	assert.Equal(t, checkers.Invalid, runs[1].Verdict)
-	assert.Equal(t, 8, runs[1].Anomalies)
+	assert.Equal(t, 3, runs[1].Anomalies, "the one count: distinct violations")
 	assert.Equal(t, 30*time.Second, runs[1].Duration)
 	assert.Equal(t, checkers.Valid, runs[2].Verdict)
 	assert.True(t, runs[2].HasReport)
@@ -180,4 +180,32 @@ func TestKeyFileNamesUnique(t *testing.T) {
 	if keyFileName("r1") != "r1" {
 		t.Errorf("a safe key keeps its name: %q", keyFileName("r1"))
 	}
+}
+
+// issue 27: a run that never started says "could not run" and why, apart
+// from a run with a history and no results.
+func TestRunsThatCouldNotRunAreNotRunsWithoutResults(t *testing.T) {
+	store := storeWithRuns(t)
+	dir, err := NewRunDir(store, "postgres", testStart.Add(3*time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, LogsDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ErrorFile), []byte("target postgres did not start: port 5432 in use\nmore\n"), 0o644))
+	runs, err := ListRuns(store)
+	require.NoError(t, err)
+	require.Len(t, runs, 4)
+	assert.Equal(t, "postgres", runs[0].Target)
+	assert.Equal(t, StateCouldNotRun, runs[0].State)
+	assert.Equal(t, "target postgres did not start: port 5432 in use", runs[0].Summary)
+	assert.Equal(t, StateNoResults, runs[1].State, "the crashed redis run has a history and no results")
+	assert.Empty(t, runs[2].State)
+
+	srv, err := NewServer(store)
+	require.NoError(t, err)
+	defer srv.Close()
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	page := rec.Body.String()
+	assert.Contains(t, page, `<span class="pill v-could-not-run">could not run</span>`)
+	assert.Contains(t, page, `<span class="no-results">no results</span>`)
+	assert.Contains(t, page, "1 could not run, 1 without results")
 }

@@ -44,17 +44,3 @@ func synthRun(t testing.TB, dir string, nOps int, wipe bool, checker string) (Ru
 	}
 	return info, res
 }
-
-// listedViolations is how many violations the report lists (and marks on
-// the timeline).
-func listedViolations(res *analysis.Result) int {
-	n := 0
-	for _, c := range res.Checks {
-		for _, a := range c.Anomalies {
-			if !a.Finding {
-				n++
-			}
-		}
-	}
-	return min(n, maxHTMLAnomalies)
-}

@@ -3,8 +3,10 @@ package reports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"html/template"
 	"io"
 	"io/fs"
 	"os"
@@ -25,19 +27,36 @@ func Write(dir string, info RunInfo, res *analysis.Result) (*Results, error) {
 }
 
 // WriteFrom is Write for a history stored elsewhere (`fencecheck check
-// --report DIR` on a bare history file): the history is copied into dir
-// first, so the report folder is complete on its own and its links work.
+// --report DIR` on a bare history file). The history is referenced, not
+// copied (a 1M-operation history is 250 MB): a hard link when dir is on
+// the same file system (the folder is then complete on its own), else a
+// symbolic link to its absolute path; a copy only where neither can be
+// made.
 func WriteFrom(dir, historyPath string, info RunInfo, res *analysis.Result) (*Results, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	dst := filepath.Join(dir, HistoryFile)
 	if !sameFile(historyPath, dst) {
-		if err := durable.Copy(historyPath, dst, 0o644); err != nil {
-			return nil, fmt.Errorf("copy history into report folder: %w", err)
+		if err := referHistory(historyPath, dst); err != nil {
+			return nil, fmt.Errorf("history in the report folder: %w", err)
 		}
 	}
 	return write(dir, info, res, time.Now())
+}
+
+// referHistory puts src at dst without copying its bytes where it can.
+func referHistory(src, dst string) error {
+	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	if abs, err := filepath.Abs(src); err == nil && os.Symlink(abs, dst) == nil {
+		return nil
+	}
+	return durable.Copy(src, dst, 0o644)
 }
 
 func write(dir string, info RunInfo, res *analysis.Result, now time.Time) (*Results, error) {
@@ -119,7 +138,17 @@ func visualize(res *analysis.Result, dir string) map[string]string {
 		if err := os.MkdirAll(filepath.Join(dir, VisualizeDir), 0o755); err != nil {
 			continue
 		}
-		if err := durable.WriteFileFrom(filepath.Join(dir, rel), 0o644, func(w io.Writer) error { return res.Visualize(k.Model, k.Key, w) }); err == nil {
+		err := durable.WriteFileFrom(filepath.Join(dir, rel), 0o644, func(w io.Writer) error {
+			return res.Visualize(k.Model, k.Key, &capped{w: w, left: MaxVisualizationBytes})
+		})
+		if errors.Is(err, errTooBig) {
+			// Even the window around the violation is too big (a segment
+			// that cannot be cut): a page that says so, not 50 MB.
+			note := fmt.Sprintf("<!DOCTYPE html><meta charset=utf-8><title>%s</title><p>The visualization of %s %s would exceed %d MB (%d operations); the report's timeline shows the key's operations, and history.jsonl has them all.</p>",
+				template.HTMLEscapeString(k.Key), template.HTMLEscapeString(k.Model), template.HTMLEscapeString(k.Key), MaxVisualizationBytes>>20, k.Ops)
+			err = durable.WriteFile(filepath.Join(dir, rel), []byte(note), 0o644)
+		}
+		if err == nil {
 			out[k.Model+"/"+k.Key] = filepath.ToSlash(rel)
 		}
 	}
@@ -127,6 +156,27 @@ func visualize(res *analysis.Result, dir string) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// MaxVisualizationBytes bounds one Porcupine visualization file (the
+// checker draws the window around a big key's violation, MaxVisualizedOps;
+// this catches a window that cannot be cut).
+var MaxVisualizationBytes = 5 << 20
+
+var errTooBig = errors.New("visualization over its size bound")
+
+// capped is a writer that fails once more than left bytes were written.
+type capped struct {
+	w    io.Writer
+	left int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(p) > c.left {
+		return 0, errTooBig
+	}
+	c.left -= len(p)
+	return c.w.Write(p)
 }
 
 // keptVisualizations are those the folder's previous results.json lists and

@@ -111,9 +111,11 @@ func TestSummaryNamesTheCause(t *testing.T) {
 	printSummary(&out, res, "store/x")
 	s := out.String()
 	assert.Contains(t, s, "verdict: invalid")
-	assert.Contains(t, s, "time to detection: 4.05 s after the start, explained by the restart of reference (2.25–2.88 s) between the acquires\n")
-	assert.Contains(t, s, "[token-regression] token 2 returned by acquire op")
+	assert.Contains(t, s, "time to detection: 4.05 s after the start, can be explained by the restart of reference (2.25–2.88 s), or the partition of reference (3.50–4.04 s) between the acquires\n")
+	assert.Contains(t, s, "first: [token-regression] ")
+	assert.Contains(t, s, "returned token 2")
 	assert.Contains(t, s, "report: store/x/report.html")
+	assert.Contains(t, s, "prove a cause: fencecheck shrink store/x")
 	assert.NotContains(t, s, "after pause started")
 }
 
