@@ -93,3 +93,12 @@ func TestSharedLibrariesOfAStaticBinary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, libs, "Go's own tools are static")
 }
+
+func TestUpstreamVersion(t *testing.T) {
+	for in, want := range map[string]string{"5:7.0.15-1~deb12u10": "7.0.15", "15.18-0+deb12u1": "15.18",
+		"1:10.11.14-0+deb12u2": "10.11.14", "3.8.0-11": "3.8.0", "1.2": "1.2"} {
+		if got := UpstreamVersion(in); got != want {
+			t.Errorf("UpstreamVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
