@@ -23,6 +23,7 @@ help:
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
 	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb, the fault helpers)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long); SHARD=I/N: part I of N -> RESULTS (docs/scaling.md)"
+	@echo "make track-record [ROWS=a,b] [SEEDS=3] [TIME=20s]  real systems at real releases re-finding published bugs -> docs/track-record.md; fails when a row changes"
 	@echo "make matrix-merge RESULTS='matrix-shard-*.json'  the N parts' results -> docs/detection.md"
 	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
