@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -245,10 +246,27 @@ func writeTable(out string, m *Matrix) int {
 	return 0
 }
 
-// writeTrackRecord writes the track record into out and returns the exit
-// code: 0 when every row kept its verdict, 1 when one changed.
+// writeTrackRecord records m's rows in the measurements kept beside out
+// (track-record.json: the rows not run keep their last), writes the track
+// record into out, and returns the exit code: 0 when every row of the
+// record kept its verdict, 1 when one changed.
 func writeTrackRecord(out string, m *Matrix) int {
 	md := m.TrackMarkdown()
+	passed := m.TrackPassed()
+	if out != "-" {
+		f := readTrackFile(trackJSON(out))
+		f.record(m)
+		b, err := json.MarshalIndent(f, "", "  ")
+		if err == nil {
+			err = durable.WriteFile(trackJSON(out), append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			return 3
+		}
+		md = f.TrackMarkdown(m.Config.Command, m.Interrupted)
+		passed = f.matrix("", m.Interrupted).TrackPassed()
+	}
 	if out == "-" {
 		fmt.Print(md)
 	} else if err := durable.WriteFile(out, []byte(md), 0o644); err != nil {
@@ -257,7 +275,7 @@ func writeTrackRecord(out string, m *Matrix) int {
 	} else {
 		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
 	}
-	if !m.TrackPassed() {
+	if !passed {
 		fmt.Fprintln(os.Stderr, "matrix: a track-record row changed its verdict (see the rows marked ⚠)")
 		return 1
 	}

@@ -52,3 +52,20 @@ func TestTrackRecordTable(t *testing.T) {
 		assert.NotEmpty(t, r.Nemesis, r.Name)
 	}
 }
+
+// A run of some rows keeps the other rows' last measurement.
+func TestTrackFileKeepsTheRowsNotRun(t *testing.T) {
+	f := TrackFile{Format: trackFormat, Rows: map[string]TrackEntry{}}
+	first, _ := selectTrackRows([]string{"redis-everysec", "redis-always"})
+	f.record(&Matrix{Config: Config{Time: 20e9, Seeds: 1, FirstSeed: 1, Command: "make track-record"}, Rows: first,
+		Outcomes: map[string][]Outcome{"redis-everysec": {{Seed: 1, Exit: 1, Verdict: "invalid", Dir: "/tmp/x"}}, "redis-always": {{Seed: 1, Exit: 0, Verdict: "valid"}}}})
+	again, _ := selectTrackRows([]string{"redis-always"})
+	f.record(&Matrix{Config: Config{Time: 10e9, Seeds: 1, FirstSeed: 5}, Rows: again,
+		Outcomes: map[string][]Outcome{"redis-always": {{Seed: 5, Exit: 0, Verdict: "valid"}}}})
+	md := f.TrackMarkdown("make track-record ROWS=redis-always", false)
+	assert.Contains(t, md, "seeds 1..1 × 20s")
+	assert.Contains(t, md, "seeds 5..5 × 10s")
+	assert.Contains(t, md, "every row keeps its verdict")
+	assert.Empty(t, f.Rows["redis-everysec"].Outcomes[0].Dir, "no temporary folders kept")
+	assert.True(t, f.matrix("", false).TrackPassed())
+}

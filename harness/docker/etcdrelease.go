@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/fencecheck/fencecheck/durable"
@@ -39,6 +40,9 @@ func splitVersion(name string) (base, version string) {
 // the same call from 3.5 to 3.7, so one main.go serves every release the
 // proxy has under that module path (3.4 and older predate it).
 func buildEtcdRelease(ctx context.Context, src, cache, version string, progress io.Writer) (string, error) {
+	if !etcdReleaseRE.MatchString(version) {
+		return "", fmt.Errorf("etcd release %q: want v3.x.y (etcd@v3.5.0)", version)
+	}
 	dir := filepath.Join(cache, "etcd-src-"+version)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -88,6 +92,8 @@ func buildEtcdRelease(ctx context.Context, src, cache, version string, progress 
 	fmt.Fprintf(progress, "image etcd %s: compiling the etcd server at that release (first time only: a few minutes)\n", version)
 	return out, goBuildStatic(ctx, dir, ".", out)
 }
+
+var etcdReleaseRE = regexp.MustCompile(`^v3\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
 
 // writeIfChanged writes data to path unless it holds it already.
 func writeIfChanged(path string, data []byte) error {
