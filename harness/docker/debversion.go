@@ -13,13 +13,18 @@ import (
 // (the image is content-hashed, so it carries what the host has now):
 // "Redis 7.0.15 (Debian package redis-server 5:7.0.15-1~deb12u10)".
 func DebianSystem(ctx context.Context, product, hostFile string) (string, error) {
-	resolved, err := filepath.EvalSymlinks(hostFile)
+	// The package that owns the path itself: /usr/bin/redis-server is
+	// redis-server's link to redis-tools' binary. A path dpkg knows only
+	// through a linked folder is asked for as it resolves.
+	resolved := hostFile
+	out, err := exec.CommandContext(ctx, "dpkg-query", "-S", hostFile).Output()
 	if err != nil {
-		return "", err
-	}
-	out, err := exec.CommandContext(ctx, "dpkg-query", "-S", resolved).Output()
-	if err != nil {
-		return "", fmt.Errorf("dpkg-query -S %s: %w", resolved, err)
+		if resolved, err = filepath.EvalSymlinks(hostFile); err != nil {
+			return "", err
+		}
+		if out, err = exec.CommandContext(ctx, "dpkg-query", "-S", resolved).Output(); err != nil {
+			return "", fmt.Errorf("dpkg-query -S %s: %w", resolved, err)
+		}
 	}
 	pkg, _, ok := strings.Cut(strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), ":")
 	if !ok {

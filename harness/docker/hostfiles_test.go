@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -100,5 +101,20 @@ func TestUpstreamVersion(t *testing.T) {
 		if got := UpstreamVersion(in); got != want {
 			t.Errorf("UpstreamVersion(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The package named is the one owning the path asked about, not its link's
+// target: /usr/bin/redis-server links to redis-tools' binary.
+func TestDebianSystemNamesThePathsOwnPackage(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+		t.Skip("redis-server is not installed here")
+	}
+	s, err := DebianSystem(t.Context(), "Redis", "/usr/bin/redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s, "Redis ") || !strings.Contains(s, "(Debian package redis-server ") {
+		t.Errorf("DebianSystem = %q", s)
 	}
 }
