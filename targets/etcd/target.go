@@ -232,6 +232,15 @@ func retryFor(ctx context.Context, limit time.Duration, fn func(context.Context)
 // simply lost its raft log would crash the cluster's raft invariants, which
 // is not a fault etcd claims to survive). Adapters hold no data.
 func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
+	if wipe && t.isMember(name) && len(t.members) == 1 {
+		// No other member to re-add it through: a wiped single member is a
+		// new cluster, everything it held gone (restart-wipe is opt-in: no
+		// system survives it).
+		if err := t.WipeData(name); err != nil {
+			return err
+		}
+		return t.Recreate(ctx, name, t.memberCmd(name, "new"))
+	}
 	if wipe && t.isMember(name) {
 		return t.replaceMember(ctx, name)
 	}
