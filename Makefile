@@ -8,6 +8,8 @@ SEED    ?= $(shell date +%s)
 STORE   ?= store
 CONCURRENCY ?= 5
 KEYS    ?= 3
+VERSION ?=
+MEMBERS ?=
 ARGS    ?=
 
 GO      ?= go
@@ -19,10 +21,11 @@ export CGO_ENABLED ?= 0
 all: build
 
 help:
-	@echo "make test   [TARGET=memory|etcd|redis|postgres|mysql|...|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [STORE=store] [ARGS='--bug accept-equal']"
+	@echo "make test   [TARGET=memory|etcd|redis|postgres|mysql|...|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [VERSION=3.5] [MEMBERS=1|3|5] [STORE=store] [ARGS='--bug accept-equal']"
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
 	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb, the fault helpers)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long); SHARD=I/N: part I of N -> RESULTS (docs/scaling.md)"
+	@echo "make track-record [ROWS=a,b] [SEEDS=3] [TIME=20s]  real systems at real releases re-finding published bugs -> docs/track-record.md; fails when a row changes"
 	@echo "make matrix-merge RESULTS='matrix-shard-*.json'  the N parts' results -> docs/detection.md"
 	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
@@ -42,7 +45,7 @@ build:
 test: build
 	@./scripts/deps.sh $(TARGET)
 	@./$(BIN) test --target $(TARGET) --time $(TIME) --nemesis $(NEMESIS) --seed $(SEED) \
-		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(ARGS); \
+		--store $(STORE) --concurrency $(CONCURRENCY) --keys $(KEYS) $(if $(VERSION),--version $(VERSION)) $(if $(MEMBERS),--members $(MEMBERS)) $(ARGS); \
 	code=$$?; echo "fencecheck exit code: $$code (0 valid, 1 invalid, 2 unknown, 3 could not run, 64 usage; make itself exits 2 on any of 1-64)"; exit $$code
 
 check: vet fmt-check deps unit

@@ -25,6 +25,15 @@ type Config struct {
 	// and verify seals (memory target only).
 	Bugs    []string `json:"bugs,omitempty"`
 	SealKey string   `json:"seal_key,omitempty"`
+	// Version is the release of the system a target builds from source
+	// (etcd: any release the Go module proxy serves, "3.5" and the like
+	// naming a pinned one); "" is the target's default. A target whose
+	// server comes from a Debian package takes none and says which it ran
+	// (Run.System).
+	Version string `json:"version,omitempty"`
+	// Members is the cluster's size for a target where it means something
+	// (etcd, zookeeper: 1, 3 or 5); zero is the target's default.
+	Members int `json:"members,omitempty"`
 
 	// Time is the length of the main phase.
 	Time time.Duration `json:"time_ns"`
@@ -169,6 +178,12 @@ func (c *Config) validate() ([]string, error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Target == "" {
 		bad("--target is needed")
+	}
+	if c.Members != 0 && c.Members != 1 && c.Members != 3 && c.Members != 5 {
+		bad("--members must be 1, 3 or 5, got %d", c.Members)
+	}
+	if strings.ContainsAny(c.Version, " \t\n/@") {
+		bad("--version %q is not a release (e.g. 3.6 or v3.6.17)", c.Version)
 	}
 	if c.Time <= 0 {
 		bad("--time must be positive, got %s", c.Time)

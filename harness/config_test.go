@@ -121,3 +121,25 @@ func TestReplayCommandNamesTheScheduleNotTheNemeses(t *testing.T) {
 	_, _, err = Config{Schedule: dir + "/missing.json"}.WithSchedule()
 	assert.ErrorContains(t, err, "--schedule")
 }
+
+// --version and --members are in the reproduce line when set, left out when
+// they are the target's default, and a size that is no quorum's is refused.
+func TestVersionAndMembersSettings(t *testing.T) {
+	c := Config{Target: "etcd", Version: "3.5", Members: 1}.WithDefaults()
+	line := strings.Join(c.Command(), " ")
+	assert.Contains(t, line, "--version=3.5")
+	assert.Contains(t, line, "--members=1")
+	d := Config{Target: "etcd"}.WithDefaults()
+	assert.NotContains(t, strings.Join(d.Command(), " "), "--members")
+	assert.NotContains(t, strings.Join(d.Command(), " "), "--version")
+	for _, n := range []int{1, 3, 5} {
+		c.Members = n
+		assert.NoError(t, c.Validate(), "%d members", n)
+	}
+	for _, n := range []int{-1, 2, 4, 7} {
+		c.Members = n
+		assert.ErrorContains(t, c.Validate(), "--members", "%d members", n)
+	}
+	c.Members, c.Version = 0, "3.5 rc"
+	assert.ErrorContains(t, c.Validate(), "--version")
+}

@@ -60,7 +60,7 @@ func RunInfoOf(run *Run) reports.RunInfo {
 	if run.Namespace != "" {
 		cfg.Namespace = run.Namespace // the names the run used
 	}
-	info := reports.RunInfo{RunID: id, Target: run.Config.Target, Seed: int64(run.Config.Seed),
+	info := reports.RunInfo{RunID: id, Target: run.Config.Target, System: run.System, Seed: int64(run.Config.Seed),
 		Command: strings.Join(run.Command, " "), Start: run.Start, End: run.End, Config: cfg}
 	for n := range run.Nemeses {
 		info.Nemeses = append(info.Nemeses, n)

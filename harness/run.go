@@ -82,6 +82,9 @@ type Run struct {
 	NotApplicable map[string]string
 	// Endpoints the clients used.
 	Endpoints Endpoints
+	// System is the system the target ran, release and size (Systemer);
+	// "" when the target does not say.
+	System string
 	// ContractDeviations are the preflight's deviations from Fencing API v1
 	// that cannot let a bad token through: the run went on past them.
 	ContractDeviations []string
@@ -190,6 +193,17 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: target %s did not start: %v", ErrCannotRun, target.Name(), err)
 	}
 	run.Endpoints = eps
+	if st, ok := target.(Systemer); ok {
+		if sys, err := st.System(ctx); err != nil {
+			logf("setup: which system runs is unknown: %v", err)
+		} else if sys != "" {
+			run.System = sys
+			logf("setup: system %s", sys)
+			if err := writeJSON(filepath.Join(dir, "config.json"), storedConfig(run, target)); err != nil {
+				return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
+			}
+		}
+	}
 
 	rec, err := history.Create(run.HistoryPath)
 	if err != nil {
@@ -479,14 +493,16 @@ type configRecord struct {
 	RunID            string   `json:"run_id"`
 	Command          []string `json:"command"`
 	TargetName       string   `json:"target_name"`
-	Semantics        any      `json:"semantics"`
-	Version          int      `json:"config_version"`
+	// System is the release and size the target said it ran (Systemer).
+	System    string `json:"system,omitempty"`
+	Semantics any    `json:"semantics"`
+	Version   int    `json:"config_version"`
 }
 
 func storedConfig(run *Run, t Target) configRecord {
 	cfg := run.Config
 	cfg.Namespace = run.Namespace
-	return configRecord{Config: cfg, NamespaceDerived: run.Config.Namespace == "", RunID: run.RunID, Command: run.Command, TargetName: t.Name(), Semantics: t.Semantics(), Version: configVersion}
+	return configRecord{Config: cfg, NamespaceDerived: run.Config.Namespace == "", RunID: run.RunID, Command: run.Command, TargetName: t.Name(), System: run.System, Semantics: t.Semantics(), Version: configVersion}
 }
 
 // writeSchedule writes the run's schedule.json.

@@ -40,6 +40,8 @@ func (c *Config) Settings() []Setting {
 		{"target", "target to test, or spec:FILE", &c.Target},
 		{"bug", "memory reference bug switch(es) to turn on (see 'fencecheck targets')", &c.Bugs},
 		{"seal-key", "memory reference: authenticate tokens with this HMAC key", &c.SealKey},
+		{"version", "release of a system built from source (etcd: 3.5, 3.6, 3.7 or any v3.x.y the Go module proxy serves; default: the one images/etcd pins); a Debian package's target says which it ran", &c.Version},
+		{"members", "cluster size, where it means something (etcd, zookeeper): 1, 3 or 5 (default 3)", optionalInt{&c.Members}},
 		{"time", "length of the main phase", &c.Time},
 		{"concurrency", "writer clients", &c.Concurrency},
 		{"keys", "keys each profile scales its own from, not the total: steady, long-holders and crashing-holders use N, skewed 8N (16 or more), many-locks 20N (64 or more), storm 1; the main-phase log line says how many the run uses", &c.Keys},
@@ -131,3 +133,25 @@ func (v zeroIsNone) Set(s string) error {
 }
 
 func (zeroIsNone) Type() string { return "int" }
+
+// optionalInt is an int setting whose 0 is the target's default: left out
+// of the reproduce line, as a setting a target does not take must be.
+type optionalInt struct{ p *int }
+
+func (v optionalInt) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v optionalInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	*v.p = n
+	return nil
+}
+
+func (optionalInt) Type() string { return "int" }

@@ -81,3 +81,11 @@ type OpRecorder = func(invoke history.Event) (complete func(history.Event))
 type Preflighter interface {
 	Preflight(ctx context.Context, record OpRecorder) (reported []string, err error)
 }
+
+// Systemer is a target that says which system it ran, once it is up: the
+// release and the cluster's size ("etcd v3.6.17, 3 members", "Redis 7.0.15
+// (Debian package redis-server 5:7.0.15-1~deb12u1)"). The run records it in
+// config.json, results.json and the report.
+type Systemer interface {
+	System(ctx context.Context) (string, error)
+}

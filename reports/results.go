@@ -61,6 +61,9 @@ const (
 type RunInfo struct {
 	RunID  string `json:"run_id,omitempty"`
 	Target string `json:"target"`
+	// System is the release and size of the system the target ran ("etcd
+	// v3.6.17, 3 members"), when the target says.
+	System string `json:"system,omitempty"`
 	Seed   int64  `json:"seed"`
 	// Command is the exact command line that reproduces the run.
 	Command string    `json:"command,omitempty"`

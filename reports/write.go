@@ -228,6 +228,7 @@ func LoadRun(dir string) (*Stored, error) {
 		RunID      string              `json:"run_id"`
 		Target     string              `json:"target"`
 		TargetName string              `json:"target_name"`
+		System     string              `json:"system"`
 		Seed       json.Number         `json:"seed"`
 		Command    json.RawMessage     `json:"command"` // a string, or argv
 		Start      time.Time           `json:"start"`
@@ -274,7 +275,7 @@ func LoadRun(dir string) (*Stored, error) {
 	}
 
 	info := &st.Info
-	info.RunID, info.Target = loose.RunID, loose.Target
+	info.RunID, info.Target, info.System = loose.RunID, loose.Target, loose.System
 	if info.Target == "" {
 		info.Target = loose.TargetName
 	}

@@ -26,7 +26,10 @@ type entry struct {
 	name, describe string
 	// reference marks the target that takes --bug and --seal-key.
 	reference bool
-	open      func(cfg harness.Config) (harness.Target, error)
+	// version and members mark the targets that take --version (a server
+	// built from source here) and --members (a cluster of its own).
+	version, members bool
+	open             func(cfg harness.Config) (harness.Target, error)
 }
 
 var table = []entry{
@@ -35,15 +38,21 @@ var table = []entry{
 		open: func(cfg harness.Config) (harness.Target, error) {
 			return memory.NewTarget(memory.TargetOptions{Bugs: cfg.Bugs, SealKey: cfg.SealKey})
 		}},
-	{name: "etcd",
-		describe: "3 etcd members + 2 fenced adapters in containers (token = lock key's create revision, global scope)",
-		open:     func(harness.Config) (harness.Target, error) { return etcd.New(etcd.Options{}), nil }},
-	{name: "etcd-mutex",
-		describe: "3 etcd members + 2 adapters that lock through etcd's own client lock (concurrency.Session + Mutex; token = the mutex key's create revision)",
-		open:     func(harness.Config) (harness.Target, error) { return etcd.New(etcd.Options{Mutex: true}), nil }},
-	{name: "zookeeper",
-		describe: "3 ZooKeeper servers + 2 adapters in containers (lock recipe: token = the lock node's creation zxid, lease = a session; version-conditional set per write)",
-		open:     func(harness.Config) (harness.Target, error) { return zookeeper.New(zookeeper.Options{}), nil }},
+	{name: "etcd", version: true, members: true,
+		describe: "3 etcd members (--members, --version) + 2 fenced adapters in containers (token = lock key's create revision, global scope)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return etcd.Open(etcd.Options{Version: cfg.Version, Members: cfg.Members})
+		}},
+	{name: "etcd-mutex", version: true, members: true,
+		describe: "3 etcd members (--members, --version) + 2 adapters that lock through etcd's own client lock (concurrency.Session + Mutex; token = the mutex key's create revision)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return etcd.Open(etcd.Options{Mutex: true, Version: cfg.Version, Members: cfg.Members})
+		}},
+	{name: "zookeeper", members: true,
+		describe: "3 ZooKeeper servers (--members) + 2 adapters in containers (lock recipe: token = the lock node's creation zxid, lease = a session; version-conditional set per write)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return zookeeper.New(zookeeper.Options{Servers: cfg.Members}), nil
+		}},
 	{name: "redis",
 		describe: "Redis with AOF appendfsync always + 2 fenced adapters in containers (Lua scripts, per-lock tokens)",
 		open:     func(harness.Config) (harness.Target, error) { return redis.Durable(), nil }},
@@ -90,8 +99,8 @@ func open(cfg harness.Config, so spec.Options) (harness.Target, error) {
 		if path == "" {
 			return nil, errors.New("a spec target needs a file: spec:PATH")
 		}
-		if reference {
-			return nil, errors.New("--bug and --seal-key apply to the memory reference only; a spec's system is configured by its spec")
+		if reference || cfg.Version != "" || cfg.Members != 0 {
+			return nil, errors.New("--bug, --seal-key, --version and --members apply to built-in targets only; a spec's system is configured by its spec")
 		}
 		return spec.Open(path, so)
 	}
@@ -101,6 +110,12 @@ func open(cfg harness.Config, so spec.Options) (harness.Target, error) {
 		}
 		if reference && !e.reference {
 			return nil, fmt.Errorf("--bug and --seal-key apply to the memory reference only, not %s", e.name)
+		}
+		if cfg.Version != "" && !e.version {
+			return nil, fmt.Errorf("--version applies to the targets whose server is built from source here (etcd, etcd-mutex), not %s: its server is the installed Debian package, and the run says which version it used", e.name)
+		}
+		if cfg.Members != 0 && !e.members {
+			return nil, fmt.Errorf("--members applies to the targets that run a cluster (etcd, etcd-mutex, zookeeper), not %s", e.name)
 		}
 		return e.open(cfg)
 	}

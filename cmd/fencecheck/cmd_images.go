@@ -20,7 +20,8 @@ registry is needed). An image whose content is unchanged is not built again;
 the first build of etcd compiles its server (about a minute on two cores).
 Container targets build what they need on their first run anyway.
 
-Known images: ` + strings.Join(docker.KnownImages(), ", ") + `.`,
+Known images: ` + strings.Join(docker.KnownImages(), ", ") + `; etcd@VERSION
+builds etcd at a release the Go module proxy serves (etcd@v3.5.0).`,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		for _, name := range args {
 			if !isKnownImage(name) {
@@ -38,6 +39,9 @@ Known images: ` + strings.Join(docker.KnownImages(), ", ") + `.`,
 }
 
 func isKnownImage(name string) bool {
+	if v, ok := strings.CutPrefix(name, docker.ImageEtcd+"@"); ok && v != "" {
+		return true
+	}
 	for _, k := range docker.KnownImages() {
 		if k == name {
 			return true

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +38,7 @@ const usageText = `Usage:
   go run ./cmd/matrix --shard I/N [flags]       the I-th of N parts of the runs: their results into --results
   go run ./cmd/matrix --merge [flags] FILE...   the N parts' results files: the table into --out
   go run ./cmd/matrix --shrink [flags]          for every bug, a failing run shrunk: the shrinking section of --out
+  go run ./cmd/matrix --track-record [flags]    the track record: real systems at real releases, into docs/track-record.md
 
 Every run is one 'fencecheck test' process. --shard splits the list of runs
 (rows x seeds, seed by seed and row by row) into N contiguous parts of about
@@ -92,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.results, "results", "", "write the runs' results (JSON, the input of --merge) to `FILE` (default with --shard: matrix-shard-I-of-N.json; without: none)")
 	fs.BoolVar(&o.merge, "merge", false, "instead of running: read the results files given as arguments (every shard's, or an unsharded run's) and write their table")
 	fs.BoolVar(&o.shrink, "shrink", false, "instead of the matrix: for every bug, shrink a failing run (fencecheck shrink) and write the table of what was left into --out's shrinking section")
+	fs.BoolVar(&cfg.Track, "track-record", false, "instead of the matrix: the track record's rows (real systems at real releases, published bugs and their correct counterparts) into --out (default docs/track-record.md); exit 1 when a row's verdict changed")
 	fs.DurationVar(&cfg.Budget, "budget", 10*time.Minute, "with --shrink: fencecheck shrink's --budget")
 	// Flags may follow the files: `--merge a.json b.json --out -`.
 	var pos []string
@@ -121,6 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected argument %q (results files go with --merge)", pos[0])
 	case o.shrink && (set["shard"] || set["results"]):
 		return o, errors.New("--shrink runs on one machine: no --shard or --results")
+	case cfg.Track && (o.merge || o.shrink || set["shard"] || set["results"]):
+		return o, errors.New("--track-record runs on one machine: no --merge, --shrink, --shard or --results")
 	case cfg.Seeds < 1 || cfg.Parallel < 1 || cfg.Time <= 0:
 		return o, errors.New("--seeds and --parallel must be at least 1, --time above 0")
 	}
@@ -144,6 +149,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.results == "" {
 			o.results = fmt.Sprintf("matrix-shard-%d-of-%d.json", s.I, s.N)
 		}
+	}
+	if cfg.Track && !set["out"] {
+		cfg.Out = "docs/track-record.md"
 	}
 	if rows != "" {
 		for _, r := range strings.Split(rows, ",") {
@@ -203,6 +211,9 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "matrix: wrote the results of %d runs (shard %d/%d) to %s\n", len(f.Runs), f.Shard.Index, f.Shard.Of, o.results)
 	}
+	if cfg.Track {
+		os.Exit(writeTrackRecord(cfg.Out, m))
+	}
 	if cfg.Shard.N != 0 {
 		if m.Interrupted {
 			os.Exit(3) // a merge refuses an incomplete shard
@@ -230,6 +241,42 @@ func writeTable(out string, m *Matrix) int {
 		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
 	}
 	if !m.Passed() {
+		return 1
+	}
+	return 0
+}
+
+// writeTrackRecord records m's rows in the measurements kept beside out
+// (track-record.json: the rows not run keep their last), writes the track
+// record into out, and returns the exit code: 0 when every row of the
+// record kept its verdict, 1 when one changed.
+func writeTrackRecord(out string, m *Matrix) int {
+	md := m.TrackMarkdown()
+	passed := m.TrackPassed()
+	if out != "-" {
+		f := readTrackFile(trackJSON(out))
+		f.record(m)
+		b, err := json.MarshalIndent(f, "", "  ")
+		if err == nil {
+			err = durable.WriteFile(trackJSON(out), append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			return 3
+		}
+		md = f.TrackMarkdown(m.Config.Command, m.Interrupted)
+		passed = f.matrix("", m.Interrupted).TrackPassed()
+	}
+	if out == "-" {
+		fmt.Print(md)
+	} else if err := durable.WriteFile(out, []byte(md), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "matrix:", err)
+		return 3
+	} else {
+		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
+	}
+	if !passed {
+		fmt.Fprintln(os.Stderr, "matrix: a track-record row changed its verdict (see the rows marked ⚠)")
 		return 1
 	}
 	return 0

@@ -180,6 +180,9 @@ type Config struct {
 	Budget time.Duration
 	// Shard is the part of the runs to run (zero: all of them).
 	Shard Shard
+	// Track runs the track record's rows (TrackRows) instead of the
+	// matrix's (--track-record).
+	Track bool
 }
 
 // Outcome is one run's result.
@@ -194,9 +197,13 @@ type Outcome struct {
 	FirstInvalid time.Duration
 	Kinds        map[string]int
 	AfterFault   string
-	Wall         time.Duration
-	Err          string
-	Dir          string
+	// System is the system the run said it ran (results.json run.system);
+	// Metrics its numeric metrics (lease_overlaps, ...).
+	System  string
+	Metrics map[string]float64
+	Wall    time.Duration
+	Err     string
+	Dir     string
 }
 
 // Matrix is every outcome (of its shard's runs).
@@ -220,6 +227,9 @@ type Matrix struct {
 // Run runs every row × seed (those of cfg.Shard), Parallel at a time.
 func Run(ctx context.Context, cfg Config, log io.Writer) (*Matrix, error) {
 	rows, err := selectRows(cfg.Rows)
+	if cfg.Track {
+		rows, err = selectTrackRows(cfg.Rows)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -394,6 +404,15 @@ func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) O
 	if res.AfterFault != nil {
 		o.AfterFault = res.AfterFault.Nemesis
 	}
+	o.System = res.Run.System
+	for k, v := range res.Metrics {
+		if f, ok := v.(float64); ok {
+			if o.Metrics == nil {
+				o.Metrics = map[string]float64{}
+			}
+			o.Metrics[k] = f
+		}
+	}
 	return o
 }
 
@@ -405,6 +424,10 @@ type results struct {
 	AfterFault     *struct {
 		Nemesis string `json:"nemesis"`
 	} `json:"after_fault"`
+	Run struct {
+		System string `json:"system"`
+	} `json:"run"`
+	Metrics map[string]any `json:"metrics"`
 }
 
 // readResults finds the one results.json under a run's store folder.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -92,4 +93,28 @@ func TestSharedLibrariesOfAStaticBinary(t *testing.T) {
 	libs, err := SharedLibraries(context.Background(), gofmt)
 	require.NoError(t, err)
 	assert.Empty(t, libs, "Go's own tools are static")
+}
+
+func TestUpstreamVersion(t *testing.T) {
+	for in, want := range map[string]string{"5:7.0.15-1~deb12u10": "7.0.15", "15.18-0+deb12u1": "15.18",
+		"1:10.11.14-0+deb12u2": "10.11.14", "3.8.0-11": "3.8.0", "1.2": "1.2"} {
+		if got := UpstreamVersion(in); got != want {
+			t.Errorf("UpstreamVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The package named is the one owning the path asked about, not its link's
+// target: /usr/bin/redis-server links to redis-tools' binary.
+func TestDebianSystemNamesThePathsOwnPackage(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+		t.Skip("redis-server is not installed here")
+	}
+	s, err := DebianSystem(t.Context(), "Redis", "/usr/bin/redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s, "Redis ") || !strings.Contains(s, "(Debian package redis-server ") {
+		t.Errorf("DebianSystem = %q", s)
+	}
 }

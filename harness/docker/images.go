@@ -75,7 +75,11 @@ func EnsureImages(ctx context.Context, progress io.Writer, names ...string) (map
 		names = KnownImages()
 	}
 	for _, name := range names {
-		_, known := knownImages[name]
+		base, _ := splitVersion(name)
+		_, known := knownImages[base]
+		if base != name && base != ImageEtcd {
+			known = false // only etcd is built at a release of one's choice
+		}
 		if _, registered := registeredImages[name]; !known && !registered {
 			return nil, fmt.Errorf("unknown image %q (known: %s)", name, strings.Join(KnownImages(), ", "))
 		}
@@ -113,19 +117,29 @@ func ensureImage(ctx context.Context, cli *client.Client, cache, name string, pr
 	if ensure, ok := registeredImages[name]; ok {
 		return ensure(ctx, progress)
 	}
-	known := knownImages[name]
+	base, version := splitVersion(name)
+	known, repository := knownImages[base], "fencecheck/"+name
+	build := known.build
+	if version != "" {
+		// Each release is a repository of its own: building one never
+		// prunes another's image.
+		repository = "fencecheck/" + base + "-" + version
+		build = func(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
+			return buildEtcdRelease(ctx, src, cache, version, progress)
+		}
+	}
 	src, err := SourceRoot()
 	if err != nil {
 		// An installed binary run outside the source tree can still use
 		// what `fencecheck images` built before.
-		if tag := newestImage(ctx, cli, "fencecheck/"+name); tag != "" {
+		if tag := newestImage(ctx, cli, repository); tag != "" {
 			fmt.Fprintf(progress, "image %s: sources not found, using the newest built image %s\n", name, tag)
 			return tag, nil
 		}
 		return "", err
 	}
 	start := time.Now()
-	bin, err := known.build(ctx, src, cache, progress)
+	bin, err := build(ctx, src, cache, progress)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", name, err)
 	}
@@ -134,7 +148,7 @@ func ensureImage(ctx context.Context, cli *client.Client, cache, name string, pr
 		return "", err
 	}
 	spec := ImageSpec{
-		Repository: "fencecheck/" + name,
+		Repository: repository,
 		Dockerfile: scratchDockerfile,
 		Files: []File{
 			{Name: "rootfs/tmp", Dir: true, Mode: 0o1777},

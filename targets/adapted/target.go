@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/nodes"
 )
 
@@ -48,6 +49,10 @@ type Server struct {
 	Ready func(ctx context.Context, addr string) error
 	// NoLayer says why its data never goes on the lazyfs layer.
 	NoLayer string
+	// Product and HostFile name the system for the run (Target.System):
+	// the Debian package that installed HostFile on the host, which the
+	// image is assembled from, is the release that ran.
+	Product, HostFile string
 }
 
 // Options configure New.
@@ -71,6 +76,7 @@ type Options struct {
 type Target struct {
 	*nodes.Cluster
 	server string
+	srv    Server
 }
 
 // New returns the target; nothing runs until Start.
@@ -93,7 +99,16 @@ func New(opts Options) *Target {
 		Health:  nodes.Health{Timeout: ready},
 		WaitFor: []string{srv.Node}}.Nodes()
 	table := append([]nodes.Node{server}, adapters...)
-	return &Target{Cluster: nodes.Must(nodes.New(opts.Name, opts.Semantics, table, nodes.Options{})), server: srv.Node}
+	return &Target{Cluster: nodes.Must(nodes.New(opts.Name, opts.Semantics, table, nodes.Options{})), server: srv.Node, srv: srv}
+}
+
+// System names the server's release, from the Debian package its image is
+// assembled from ("" when the target names none).
+func (t *Target) System(ctx context.Context) (string, error) {
+	if t.srv.HostFile == "" {
+		return "", nil
+	}
+	return docker.DebianSystem(ctx, t.srv.Product, t.srv.HostFile)
 }
 
 // ServerAddr is the server's published address on 127.0.0.1, for checks

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencecheck/fencecheck/harness"
-	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/nodes"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/targets/adapted"
@@ -30,6 +29,9 @@ const (
 type Options struct {
 	// Members is the number of etcd members (default 3).
 	Members int
+	// Version is the etcd release (Release: "" is DefaultVersion; a bad one
+	// is Open's error, New takes the default).
+	Version string
 	// Adapters is the number of adapter replicas (default 2); clients are
 	// spread over them.
 	Adapters int
@@ -48,10 +50,12 @@ type Options struct {
 type Target struct {
 	*nodes.Cluster
 	members []string
+	release string
 }
 
 var (
 	_ harness.Target   = (*Target)(nil)
+	_ harness.Systemer = (*Target)(nil)
 	_ nemesis.Leaderer = (*Target)(nil)
 )
 
@@ -61,6 +65,10 @@ func New(opts Options) harness.Target {
 		opts.Members = 3
 	}
 	t := &Target{}
+	var err error
+	if t.release, err = Release(opts.Version); err != nil {
+		t.release = DefaultVersion
+	}
 	for i := 1; i <= opts.Members; i++ {
 		t.members = append(t.members, fmt.Sprintf("etcd-%d", i))
 	}
@@ -80,7 +88,7 @@ func New(opts Options) harness.Target {
 			Clock: nodes.Clock{Via: nodes.ClockProcesses},
 			// A member answers /health only in a quorum.
 			Health:    nodes.Health{Probe: nodes.Probe{Func: memberHealth}, Timeout: 60 * time.Second, Quorum: true},
-			Container: &nodes.Container{Build: docker.ImageEtcd, Cmd: t.memberCmd(m, "new")}})
+			Container: &nodes.Container{Build: t.image(), Cmd: t.memberCmd(m, "new")}})
 	}
 	// Everything starts at once: the adapters connect to etcd lazily and
 	// report healthy only once a quorum answers them. The etcd backend
@@ -224,6 +232,15 @@ func retryFor(ctx context.Context, limit time.Duration, fn func(context.Context)
 // simply lost its raft log would crash the cluster's raft invariants, which
 // is not a fault etcd claims to survive). Adapters hold no data.
 func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
+	if wipe && t.isMember(name) && len(t.members) == 1 {
+		// No other member to re-add it through: a wiped single member is a
+		// new cluster, everything it held gone (restart-wipe is opt-in: no
+		// system survives it).
+		if err := t.WipeData(name); err != nil {
+			return err
+		}
+		return t.Recreate(ctx, name, t.memberCmd(name, "new"))
+	}
 	if wipe && t.isMember(name) {
 		return t.replaceMember(ctx, name)
 	}

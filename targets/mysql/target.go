@@ -117,6 +117,7 @@ func New() *adapted.Target {
 			Ready: ready,
 			// The data folder belongs to the account the server runs as.
 			NoLayer: "the lazyfs layer is not yet tried with MariaDB",
+			Product: "MariaDB", HostFile: serverBinary,
 		},
 		AdapterArgs: []string{"--backend", "mysql", "--mysql-dsn", DSN("{addr:" + ServerNode + "}")},
 	})

@@ -124,6 +124,7 @@ func New(o Options) *adapted.Target {
 			Ready: ready,
 			// The data folder belongs to the account the server runs as.
 			NoLayer: "the lazyfs layer is not yet tried with PostgreSQL",
+			Product: "PostgreSQL", HostFile: binDir + "/postgres",
 		},
 		AdapterArgs: []string{"--backend", "postgres", "--postgres-dsn", DSN("{addr:" + ServerNode + "}"), "--postgres-fence", string(o.Mode)},
 	})

@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/nodes"
 	"github.com/fencecheck/fencecheck/targets/adapted"
 )
@@ -69,6 +70,12 @@ func VolatileTarget() *Target { return NewTarget(TargetOptions{Volatile: true}) 
 // EverysecTarget is the "redis-everysec" target: Redis's default AOF
 // policy, which a power loss breaks.
 func EverysecTarget() *Target { return NewTarget(TargetOptions{Everysec: true}) }
+
+// System names the Redis release, from the Debian package its image is
+// assembled from.
+func (t *Target) System(ctx context.Context) (string, error) {
+	return docker.DebianSystem(ctx, "Redis", hostRedis)
+}
 
 func (t *Target) name() string {
 	switch {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/nodes"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/targets/adapted"
@@ -122,6 +123,20 @@ var jvmArgs = []string{
 	"-Djute.maxbuffer=4194304",
 	"-Dorg.slf4j.simpleLogger.showDateTime=true",
 	"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+}
+
+// System names the ZooKeeper release, from the Debian package its image is
+// assembled from, and the ensemble's size.
+func (t *Target) System(ctx context.Context) (string, error) {
+	s, err := docker.DebianSystem(ctx, "ZooKeeper", hostZooKeeperJar)
+	if err != nil {
+		return "", err
+	}
+	s += fmt.Sprintf(", %d server", len(t.servers))
+	if len(t.servers) != 1 {
+		s += "s"
+	}
+	return s, nil
 }
 
 // ServerAddr is a server's client port as the host reaches it (published on
