@@ -44,6 +44,11 @@ type fileNode struct {
 	// an fsync writes. Size changes are applied by truncating.
 	lo, hi int64
 	whole  bool
+	// log is every change since the last fsync, for a crash state that
+	// keeps some of them (crash.go); overflow says it grew past maxLog.
+	log      []op
+	logBytes int
+	overflow bool
 }
 
 // touch notes that [lo, hi) changed.
@@ -433,6 +438,7 @@ func (f *fileNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off in
 	}
 	copy(f.data[off:], data)
 	f.touch(off, off+int64(len(data)))
+	f.logWrite(off, data)
 	f.attrs.mtime = time.Now()
 	return uint32(len(data)), 0
 }
@@ -486,6 +492,7 @@ func (f *fileNode) Setattr(_ context.Context, _ fs.FileHandle, in *fuse.SetAttrI
 			clear(f.data[old:])
 		}
 		f.touch(int64(sz), int64(sz))
+		f.logSize(int64(sz))
 	}
 	f.attrs.set(in)
 	f.attrs.fill(&out.Attr, syscall.S_IFREG)
@@ -510,6 +517,7 @@ func (f *fileNode) Allocate(_ context.Context, _ fs.FileHandle, off uint64, size
 		f.grow(end)
 		clear(f.data[old:])
 		f.touch(end, end)
+		f.logSize(end)
 	}
 	return 0
 }
@@ -573,6 +581,7 @@ func (f *fileNode) syncLocked() error {
 		return err
 	}
 	f.dirty, f.whole = false, false
+	f.synced()
 	return nil
 }
 
