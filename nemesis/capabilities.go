@@ -152,6 +152,15 @@ type PowerCutter interface {
 	CutPower(ctx context.Context, node string) (lazyfs.Loss, error)
 }
 
+// CrashStater is a PowerCutter that can leave part of what was not made
+// durable, as a disk does (lazyfs.CrashModes: pages written back, writes
+// torn): CutPowerAs is CutPower in crash state cs.
+type CrashStater interface {
+	// CrashStateNodes are the nodes whose layer can.
+	CrashStateNodes() []string
+	CutPowerAs(ctx context.Context, node string, cs lazyfs.CrashState) (lazyfs.Loss, error)
+}
+
 // PowerExplainer says, for the report, why nodes are left out of
 // PowerNodes (no /dev/fuse, an engine on another machine), by node.
 type PowerExplainer interface {

@@ -109,6 +109,15 @@ func (c *Cluster) PowerUnreachable() map[string]string {
 // it never made durable is dropped; StartNode brings it back on what
 // survived.
 func (c *Cluster) CutPower(ctx context.Context, name string) (lazyfs.Loss, error) {
+	return c.CutPowerAs(ctx, name, lazyfs.CrashState{})
+}
+
+// CutPowerAs implements nemesis.CrashStater: CutPower that leaves what the
+// crash state chooses of the unsynced writes (lazyfs.CrashModes).
+func (c *Cluster) CutPowerAs(ctx context.Context, name string, cs lazyfs.CrashState) (lazyfs.Loss, error) {
+	if err := cs.Check(); err != nil {
+		return lazyfs.Loss{}, err
+	}
 	m, err := c.startedNode(name)
 	if err != nil {
 		return lazyfs.Loss{}, err
@@ -119,7 +128,32 @@ func (c *Cluster) CutPower(ctx context.Context, name string) (lazyfs.Loss, error
 	if err := m.drv.kill(ctx, m); err != nil {
 		return lazyfs.Loss{}, err
 	}
-	return m.disk.PowerLoss()
+	if cs.Mode == "" || cs.Mode == lazyfs.LoseAll {
+		return m.disk.PowerLoss()
+	}
+	cd, ok := m.disk.(crashDisk)
+	if !ok {
+		return lazyfs.Loss{}, fmt.Errorf("node %s's layer leaves no partial crash state (%s)", name, cs.Mode)
+	}
+	return cd.PowerLossAs(cs)
+}
+
+// crashDisk is a layer that can leave part of the unsynced writes (the
+// layer on this machine; a host's agent cannot yet).
+type crashDisk interface {
+	PowerLossAs(cs lazyfs.CrashState) (lazyfs.Loss, error)
+}
+
+// CrashStateNodes implements nemesis.CrashStater: the nodes whose layer can
+// leave part of the unsynced writes.
+func (c *Cluster) CrashStateNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if _, ok := m.disk.(crashDisk); ok {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 // PartitionNodes implements nemesis.Partitioner: the nodes whose links
