@@ -47,3 +47,34 @@ func TestAcksPublishOkCompletionsToWhoWaits(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing recorded after the wait began")
 	assert.Empty(t, acks.waiters)
 }
+
+// What the feed costs each recorded event: nothing waits (most of a run),
+// and one waiter whose filter refuses it (crash-on-ack waiting for its kind).
+func BenchmarkAcksObserve(b *testing.B) {
+	e := Event{Process: 1, Type: Ok, F: Write, Key: "k", Node: "n1"}
+	b.Run("no-waiter", func(b *testing.B) {
+		a := NewAcks()
+		for range b.N {
+			a.Observe(e)
+		}
+	})
+	b.Run("one-waiter", func(b *testing.B) {
+		a := NewAcks()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go a.Next(ctx, func(a Ack) bool { return a.Node == "never" })
+		for {
+			a.mu.Lock()
+			n := len(a.waiters)
+			a.mu.Unlock()
+			if n == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.ResetTimer()
+		for range b.N {
+			a.Observe(e)
+		}
+	})
+}
