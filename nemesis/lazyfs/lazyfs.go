@@ -85,6 +85,7 @@ type Mount struct {
 	mu     sync.Mutex // serialises PowerLoss and Unmount
 	lfs    *lfs
 	server *fuse.Server
+	faults Faults // the disk's (faults.go), kept across power losses
 }
 
 // Supported says whether this machine can mount the layer (the /dev/fuse
@@ -138,7 +139,7 @@ func (m *Mount) mount() error {
 	if err := os.Mkdir(orphans, 0o700); err != nil {
 		return err
 	}
-	l := &lfs{backing: m.backing, orphans: orphans, strict: m.opts.Strict}
+	l := &lfs{backing: m.backing, orphans: orphans, strict: m.opts.Strict, faults: m.faults}
 	root := &dirNode{lfs: l, bpath: m.backing, durable: map[string]fs.InodeEmbedder{}, attrs: attrsOf(m.backing, 0o755)}
 	l.root = root
 	sec := time.Second
@@ -266,6 +267,7 @@ type lfs struct {
 	// are the files that have some (crash.go).
 	seq    uint64
 	logged map[*fileNode]struct{}
+	faults Faults
 }
 
 func (l *lfs) orphanPath() string {
