@@ -161,6 +161,15 @@ type CrashStater interface {
 	CutPowerAs(ctx context.Context, node string, cs lazyfs.CrashState) (lazyfs.Loss, error)
 }
 
+// DiskFaulter is a target whose nodes' data is on a layer that can be made
+// slow or full, or corrupted (lazyfs.Faults, lazyfs.Corruption), on the
+// DiskNodes.
+type DiskFaulter interface {
+	DiskNodes() []string
+	SetDiskFaults(ctx context.Context, node string, f lazyfs.Faults) error
+	CorruptDisk(ctx context.Context, node string, c lazyfs.Corruption) (lazyfs.Corrupted, error)
+}
+
 // PowerExplainer says, for the report, why nodes are left out of
 // PowerNodes (no /dev/fuse, an engine on another machine), by node.
 type PowerExplainer interface {

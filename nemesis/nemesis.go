@@ -135,6 +135,9 @@ var table = []func() Nemesis{
 	func() Nemesis { return strip{} },
 	func() Nemesis { return delay{} },
 	func() Nemesis { return crashOnAck{} },
+	func() Nemesis { return disk{kind: DiskSlowName} },
+	func() Nemesis { return disk{kind: DiskFullName} },
+	func() Nemesis { return disk{kind: DiskCorrupt} },
 }
 
 // registry is the table by name.

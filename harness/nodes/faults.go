@@ -318,3 +318,56 @@ func (c *Cluster) checkClocks(ctx context.Context) {
 		}
 	}
 }
+
+// localDisk is the layer on this machine, which has disk faults.
+type localDisk interface {
+	crashDisk
+	SetFaults(f lazyfs.Faults)
+	Corrupt(c lazyfs.Corruption) (lazyfs.Corrupted, error)
+}
+
+// diskOf is name's layer on this machine, or why it has none.
+func (c *Cluster) diskOf(name string) (localDisk, error) {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := m.disk.(localDisk)
+	if !ok {
+		return nil, fmt.Errorf("node %s's data is not on a lazyfs layer on this machine", name)
+	}
+	return d, nil
+}
+
+// DiskNodes implements nemesis.DiskFaulter: the nodes whose layer is on
+// this machine.
+func (c *Cluster) DiskNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if _, ok := m.disk.(localDisk); ok {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// SetDiskFaults implements nemesis.DiskFaulter: the node's disk is slow or
+// full until set again (lazyfs.Faults{} heals it).
+func (c *Cluster) SetDiskFaults(_ context.Context, name string, f lazyfs.Faults) error {
+	d, err := c.diskOf(name)
+	if err != nil {
+		return err
+	}
+	d.SetFaults(f)
+	return nil
+}
+
+// CorruptDisk implements nemesis.DiskFaulter: one durable file of the
+// node's disk is damaged.
+func (c *Cluster) CorruptDisk(_ context.Context, name string, co lazyfs.Corruption) (lazyfs.Corrupted, error) {
+	d, err := c.diskOf(name)
+	if err != nil {
+		return lazyfs.Corrupted{}, err
+	}
+	return d.Corrupt(co)
+}
