@@ -84,7 +84,7 @@ var Rows = []Row{
 	// as it was before crash-on-ack (faults at random times), side by side.
 	{Name: "ack-before-fsync", Bug: "ack-before-fsync", Needs: []string{"crash-on-ack"},
 		Mode: "acknowledged before durable: each commit answered, then fsynced 2 ms later"},
-	{Name: "ack-before-fsync-random", Bug: "ack-before-fsync", Nemesis: "clock,delay,partition,pause,power-loss,restart,strip", Needs: []string{"power-loss"},
+	{Name: "ack-before-fsync-random", Bug: "ack-before-fsync", Nemesis: "clock,delay,disk-slow,partition,pause,power-loss,restart,strip", Needs: []string{"power-loss"},
 		Mode: "the same, under all without crash-on-ack (faults at random times)"},
 	{Name: "reference", Mode: "correct"},
 	{Name: "reference-power-loss", Nemesis: "power-loss", Mode: "correct, under power loss"},
