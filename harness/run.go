@@ -223,7 +223,9 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 	if err != nil {
 		return run, err
 	}
-	nenv := &nemesis.Env{Target: target, Holders: wl, ClientClock: wl, TTL: cfg.TTL, Log: orDiscard(cfg.Log)}
+	acks := history.NewAcks()
+	rec.Listen(acks.Observe)
+	nenv := &nemesis.Env{Target: target, Holders: wl, ClientClock: wl, Acks: acks, TTL: cfg.TTL, Log: orDiscard(cfg.Log)}
 	if links != nil { // a nil *proxy.Set is not "no links"
 		defer links.Close()
 		nenv.Links = links

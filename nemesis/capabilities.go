@@ -152,6 +152,24 @@ type PowerCutter interface {
 	CutPower(ctx context.Context, node string) (lazyfs.Loss, error)
 }
 
+// CrashStater is a PowerCutter that can leave part of what was not made
+// durable, as a disk does (lazyfs.CrashModes: pages written back, writes
+// torn): CutPowerAs is CutPower in crash state cs.
+type CrashStater interface {
+	// CrashStateNodes are the nodes whose layer can.
+	CrashStateNodes() []string
+	CutPowerAs(ctx context.Context, node string, cs lazyfs.CrashState) (lazyfs.Loss, error)
+}
+
+// DiskFaulter is a target whose nodes' data is on a layer that can be made
+// slow or full, or corrupted (lazyfs.Faults, lazyfs.Corruption), on the
+// DiskNodes.
+type DiskFaulter interface {
+	DiskNodes() []string
+	SetDiskFaults(ctx context.Context, node string, f lazyfs.Faults) error
+	CorruptDisk(ctx context.Context, node string, c lazyfs.Corruption) (lazyfs.Corrupted, error)
+}
+
 // PowerExplainer says, for the report, why nodes are left out of
 // PowerNodes (no /dev/fuse, an engine on another machine), by node.
 type PowerExplainer interface {

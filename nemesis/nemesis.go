@@ -28,6 +28,9 @@ type Env struct {
 	// Links are the harness's proxies between clients and nodes (and between
 	// nodes, where a target routes through them); nil when none.
 	Links LinkSet
+	// Acks is the run's feed of acknowledgements (history.Acks), by which
+	// crash-on-ack times its crashes; nil when none.
+	Acks AckWaiter
 	// TTL is the lease time clients ask for; pauses are sized from it.
 	TTL time.Duration
 	Log io.Writer
@@ -138,6 +141,10 @@ var table = []func() Nemesis{
 	func() Nemesis { return &partition{} },
 	func() Nemesis { return strip{} },
 	func() Nemesis { return delay{} },
+	func() Nemesis { return crashOnAck{} },
+	func() Nemesis { return disk{kind: DiskSlowName} },
+	func() Nemesis { return disk{kind: DiskFullName} },
+	func() Nemesis { return disk{kind: DiskCorrupt} },
 }
 
 // registry is the table by name.

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // powerLoss cuts a node's power: the node is killed hard and everything it
@@ -32,8 +36,31 @@ func (powerLoss) Effects() []Effect { return []Effect{LosesState, LosesUnsynced}
 
 func (powerLoss) NeedsDiskLayer() bool { return true }
 
-// Params: none; the plan's one node is what loses power.
-func (powerLoss) Params() any { return nil }
+// Params: the crash state, what the disk had got of the unsynced writes
+// when the power went (lazyfs.CrashModes, and the seed of its choices). A
+// schedule from before crash states has none: lose-all.
+func (powerLoss) Params() any { return &lazyfs.CrashState{} }
+
+func (powerLoss) ParamsOptional() bool { return true }
+
+// drawCrashState: every unsynced write lost half the time (the harshest
+// disk, and what finds a missing fsync at once), otherwise one of the
+// partial modes, on a target that offers them.
+func drawCrashState(env *Env, node string, rng *rand.Rand) *lazyfs.CrashState {
+	cs := &lazyfs.CrashState{Mode: lazyfs.LoseAll}
+	if partialCrash(env, node) && rng.IntN(2) == 0 {
+		modes := lazyfs.CrashModes()[1:]
+		cs.Mode, cs.Seed = modes[rng.IntN(len(modes))], rng.Uint64()
+	}
+	return cs
+}
+
+// partialCrash says whether node's layer can leave part of the unsynced
+// writes.
+func partialCrash(env *Env, node string) bool {
+	cs, ok := env.Target.(CrashStater)
+	return ok && slices.Contains(cs.CrashStateNodes(), node)
+}
 
 // Timing: as restart's (a node is down briefly and often): what is tested
 // is what the node finds on disk when it comes back.
@@ -76,7 +103,7 @@ func (powerLoss) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: drawCrashState(env, node, rng)}, nil
 }
 
 func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
@@ -86,17 +113,42 @@ func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return nil, errors.New("a power loss acts on one node of a target whose data is on the lazyfs layer")
 	}
 	node := p.Nodes[0]
-	loss, err := pc.CutPower(ctx, node)
-	if err != nil {
-		return nil, applyFailed("", []string{node}, err)
+	cs, _ := p.Params.(*lazyfs.CrashState)
+	var loss lazyfs.Loss
+	var err error
+	details := map[string]any{}
+	if cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll {
+		details[history.ExtraMode], details["crash_seed"] = cs.Mode, cs.Seed
+		loss, err = env.Target.(CrashStater).CutPowerAs(ctx, node, *cs)
+	} else {
+		loss, err = pc.CutPower(ctx, node)
 	}
-	return &Fault{Nodes: p.Nodes, Details: map[string]any{"lost_files": loss.Files, "lost_entries": loss.Entries},
+	if err != nil {
+		mode := ""
+		if cs != nil {
+			mode = cs.Mode
+		}
+		return nil, applyFailed(mode, []string{node}, err)
+	}
+	details["lost_files"], details["lost_entries"] = loss.Files, loss.Entries
+	if loss.Kept > 0 {
+		details["kept_pages"] = loss.Kept
+	}
+	return &Fault{Nodes: p.Nodes, Details: details,
 		Stop: func(ctx context.Context) error { return startedAgain(ctx, env, rs, node, false) }}, nil
 }
 
 func (powerLoss) CheckPlan(env *Env, p Plan) error {
 	if len(p.Nodes) != 1 {
 		return errors.New("a power loss acts on exactly one node")
+	}
+	if cs, _ := p.Params.(*lazyfs.CrashState); cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll {
+		if err := cs.Check(); err != nil {
+			return err
+		}
+		if !partialCrash(env, p.Nodes[0]) {
+			return fmt.Errorf("node %s's layer cannot leave part of the unsynced writes (crash state %s)", p.Nodes[0], cs.Mode)
+		}
 	}
 	for _, n := range powerNodes(env) {
 		if n.Name == p.Nodes[0] {

@@ -120,3 +120,54 @@ func TestTheWorkloadIsToldOfANodeBackFromARestart(t *testing.T) {
 type noStart struct{ *disks }
 
 func (noStart) StartNode(context.Context, string, bool) error { return errors.New("did not start") }
+
+// partialDisks is disks whose layer can leave part of the unsynced writes.
+type partialDisks struct {
+	*disks
+	states []lazyfs.CrashState
+}
+
+func (p *partialDisks) CrashStateNodes() []string { return p.onLayer }
+func (p *partialDisks) CutPowerAs(ctx context.Context, node string, cs lazyfs.CrashState) (lazyfs.Loss, error) {
+	p.states = append(p.states, cs)
+	loss, err := p.CutPower(ctx, node)
+	loss.Kept = 3
+	return loss, err
+}
+
+// The crash state is drawn into the plan, given to the layer as drawn, and
+// recorded with the fault; a replay of the plan gives the same state.
+func TestPowerLossCrashStatesAreDrawnAndRecorded(t *testing.T) {
+	d := &partialDisks{disks: &disks{onLayer: []string{"n2"}}}
+	env := &Env{Target: d}
+	rng := rand.New(rand.NewPCG(3, 4))
+	modes := map[string]int{}
+	for range 40 {
+		p, err := powerLoss{}.Draw(context.Background(), env, rng)
+		require.NoError(t, err)
+		require.NoError(t, powerLoss{}.CheckPlan(env, p))
+		cs := p.Params.(*lazyfs.CrashState)
+		modes[cs.Mode]++
+		f, err := powerLoss{}.Start(context.Background(), env, p)
+		require.NoError(t, err)
+		if cs.Mode == lazyfs.LoseAll {
+			assert.NotContains(t, f.Details, "mode")
+			continue
+		}
+		assert.Equal(t, *cs, d.states[len(d.states)-1], "the layer got the plan's state")
+		assert.Equal(t, cs.Mode, f.Details["mode"])
+		assert.Equal(t, cs.Seed, f.Details["crash_seed"])
+		assert.Equal(t, 3, f.Details["kept_pages"])
+	}
+	t.Logf("%v", modes)
+	assert.Len(t, modes, len(lazyfs.CrashModes()), "every mode is drawn")
+	assert.Greater(t, modes[lazyfs.LoseAll], 10, "lose-all half the time")
+
+	plain := &Env{Target: &disks{onLayer: []string{"n2"}}}
+	torn := Plan{Nodes: []string{"n2"}, Params: &lazyfs.CrashState{Mode: lazyfs.TornOp, Seed: 1}}
+	assert.ErrorContains(t, powerLoss{}.CheckPlan(plain, torn), "cannot leave part", "a layer without crash states refuses the replay")
+	assert.Error(t, powerLoss{}.CheckPlan(env, Plan{Nodes: []string{"n2"}, Params: &lazyfs.CrashState{Mode: "melt"}}))
+	p, err := powerLoss{}.Draw(context.Background(), plain, rng)
+	require.NoError(t, err)
+	assert.Equal(t, lazyfs.LoseAll, p.Params.(*lazyfs.CrashState).Mode, "only lose-all where the layer has no other")
+}

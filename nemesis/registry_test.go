@@ -11,18 +11,22 @@ import (
 // The table is the registry: one line per nemesis, each name once.
 func TestTableNamesEachNemesisOnce(t *testing.T) {
 	assert.Len(t, registry, len(table), "two lines of the table give the same name")
-	assert.Equal(t, []string{"clock", "delay", "partition", "pause", "power-loss", "restart", "restart-wipe", "strip"}, Names())
+	assert.Equal(t, []string{"clock", "crash-on-ack", "delay", "disk-corrupt", "disk-full", "disk-slow", "partition", "pause", "power-loss", "restart", "restart-wipe", "strip"}, Names())
 	all, err := Parse("all")
 	require.NoError(t, err)
 	assert.NotContains(t, expand(all), "restart-wipe", "opt-in nemeses are left out of all")
 	assert.Contains(t, expand(all), "power-loss", "power-loss is in all (where it applies)")
-	assert.Len(t, expand(all), len(table)-1)
+	assert.Contains(t, expand(all), "crash-on-ack", "crash-on-ack is in all (where it applies)")
+	assert.NotContains(t, expand(all), "disk-corrupt", "a corrupted disk breaks a correct system too")
+	assert.NotContains(t, expand(all), "disk-full", "etcd's NOSPACE alarm outlives the fault")
+	assert.Contains(t, expand(all), "disk-slow")
+	assert.Len(t, expand(all), len(table)-3)
 }
 
 // The lazyfs layer is mounted exactly when a nemesis that needs it is named.
 func TestNeedDiskLayerFollowsWhatNemesesDeclare(t *testing.T) {
 	for spec, want := range map[string]bool{
-		"none": false, "all": true, "restart,pause": false, "power-loss": true, "restart,power-loss": true,
+		"none": false, "all": true, "restart,pause": false, "power-loss": true, "restart,power-loss": true, "crash-on-ack": true,
 	} {
 		names, err := Parse(spec)
 		require.NoError(t, err)

@@ -231,6 +231,9 @@ func parseFault(r json.RawMessage) (Scheduled, error) {
 	switch {
 	case params == nil && !empty && string(bytes.TrimSpace(f.Params)) != "{}":
 		return out, fmt.Errorf("%s takes no params, got %s", out.Nemesis, f.Params)
+	case params != nil && empty && paramsOptional(nem):
+		// A schedule written before the nemesis took params: their zero
+		// value is what it did then.
 	case params != nil && empty:
 		return out, fmt.Errorf("%s needs params", out.Nemesis)
 	case params != nil:
@@ -357,4 +360,13 @@ func (s *Schedule) CheckTarget(env *Env, nemeses []Nemesis, notApplicable map[st
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ParamsOptional is a nemesis whose params a schedule may leave out (it took
+// none before, and their zero value does what it did then).
+type ParamsOptional interface{ ParamsOptional() bool }
+
+func paramsOptional(n Nemesis) bool {
+	po, ok := n.(ParamsOptional)
+	return ok && po.ParamsOptional()
 }

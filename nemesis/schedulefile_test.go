@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // clockedNode is oneNode with a clock: restart, pause and clock all act on
@@ -206,4 +207,18 @@ func TestScheduledFaultInWords(t *testing.T) {
 	s := &Schedule{Faults: []Scheduled{{Nemesis: "pause"}, {Nemesis: "restart"}, {Nemesis: "restart"}}}
 	assert.Equal(t, "restart ×2, pause", s.Kinds())
 	assert.Equal(t, []string{"pause", "restart"}, s.Nemeses())
+}
+
+// A power loss recorded before crash states (no params) replays as it ran
+// then: lose-all; one with a crash state gives it back.
+func TestSchedulePowerLossCrashStateIsOptional(t *testing.T) {
+	s, err := ParseSchedule([]byte(`{"schedule_version":1,"main_phase_ns":10000000000,"faults":[
+{"nemesis":"power-loss","nodes":["n2"],"takes_over":true,"start_ns":1000000000,"duration_ns":500000000},
+{"nemesis":"power-loss","nodes":["n2"],"takes_over":true,"params":{"mode":"torn-seq","seed":77},"start_ns":3000000000,"duration_ns":500000000}]}`))
+	require.NoError(t, err)
+	require.Len(t, s.Faults, 2)
+	assert.Equal(t, &lazyfs.CrashState{}, s.Faults[0].Params)
+	assert.Equal(t, &lazyfs.CrashState{Mode: lazyfs.TornSeq, Seed: 77}, s.Faults[1].Params)
+	_, err = ParseSchedule([]byte(`{"schedule_version":1,"main_phase_ns":1,"faults":[{"nemesis":"crash-on-ack","nodes":["n1"],"start_ns":0,"duration_ns":1}]}`))
+	assert.ErrorContains(t, err, "needs params", "crash-on-ack's trigger is its plan")
 }

@@ -79,6 +79,13 @@ var Rows = []Row{
 		Mode: "counter not durable: written without fsync, lost at a power loss"},
 	{Name: "highwater-no-fsync", Bug: "highwater-no-fsync", Nemesis: "power-loss", Needs: []string{"power-loss"},
 		Mode: "high-water marks not durable: written without fsync, lost at a power loss"},
+	// Answered before the fsync: only a power loss in the few ms after an
+	// answer shows it. Under all (crash-on-ack aims there) and under all
+	// as it was before crash-on-ack (faults at random times), side by side.
+	{Name: "ack-before-fsync", Bug: "ack-before-fsync", Needs: []string{"crash-on-ack"},
+		Mode: "acknowledged before durable: each commit answered, then fsynced 2 ms later"},
+	{Name: "ack-before-fsync-random", Bug: "ack-before-fsync", Nemesis: "clock,delay,disk-slow,partition,pause,power-loss,restart,strip", Needs: []string{"power-loss"},
+		Mode: "the same, under all without crash-on-ack (faults at random times)"},
 	{Name: "reference", Mode: "correct"},
 	{Name: "reference-power-loss", Nemesis: "power-loss", Mode: "correct, under power loss"},
 	{Name: "reference-sealed", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "correct, sealed tokens, forger writing"},

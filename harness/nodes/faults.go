@@ -109,6 +109,15 @@ func (c *Cluster) PowerUnreachable() map[string]string {
 // it never made durable is dropped; StartNode brings it back on what
 // survived.
 func (c *Cluster) CutPower(ctx context.Context, name string) (lazyfs.Loss, error) {
+	return c.CutPowerAs(ctx, name, lazyfs.CrashState{})
+}
+
+// CutPowerAs implements nemesis.CrashStater: CutPower that leaves what the
+// crash state chooses of the unsynced writes (lazyfs.CrashModes).
+func (c *Cluster) CutPowerAs(ctx context.Context, name string, cs lazyfs.CrashState) (lazyfs.Loss, error) {
+	if err := cs.Check(); err != nil {
+		return lazyfs.Loss{}, err
+	}
 	m, err := c.startedNode(name)
 	if err != nil {
 		return lazyfs.Loss{}, err
@@ -119,7 +128,32 @@ func (c *Cluster) CutPower(ctx context.Context, name string) (lazyfs.Loss, error
 	if err := m.drv.kill(ctx, m); err != nil {
 		return lazyfs.Loss{}, err
 	}
-	return m.disk.PowerLoss()
+	if cs.Mode == "" || cs.Mode == lazyfs.LoseAll {
+		return m.disk.PowerLoss()
+	}
+	cd, ok := m.disk.(crashDisk)
+	if !ok {
+		return lazyfs.Loss{}, fmt.Errorf("node %s's layer leaves no partial crash state (%s)", name, cs.Mode)
+	}
+	return cd.PowerLossAs(cs)
+}
+
+// crashDisk is a layer that can leave part of the unsynced writes (the
+// layer on this machine; a host's agent cannot yet).
+type crashDisk interface {
+	PowerLossAs(cs lazyfs.CrashState) (lazyfs.Loss, error)
+}
+
+// CrashStateNodes implements nemesis.CrashStater: the nodes whose layer can
+// leave part of the unsynced writes.
+func (c *Cluster) CrashStateNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if _, ok := m.disk.(crashDisk); ok {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 // PartitionNodes implements nemesis.Partitioner: the nodes whose links
@@ -283,4 +317,57 @@ func (c *Cluster) checkClocks(ctx context.Context) {
 			c.logf("clock faults cannot reach %s: %s", m.Name, why)
 		}
 	}
+}
+
+// localDisk is the layer on this machine, which has disk faults.
+type localDisk interface {
+	crashDisk
+	SetFaults(f lazyfs.Faults)
+	Corrupt(c lazyfs.Corruption) (lazyfs.Corrupted, error)
+}
+
+// diskOf is name's layer on this machine, or why it has none.
+func (c *Cluster) diskOf(name string) (localDisk, error) {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := m.disk.(localDisk)
+	if !ok {
+		return nil, fmt.Errorf("node %s's data is not on a lazyfs layer on this machine", name)
+	}
+	return d, nil
+}
+
+// DiskNodes implements nemesis.DiskFaulter: the nodes whose layer is on
+// this machine.
+func (c *Cluster) DiskNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if _, ok := m.disk.(localDisk); ok {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// SetDiskFaults implements nemesis.DiskFaulter: the node's disk is slow or
+// full until set again (lazyfs.Faults{} heals it).
+func (c *Cluster) SetDiskFaults(_ context.Context, name string, f lazyfs.Faults) error {
+	d, err := c.diskOf(name)
+	if err != nil {
+		return err
+	}
+	d.SetFaults(f)
+	return nil
+}
+
+// CorruptDisk implements nemesis.DiskFaulter: one durable file of the
+// node's disk is damaged.
+func (c *Cluster) CorruptDisk(_ context.Context, name string, co lazyfs.Corruption) (lazyfs.Corrupted, error) {
+	d, err := c.diskOf(name)
+	if err != nil {
+		return lazyfs.Corrupted{}, err
+	}
+	return d.Corrupt(co)
 }

@@ -61,6 +61,9 @@ type Loss struct {
 	// Entries are directory entries that differed from their durable
 	// entries (created, removed or renamed since their folder's last fsync).
 	Entries int `json:"entries"`
+	// Kept is, under a crash state other than lose-all, how many pages of
+	// unsynced writes (and size changes) were on disk all the same.
+	Kept int `json:"kept,omitempty"`
 }
 
 // Total is every file and entry dropped.
@@ -82,6 +85,7 @@ type Mount struct {
 	mu     sync.Mutex // serialises PowerLoss and Unmount
 	lfs    *lfs
 	server *fuse.Server
+	faults Faults // the disk's (faults.go), kept across power losses
 }
 
 // Supported says whether this machine can mount the layer (the /dev/fuse
@@ -135,7 +139,7 @@ func (m *Mount) mount() error {
 	if err := os.Mkdir(orphans, 0o700); err != nil {
 		return err
 	}
-	l := &lfs{backing: m.backing, orphans: orphans, strict: m.opts.Strict}
+	l := &lfs{backing: m.backing, orphans: orphans, strict: m.opts.Strict, faults: m.faults}
 	root := &dirNode{lfs: l, bpath: m.backing, durable: map[string]fs.InodeEmbedder{}, attrs: attrsOf(m.backing, 0o755)}
 	l.root = root
 	sec := time.Second
@@ -174,7 +178,16 @@ func (m *Mount) Pending() Loss {
 // PowerLoss drops everything not durable: the mount is taken down (the
 // programs using it must be dead, or hold no file open in it) and made
 // again from the backing folder. It returns what was dropped.
-func (m *Mount) PowerLoss() (Loss, error) {
+func (m *Mount) PowerLoss() (Loss, error) { return m.PowerLossAs(CrashState{}) }
+
+// PowerLossAs is PowerLoss that leaves what cs chooses of the unsynced
+// writes of files with a durable name (crash.go): written back in part, or
+// torn at page granularity. Folder entries not made durable are dropped
+// whatever the mode.
+func (m *Mount) PowerLossAs(cs CrashState) (Loss, error) {
+	if err := cs.Check(); err != nil {
+		return Loss{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.server == nil {
@@ -184,7 +197,12 @@ func (m *Mount) PowerLoss() (Loss, error) {
 	l.mu.Lock()
 	l.down = true // nothing more reaches the backing folder from this mount
 	loss := l.pendingLocked()
+	kept, err := applyLocked(l.chooseLocked(cs))
+	loss.Kept = kept
 	l.mu.Unlock()
+	if err != nil {
+		return loss, fmt.Errorf("lazyfs: crash state %s: %w", cs.Mode, err)
+	}
 	if err := m.unmountLocked(); err != nil {
 		return loss, err
 	}
@@ -247,6 +265,11 @@ type lfs struct {
 	mu      sync.Mutex // the whole tree: simple and obviously right
 	down    bool
 	orphanN int
+	// seq numbers unsynced changes in the order they were made; logged
+	// are the files that have some (crash.go).
+	seq    uint64
+	logged map[*fileNode]struct{}
+	faults Faults
 }
 
 func (l *lfs) orphanPath() string {

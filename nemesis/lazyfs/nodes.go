@@ -44,6 +44,11 @@ type fileNode struct {
 	// an fsync writes. Size changes are applied by truncating.
 	lo, hi int64
 	whole  bool
+	// log is every change since the last fsync, for a crash state that
+	// keeps some of them (crash.go); overflow says it grew past maxLog.
+	log      []op
+	logBytes int
+	overflow bool
 }
 
 // touch notes that [lo, hi) changed.
@@ -128,6 +133,9 @@ func (d *dirNode) Create(ctx context.Context, name string, _ uint32, mode uint32
 	if d.GetChild(name) != nil {
 		return nil, nil, 0, syscall.EEXIST
 	}
+	if d.lfs.faults.Full {
+		return nil, nil, 0, errNoSpace
+	}
 	f := &fileNode{lfs: d.lfs, loaded: true, dirty: true, whole: true, attrs: newAttrs(ctx, mode)}
 	ch := d.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG})
 	f.attrs.fill(&out.Attr, syscall.S_IFREG)
@@ -142,6 +150,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	if d.GetChild(name) != nil {
 		return nil, syscall.EEXIST
+	}
+	if d.lfs.faults.Full {
+		return nil, errNoSpace
 	}
 	c := &dirNode{lfs: d.lfs, durable: map[string]fs.InodeEmbedder{}, attrs: newAttrs(ctx, mode)}
 	ch := d.NewPersistentInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR})
@@ -233,6 +244,7 @@ func (d *dirNode) Rename(_ context.Context, name string, newParent fs.InodeEmbed
 
 // Fsync of a folder makes its current entries durable.
 func (d *dirNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
+	d.lfs.fsyncDelay()
 	d.lfs.mu.Lock()
 	defer d.lfs.mu.Unlock()
 	if d.lfs.down {
@@ -426,6 +438,9 @@ func (f *fileNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off in
 	if err := f.load(); err != nil {
 		return 0, errno(err)
 	}
+	if f.noSpace(off + int64(len(data))) {
+		return 0, errNoSpace
+	}
 	old := int64(len(f.data))
 	f.grow(off + int64(len(data)))
 	if off > old {
@@ -433,6 +448,7 @@ func (f *fileNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off in
 	}
 	copy(f.data[off:], data)
 	f.touch(off, off+int64(len(data)))
+	f.logWrite(off, data)
 	f.attrs.mtime = time.Now()
 	return uint32(len(data)), 0
 }
@@ -478,6 +494,9 @@ func (f *fileNode) Setattr(_ context.Context, _ fs.FileHandle, in *fuse.SetAttrI
 		if err := f.load(); err != nil {
 			return errno(err)
 		}
+		if f.noSpace(int64(sz)) {
+			return errNoSpace
+		}
 		if int64(sz) < int64(len(f.data)) {
 			f.data = f.data[:sz]
 		} else {
@@ -486,6 +505,7 @@ func (f *fileNode) Setattr(_ context.Context, _ fs.FileHandle, in *fuse.SetAttrI
 			clear(f.data[old:])
 		}
 		f.touch(int64(sz), int64(sz))
+		f.logSize(int64(sz))
 	}
 	f.attrs.set(in)
 	f.attrs.fill(&out.Attr, syscall.S_IFREG)
@@ -506,10 +526,14 @@ func (f *fileNode) Allocate(_ context.Context, _ fs.FileHandle, off uint64, size
 		return errno(err)
 	}
 	if end := int64(off + size); end > int64(len(f.data)) {
+		if f.noSpace(end) {
+			return errNoSpace
+		}
 		old := len(f.data)
 		f.grow(end)
 		clear(f.data[old:])
 		f.touch(end, end)
+		f.logSize(end)
 	}
 	return 0
 }
@@ -523,6 +547,7 @@ func (f *fileNode) Statfs(_ context.Context, out *fuse.StatfsOut) syscall.Errno 
 // Fsync makes the file's data durable: written to its backing file (an
 // orphan while it has no durable name) and synced there.
 func (f *fileNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
+	f.lfs.fsyncDelay()
 	f.lfs.mu.Lock()
 	defer f.lfs.mu.Unlock()
 	if f.lfs.down {
@@ -573,6 +598,7 @@ func (f *fileNode) syncLocked() error {
 		return err
 	}
 	f.dirty, f.whole = false, false
+	f.synced()
 	return nil
 }
 

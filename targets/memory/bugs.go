@@ -52,6 +52,13 @@ const (
 	// long and then writes to it with an older token shows it (the idle
 	// probes, docs/workloads.md).
 	ForgetIdle Bug = "forget-idle"
+	// AckBeforeFsync: each group commit writes the snapshot and renames it
+	// into place, answers everyone it covers, and only then fsyncs the file
+	// and the folder (a group commit that syncs after it replies, or a
+	// background flusher): what was acknowledged is lost if the power goes
+	// in the few milliseconds of that fsync. A kill -9 keeps it (the page
+	// cache survives it); only a power loss in that window shows it.
+	AckBeforeFsync Bug = "ack-before-fsync"
 	// NoFencing: the resource accepts any write that carries a token,
 	// whatever its high-water mark (lease-only safety). It still records the
 	// token of each value.
@@ -60,7 +67,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, AckBeforeFsync}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +79,73 @@ func TestBugsNoFsync(t *testing.T) {
 		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
 		assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"), "the counter stays durable")
 	})
+}
+
+// ack-before-fsync answers a commit before its fsync: a power loss in that
+// window loses an acknowledged grant, a kill -9 in it loses nothing.
+func TestBugAckBeforeFsync(t *testing.T) {
+	// holdWindow keeps the next late fsync from starting until the
+	// returned func is called; entered is closed once the flusher waits.
+	holdWindow := func(t *testing.T) (entered <-chan struct{}, release func()) {
+		in, hold := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		fn := func() { once.Do(func() { close(in) }); <-hold }
+		beforeLateSync.Store(&fn)
+		var rel sync.Once
+		release = func() { rel.Do(func() { beforeLateSync.Store(nil); close(hold) }) }
+		t.Cleanup(release)
+		return in, release
+	}
+	t.Run("power-loss in the window", func(t *testing.T) {
+		n, c, m := startOnLayer(t, AckBeforeFsync)
+		seed(t, c)
+		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
+		flushed(n)
+		entered, release := holdWindow(t)
+		assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"), "answered before its fsync")
+		<-entered
+		require.NoError(t, n.Kill())
+		loss, err := m.PowerLoss()
+		require.NoError(t, err)
+		release()
+		require.NoError(t, n.Restart(false))
+		require.NoError(t, c.Health(bg))
+		assert.Positive(t, loss.Files+loss.Entries, "the answered commit was not on disk")
+		assert.Equal(t, uint64(4), acquire(t, c, "l", "c5"), "the acknowledged grant of 4 is lost: 4 again")
+	})
+	t.Run("kill in the window", func(t *testing.T) {
+		n, c, _ := startOnLayer(t, AckBeforeFsync)
+		seed(t, c)
+		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
+		flushed(n)
+		entered, release := holdWindow(t)
+		assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"))
+		<-entered
+		require.NoError(t, n.Kill())
+		release()
+		restart(t, n, c, false)
+		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c4", "4").Outcome, "a kill keeps the page cache")
+		assert.Equal(t, uint64(5), acquire(t, c, "l", "c5"))
+	})
+	t.Run("power-loss after the window", func(t *testing.T) {
+		n, c, m := startOnLayer(t, AckBeforeFsync)
+		seed(t, c)
+		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
+		flushed(n)
+		powerLoss(t, n, c, m)
+		assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"), "fsynced before the power went")
+	})
+}
+
+// flushed waits until n's store has no commit running (ack-before-fsync's
+// late fsync included).
+func flushed(n *Node) {
+	n.mu.Lock()
+	s := n.inst.store
+	n.mu.Unlock()
+	s.mu.Lock()
+	for s.committing {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
 }

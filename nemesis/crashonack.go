@@ -1,0 +1,178 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// crashOnAck crashes the node that just answered: it waits for the next
+// acknowledgement (an ok completion recorded in the history) of an acquire,
+// a write or a release on its node, then, a drawn delay of 0 to a few
+// milliseconds after it reached the client, kills the node (kill -9) or cuts
+// its power. A system that answers before its data is on disk loses what it
+// answered only in those few milliseconds, which faults started at random
+// times rarely hit; this one aims at them, as LazyFS's crash "on a matching
+// operation" and etcd's failpoints do from inside, but from what a client
+// sees. The node starts again when the fault ends, as after restart or
+// power-loss.
+type crashOnAck struct{}
+
+// CrashOnAck is the crash-on-ack nemesis's name.
+const CrashOnAck = "crash-on-ack"
+
+// Crash modes of crash-on-ack.
+const (
+	CrashKill  = "kill"
+	CrashPower = "power-loss"
+)
+
+// AckWaiter is the run's feed of acknowledgements (history.Acks): Next waits
+// for the next one match accepts, recorded after the call began.
+type AckWaiter interface {
+	Next(ctx context.Context, match func(history.Ack) bool) (history.Ack, error)
+}
+
+// ackCrash is a crash-on-ack plan's parameters: the trigger (an ok After on
+// the plan's node), the delay after it, and the crash.
+type ackCrash struct {
+	Crash   string `json:"crash"`
+	After   string `json:"after"`
+	DelayUS int64  `json:"delay_us"`
+}
+
+// ackKinds are the operations whose acknowledgement may trigger a crash:
+// what a fencing system must have made durable before it answered.
+var ackKinds = []string{history.Acquire, history.Write, history.Release}
+
+// ackDelayMax bounds the drawn delay: the window of a system that answers
+// and then fsyncs is a few milliseconds (an fsync's time).
+const ackDelayMax = 3 * time.Millisecond
+
+// ackWait bounds the wait for the trigger: a node that answers no such
+// operation meanwhile (a member behind an adapter, an idle key space) is
+// crashed anyway, and the event says the crash was not timed.
+const ackWait = 2 * time.Second
+
+func (crashOnAck) Name() string { return CrashOnAck }
+
+// Effects: a node comes back with what it made durable (after a kill, what
+// it wrote; after a power loss, what it fsynced).
+func (crashOnAck) Effects() []Effect { return []Effect{LosesState} }
+
+// NeedsDiskLayer: its power-loss mode needs the lazyfs layer; without it
+// only the kill mode is drawn.
+func (crashOnAck) NeedsDiskLayer() bool { return true }
+
+func (crashOnAck) Params() any { return &ackCrash{} }
+
+// Timing: as restart's.
+func (crashOnAck) Timing(env *Env) Timing { return restart{}.Timing(env) }
+
+func (crashOnAck) Applicable(env *Env) (bool, string) {
+	if env.Acks == nil {
+		return false, "the run publishes no acknowledgements to time a crash by"
+	}
+	return restart{}.Applicable(env)
+}
+
+func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
+	p, err := restart{}.Draw(ctx, env, rng)
+	if err != nil {
+		return Plan{}, err
+	}
+	// An acquire or a write two times in five each, a release one time in
+	// five: a lost release is no anomaly (the lock stays held until its
+	// lease ends), a lost grant or write is.
+	after := ackKinds[[]int{0, 0, 1, 1, 2}[rng.IntN(5)]]
+	params := &ackCrash{Crash: CrashKill, After: after,
+		DelayUS: rng.Int64N(ackDelayMax.Microseconds() + 1)}
+	// Power loss whenever the node's data is on the layer, two times in
+	// three: kill -9 keeps the page cache, so it finds only what was never
+	// written.
+	if _, ok := env.Target.(PowerCutter); ok && hasNode(powerNodes(env), p.Nodes[0]) && rng.IntN(3) != 0 {
+		params.Crash = CrashPower
+	}
+	p.Params = params
+	return p, nil
+}
+
+func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
+	params, err := paramsOf[ackCrash](p)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CheckPlan(env, p); err != nil {
+		return nil, err
+	}
+	rs, _ := env.Target.(Restarter)
+	node := p.Nodes[0]
+	wctx, cancel := context.WithTimeout(ctx, ackWait)
+	ack, werr := env.Acks.Next(wctx, func(a history.Ack) bool { return a.F == params.After && a.Node == node })
+	cancel()
+	if werr != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	delay := time.Duration(params.DelayUS) * time.Microsecond
+	details := map[string]any{history.ExtraMode: params.Crash, "after": params.After, "delay_us": params.DelayUS, "timed": werr == nil}
+	if werr == nil {
+		time.Sleep(time.Until(ack.At.Add(delay)))
+		details["ack_index"] = ack.Index
+		details["ack_key"] = ack.Key
+	}
+	// How long after the acknowledgement the crash was sent: the delay,
+	// plus the scheduling of this goroutine.
+	sent := time.Now()
+	switch params.Crash {
+	case CrashPower:
+		pc := env.Target.(PowerCutter)
+		loss, err := pc.CutPower(ctx, node)
+		if err != nil {
+			return nil, applyFailed(params.Crash, []string{node}, err)
+		}
+		details["lost_files"], details["lost_entries"] = loss.Files, loss.Entries
+	default:
+		if err := rs.KillNode(ctx, node); err != nil {
+			return nil, applyFailed(params.Crash, []string{node}, err)
+		}
+	}
+	if werr == nil {
+		details["sent_after_ack_us"] = sent.Sub(ack.At).Microseconds()
+	}
+	return &Fault{Nodes: p.Nodes, Details: details,
+		Stop: func(ctx context.Context) error { return startedAgain(ctx, env, rs, node, false) }}, nil
+}
+
+func (crashOnAck) CheckPlan(env *Env, p Plan) error {
+	if len(p.Nodes) != 1 {
+		return errors.New("a crash on an acknowledgement acts on exactly one node")
+	}
+	params, err := paramsOf[ackCrash](p)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(ackKinds, params.After) {
+		return fmt.Errorf("a crash is timed by an acknowledged %v, not %q", ackKinds, params.After)
+	}
+	if params.DelayUS < 0 {
+		return fmt.Errorf("a crash's delay after the acknowledgement is negative (%d us)", params.DelayUS)
+	}
+	if _, ok := env.Target.(Restarter); !ok {
+		return errors.New("the target's nodes cannot be killed and restarted")
+	}
+	switch params.Crash {
+	case CrashKill:
+	case CrashPower:
+		if _, ok := env.Target.(PowerCutter); !ok || !hasNode(powerNodes(env), p.Nodes[0]) {
+			return fmt.Errorf("node %s's data is not on the lazyfs layer", p.Nodes[0])
+		}
+	default:
+		return fmt.Errorf("a crash is %q or %q, not %q", CrashKill, CrashPower, params.Crash)
+	}
+	return nil
+}

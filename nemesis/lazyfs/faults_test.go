@@ -1,0 +1,137 @@
+package lazyfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A slow disk: each fsync takes the delay longer, and reads go on meanwhile.
+func TestFaultsSlowFsync(t *testing.T) {
+	m := mountT(t, false)
+	path := filepath.Join(m.Dir(), "f")
+	writeFile(t, path, "data", true)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	start := time.Now()
+	require.NoError(t, f.Sync())
+	healthy := time.Since(start)
+
+	m.SetFaults(Faults{FsyncDelay: 200 * time.Millisecond})
+	done := make(chan time.Duration)
+	go func() {
+		start := time.Now()
+		f.Sync()
+		done <- time.Since(start)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	readStart := time.Now()
+	got, _ := content(t, path)
+	assert.Equal(t, "data", got)
+	assert.Less(t, time.Since(readStart), 150*time.Millisecond, "a read is not held behind the slow fsync")
+	slow := <-done
+	t.Logf("fsync %s healthy, %s slow", healthy, slow)
+	assert.GreaterOrEqual(t, slow, 200*time.Millisecond)
+
+	m.SetFaults(Faults{})
+	start = time.Now()
+	require.NoError(t, f.Sync())
+	assert.Less(t, time.Since(start), 150*time.Millisecond, "healed")
+}
+
+// A full disk: what needs new space fails with ENOSPC, overwriting in place
+// and freeing space succeed, and the fault outlives a power loss.
+func TestFaultsFullDisk(t *testing.T) {
+	m := mountT(t, false)
+	d := m.Dir()
+	writeFile(t, filepath.Join(d, "f"), "0123456789", true)
+	writeFile(t, filepath.Join(d, "g"), "gone soon", true)
+	m.SetFaults(Faults{Full: true})
+
+	f, err := os.OpenFile(filepath.Join(d, "f"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("abc"), 2)
+	assert.NoError(t, err, "in place needs no space")
+	_, err = f.WriteAt([]byte("more"), 9)
+	assert.True(t, errors.Is(err, syscall.ENOSPC), "past the end: %v", err)
+	assert.True(t, errors.Is(f.Truncate(100), syscall.ENOSPC), "growing")
+	require.NoError(t, f.Truncate(5), "shrinking frees space")
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+	_, err = os.Create(filepath.Join(d, "new"))
+	assert.True(t, errors.Is(err, syscall.ENOSPC), "a new file: %v", err)
+	assert.True(t, errors.Is(os.Mkdir(filepath.Join(d, "sub"), 0o755), syscall.ENOSPC))
+	require.NoError(t, os.Remove(filepath.Join(d, "g")), "unlink frees space")
+	got, _ := content(t, filepath.Join(m.Backing(), "f"))
+	assert.Equal(t, "01abc", got, "the disk has what was synced")
+
+	_, err = m.PowerLoss()
+	require.NoError(t, err)
+	_, err = os.Create(filepath.Join(d, "new"))
+	assert.True(t, errors.Is(err, syscall.ENOSPC), "still full after a power loss")
+	m.SetFaults(Faults{})
+	writeFile(t, filepath.Join(d, "new"), "room again", true)
+}
+
+// Corruption of the disk: one bit of one durable file, or the file cut;
+// hidden by the page cache until the layer reads the disk again.
+func TestFaultsCorrupt(t *testing.T) {
+	m := mountT(t, false)
+	d := m.Dir()
+	want := "a durable state file of some length"
+	writeFile(t, filepath.Join(d, "state"), want, true)
+	syncDir(t, d)
+	got, _ := content(t, filepath.Join(d, "state")) // in the page cache now
+	require.Equal(t, want, got)
+
+	c, err := m.Corrupt(Corruption{Mode: BitFlip, Seed: 3})
+	require.NoError(t, err)
+	assert.Equal(t, "state", c.File)
+	disk, _ := content(t, filepath.Join(m.Backing(), "state"))
+	require.Len(t, disk, len(want))
+	diff := 0
+	for i := range want {
+		if x := disk[i] ^ want[i]; x != 0 {
+			assert.Equal(t, int64(i), c.Offset)
+			assert.Equal(t, 1, popcount(x), "one bit")
+			diff++
+		}
+	}
+	assert.Equal(t, 1, diff)
+	got, _ = content(t, filepath.Join(d, "state"))
+	assert.Equal(t, want, got, "the page cache hides it")
+	_, err = m.PowerLoss()
+	require.NoError(t, err)
+	got, _ = content(t, filepath.Join(d, "state"))
+	assert.Equal(t, disk, got, "read from the disk again, it is there")
+
+	c, err = m.Corrupt(Corruption{Mode: Truncate, Seed: 3})
+	require.NoError(t, err)
+	again, err := m.Corrupt(Corruption{Mode: Truncate, Seed: 3})
+	require.NoError(t, err)
+	assert.Equal(t, c.File, again.File, "the seed picks the file")
+	disk, _ = content(t, filepath.Join(m.Backing(), "state"))
+	assert.Len(t, disk, int(again.Offset))
+	assert.Less(t, again.Offset, int64(len(want)))
+
+	empty := mountT(t, false)
+	_, err = empty.Corrupt(Corruption{Mode: BitFlip})
+	assert.ErrorContains(t, err, "no durable file")
+	_, err = empty.Corrupt(Corruption{Mode: "melt"})
+	assert.Error(t, err)
+}
+
+func popcount(b byte) int {
+	n := 0
+	for ; b != 0; b &= b - 1 {
+		n++
+	}
+	return n
+}
