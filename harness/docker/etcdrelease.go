@@ -2,8 +2,6 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -71,26 +69,8 @@ func buildEtcdRelease(ctx context.Context, src, cache, version string, progress 
 			return "", err
 		}
 	}
-	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
-		h.Write(b)
-	}
-	gover, err := goVersion(ctx)
-	if err != nil {
-		return "", err
-	}
-	h.Write(gover)
-	out := filepath.Join(cache, "etcd-"+version+"-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
-	}
-	fmt.Fprintf(progress, "image etcd %s: compiling the etcd server at that release (first time only: a few minutes)\n", version)
-	return out, goBuildStatic(ctx, dir, ".", out)
+	return compileEtcd(ctx, dir, filepath.Join(cache, "etcd-"+version+"-"), progress,
+		fmt.Sprintf("image etcd %s: compiling the etcd server at that release (first time only: a few minutes)", version))
 }
 
 var etcdReleaseRE = regexp.MustCompile(`^v3\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)

@@ -215,7 +215,13 @@ func PruneSuperseded(ctx context.Context, cli *client.Client, repository, keep s
 // of its go.mod, go.sum and main.go and per Go version: the result is kept in
 // the cache, so a warm run does not even start the compiler.
 func buildEtcdBinary(ctx context.Context, src, cache string, progress io.Writer) (string, error) {
-	dir := filepath.Join(src, "images", "etcd")
+	return compileEtcd(ctx, filepath.Join(src, "images", "etcd"), filepath.Join(cache, "etcd-"), progress,
+		"image etcd: compiling the etcd server (first time only: about a minute)")
+}
+
+// compileEtcd builds the etcd module in dir into prefix+<hash of its go.mod,
+// go.sum, main.go and the Go version>, unless that file is there already.
+func compileEtcd(ctx context.Context, dir, prefix string, progress io.Writer, saying string) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
@@ -230,11 +236,11 @@ func buildEtcdBinary(ctx context.Context, src, cache string, progress io.Writer)
 		return "", err
 	}
 	h.Write(gover)
-	out := filepath.Join(cache, "etcd-"+hex.EncodeToString(h.Sum(nil))[:16])
+	out := prefix + hex.EncodeToString(h.Sum(nil))[:16]
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	fmt.Fprintf(progress, "image etcd: compiling the etcd server (first time only: about a minute)\n")
+	fmt.Fprintln(progress, saying)
 	return out, goBuildStatic(ctx, dir, ".", out)
 }
 
