@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -87,22 +88,12 @@ func indexOps(ops *history.Ops) *opsIndex {
 		}
 	}
 	for _, s := range h.stored {
-		slices.SortFunc(s, func(x, y timedOp) int { return cmpInt(x.ret, y.ret) })
+		slices.SortFunc(s, func(x, y timedOp) int { return cmp.Compare(x.ret, y.ret) })
 	}
 	for _, e := range h.events {
-		slices.SortStableFunc(e, func(x, y lockEvent) int { return cmpInt(x.at, y.at) })
+		slices.SortStableFunc(e, func(x, y lockEvent) int { return cmp.Compare(x.at, y.at) })
 	}
 	return h
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // markBefore is the key's high-water mark as the clients saw it: the

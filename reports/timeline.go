@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"container/heap"
 	"slices"
 
@@ -27,9 +28,9 @@ func newOpsView(res *analysis.Result) *opsView {
 	}
 	slices.SortFunc(v.ops, func(x, y *history.Op) int {
 		if x.Call != y.Call {
-			return cmpInt(x.Call, y.Call)
+			return cmp.Compare(x.Call, y.Call)
 		}
-		return cmpInt(x.ID, y.ID)
+		return cmp.Compare(x.ID, y.ID)
 	})
 	seen := map[string]bool{}
 	for _, o := range v.ops {
@@ -120,14 +121,4 @@ func (h *laneHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
