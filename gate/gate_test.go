@@ -58,14 +58,17 @@ func run(t *testing.T, cfg Config) *Result {
 // and the JUnit file is where CI expects it.
 func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	junit := filepath.Join(t.TempDir(), "fencecheck.xml")
-	res := run(t, Config{Target: exampleSpec(t, "offset-file"), Time: 10 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
+	res := run(t, Config{Target: exampleSpec(t, "offset-file"), Time: 14 * time.Second, Nemesis: "all", Seed: 3, JUnit: junit})
 	require.Equal(t, analysis.ExitValid, res.ExitCode, res.Summary())
 	assert.True(t, res.Passed())
 	assert.Equal(t, checkers.Valid, res.Verdict)
 	assert.Empty(t, res.Reasons)
-	for _, n := range []string{"pause", "restart", "clock", "partition", "strip", "delay", "power-loss"} {
+	for _, n := range []string{"pause", "clock", "partition", "strip", "delay", "power-loss"} {
 		assert.Positive(t, res.Faults[n], "nemesis %s should act on a host process", n)
 	}
+	// A kill and a start again, at random or timed by an acknowledgement
+	// (all shares its time among more nemeses than a short run has turns).
+	assert.Positive(t, res.Faults["restart"]+res.Faults["crash-on-ack"], "a kill and restart should act on a host process: %v", res.Faults)
 	assert.Empty(t, res.NotApplicable)
 	b, err := os.ReadFile(junit)
 	require.NoError(t, err)

@@ -147,11 +147,16 @@ func TestSSHEtcdOnThreeHostsUnderAll(t *testing.T) {
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
 	res := readResults(t, runDir(store))
 	nem, _ := res["nemeses"].(map[string]any)
-	for _, n := range []string{"pause", "restart", "power-loss", "clock", "partition", "strip", "delay"} {
+	started := func(n string) float64 {
 		st, _ := nem[n].(map[string]any)
-		started, _ := st["started"].(float64)
-		assert.Positive(t, started, "nemesis %s acted on the SSH hosts: %v", n, nem[n])
+		v, _ := st["started"].(float64)
+		return v
 	}
+	for _, n := range []string{"pause", "power-loss", "clock", "partition", "strip", "delay"} {
+		assert.Positive(t, started(n), "nemesis %s acted on the SSH hosts: %v", n, nem[n])
+	}
+	// A kill and a start again, at random or timed by an acknowledgement.
+	assert.Positive(t, started("restart")+started("crash-on-ack"), "kills acted on the SSH hosts: %v", nem)
 	noLeftovers(t, lab, 10*time.Second)
 }
 
