@@ -232,18 +232,27 @@ func writeTable(out string, m *Matrix) int {
 			md = splice(md, string(old[i:])) // the shrink table is --shrink's
 		}
 	}
-	if out == "-" {
-		fmt.Print(md)
-	} else if err := durable.WriteFile(out, []byte(md), 0o644); err != nil {
+	if err := writeOut(out, md); err != nil {
 		fmt.Fprintln(os.Stderr, "matrix:", err)
 		return 3
-	} else {
-		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
 	}
 	if !m.Passed() {
 		return 1
 	}
 	return 0
+}
+
+// writeOut writes a table to out ("-": standard output).
+func writeOut(out, md string) error {
+	if out == "-" {
+		_, err := fmt.Print(md)
+		return err
+	}
+	if err := durable.WriteFile(out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
+	return nil
 }
 
 // writeTrackRecord records m's rows in the measurements kept beside out
@@ -267,13 +276,9 @@ func writeTrackRecord(out string, m *Matrix) int {
 		md = f.TrackMarkdown(m.Config.Command, m.Interrupted)
 		passed = f.matrix("", m.Interrupted).TrackPassed()
 	}
-	if out == "-" {
-		fmt.Print(md)
-	} else if err := durable.WriteFile(out, []byte(md), 0o644); err != nil {
+	if err := writeOut(out, md); err != nil {
 		fmt.Fprintln(os.Stderr, "matrix:", err)
 		return 3
-	} else {
-		fmt.Fprintf(os.Stderr, "matrix: wrote %s\n", out)
 	}
 	if !passed {
 		fmt.Fprintln(os.Stderr, "matrix: a track-record row changed its verdict (see the rows marked ⚠)")
