@@ -149,7 +149,7 @@ type crashDisk interface {
 func (c *Cluster) CrashStateNodes() []string {
 	var out []string
 	for _, m := range c.members {
-		if _, ok := m.disk.(crashDisk); ok {
+		if _, ok := m.disk.(crashDisk); ok && m.Data.LoseAllOnly == "" {
 			out = append(out, m.Name)
 		}
 	}

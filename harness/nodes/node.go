@@ -110,6 +110,10 @@ type Data struct {
 	// NoLayer says why the data never goes on the lazyfs layer (the node
 	// cannot lose power); "" when it may.
 	NoLayer string
+	// LoseAllOnly says why a power loss of the node drops every unsynced
+	// write rather than leaving a partial crash state (lazyfs.CrashModes):
+	// "" when partial states apply.
+	LoseAllOnly string
 }
 
 // ClockVia is how a node's wall clock is moved.
