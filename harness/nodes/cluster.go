@@ -52,6 +52,8 @@ type Cluster struct {
 	proc *processes
 	srv  *servers
 	ssh  *hosts
+	// layers serve the power-loss layers of the nodes on this machine.
+	layers *localLayers
 }
 
 // member is one node of a running cluster.
@@ -98,6 +100,7 @@ func New(name string, sem checkers.Semantics, table []Node, opts Options) (*Clus
 	}
 	c := &Cluster{name: name, sem: sem, opts: opts}
 	c.ctr, c.proc, c.srv, c.ssh = &containers{c: c}, &processes{c: c}, &servers{c: c}, &hosts{c: c}
+	c.layers = &localLayers{c: c}
 	for _, n := range table {
 		m := &member{Node: n, bound: map[string]int{}}
 		switch n.Kind() {
@@ -307,7 +310,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		}
 		errs = append(errs, m.disk.Unmount())
 	}
-	errs = append(errs, c.ctr.close(ctx), c.proc.close(c.members), c.ssh.close(ctx))
+	errs = append(errs, c.layers.close(), c.ctr.close(ctx), c.proc.close(c.members), c.ssh.close(ctx))
 	return errors.Join(errs...)
 }
 

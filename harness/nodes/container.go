@@ -290,6 +290,8 @@ func (d *containers) layerWhy(*member) string {
 	return ""
 }
 
+func (d *containers) newLayer(m *member) (disk, error) { return d.c.layers.mount(m) }
+
 func (d *containers) saveLogs(ctx context.Context, dir string) error {
 	if d.rt == nil {
 		return nil

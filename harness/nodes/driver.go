@@ -3,7 +3,6 @@ package nodes
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
@@ -57,15 +56,6 @@ type disk interface {
 	Unmount() error
 }
 
-// localLayer is the layer on this machine, for the kinds whose data is here.
-func localLayer(m *member) (disk, error) {
-	d, err := lazyfs.New(m.dataDir(), filepath.Join(m.dir, "mnt"), lazyfs.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
 // unreachable is the driver of url nodes, and the base of the others: a
 // node fencecheck did not start takes no fault of its own.
 type unreachable struct{}
@@ -96,7 +86,9 @@ func (unreachable) cutWhy(m *member) string {
 func (unreachable) cut(_ context.Context, m *member, _ []*member) error {
 	return fmt.Errorf("%s", unreachable{}.cutWhy(m))
 }
-func (unreachable) healCuts(context.Context) error          { return nil }
-func (unreachable) layerWhy(*member) string                 { return "a url node is not started by fencecheck" }
-func (unreachable) newLayer(m *member) (disk, error)        { return localLayer(m) }
+func (unreachable) healCuts(context.Context) error { return nil }
+func (unreachable) layerWhy(*member) string        { return "a url node is not started by fencecheck" }
+func (unreachable) newLayer(m *member) (disk, error) {
+	return nil, fmt.Errorf("node %s: %s", m.Name, unreachable{}.layerWhy(m))
+}
 func (unreachable) wipe(_ context.Context, m *member) error { return wipe(m) }

@@ -322,7 +322,7 @@ func (c *Cluster) checkClocks(ctx context.Context) {
 // localDisk is the layer on this machine, which has disk faults.
 type localDisk interface {
 	crashDisk
-	SetFaults(f lazyfs.Faults)
+	SetFaults(f lazyfs.Faults) error
 	Corrupt(c lazyfs.Corruption) (lazyfs.Corrupted, error)
 }
 
@@ -358,8 +358,7 @@ func (c *Cluster) SetDiskFaults(_ context.Context, name string, f lazyfs.Faults)
 	if err != nil {
 		return err
 	}
-	d.SetFaults(f)
-	return nil
+	return d.SetFaults(f)
 }
 
 // CorruptDisk implements nemesis.DiskFaulter: one durable file of the

@@ -101,6 +101,8 @@ func (d *servers) cutWhy(m *member) string {
 
 func (d *servers) layerWhy(*member) string { return "" }
 
+func (d *servers) newLayer(m *member) (disk, error) { return d.c.layers.mount(m) }
+
 // stopAll stops every server gracefully and closes the logs.
 func (d *servers) stopAll(ms []*member) error {
 	var errs []error

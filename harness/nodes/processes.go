@@ -294,6 +294,8 @@ func (d *processes) cutWhy(m *member) string {
 
 func (d *processes) layerWhy(*member) string { return "" }
 
+func (d *processes) newLayer(m *member) (disk, error) { return d.c.layers.mount(m) }
+
 // gone says why a process node can no longer come up: its program exited
 // (with the last lines of its log).
 func (d *processes) gone(node string) error {

@@ -173,7 +173,8 @@ func (a *agent) do(req Request) Response {
 	if req.Op == OpCut {
 		return Response{Error: errText(a.setCut(req.Peers))}
 	}
-	n, err := a.node(req.Node, req.Op == OpPrepare)
+	// A layer at given folders needs no prepare (a local agent's nodes).
+	n, err := a.node(req.Node, req.Op == OpPrepare || req.Op == OpLayer && req.Backing != "")
 	if err != nil {
 		return Response{Error: err.Error()}
 	}

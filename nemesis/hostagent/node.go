@@ -25,9 +25,11 @@ type node struct {
 	mu    sync.Mutex
 	files map[string]string
 	disk  *lazyfs.Mount
-	proc  *procgroup.Group
-	log   *os.File
-	clock *timewarp.Group
+	// mountDir is the mount point the agent was given ("" for its own).
+	mountDir string
+	proc     *procgroup.Group
+	log      *os.File
+	clock    *timewarp.Group
 }
 
 func newNode(a *agent, name string) *node {
@@ -66,7 +68,7 @@ func (n *node) do(req Request) Response {
 	case OpPrepare:
 		resp.Data, resp.ClockFile, err = n.prepare(req.Files, req.ClockFile)
 	case OpLayer:
-		resp.Data, err = n.layer()
+		resp.Data, err = n.layer(req.Backing, req.Mount)
 	case OpStart:
 		resp.PGID, err = n.start(req.Argv, req.Env, req.Dir)
 	case OpRunning:
@@ -80,7 +82,24 @@ func (n *node) do(req Request) Response {
 	case OpWipe:
 		err = n.wipe()
 	case OpPowerLoss:
-		resp.Loss, err = n.powerLoss()
+		resp.Loss, err = n.powerLoss(req.Crash)
+	case OpPending:
+		var d *lazyfs.Mount
+		if d, err = n.layerOf(); err == nil {
+			resp.Loss = d.Pending()
+		}
+	case OpDiskFaults:
+		var d *lazyfs.Mount
+		if d, err = n.layerOf(); err == nil && req.Faults != nil {
+			d.SetFaults(*req.Faults)
+		}
+	case OpCorrupt:
+		var d *lazyfs.Mount
+		if d, err = n.layerOf(); err == nil && req.Corruption != nil {
+			var c lazyfs.Corrupted
+			c, err = d.Corrupt(*req.Corruption)
+			resp.Corrupted = &c
+		}
 	case OpUnmount:
 		err = n.unmount()
 	case OpClock:
@@ -128,19 +147,38 @@ func (n *node) prepare(files map[string]string, clockFile bool) (data, clock str
 	return n.dataDir(), clock, nil
 }
 
-// layer puts the node's data on the lazyfs layer (before its first start).
-func (n *node) layer() (string, error) {
+// layer puts the node's data on the lazyfs layer (before its first start):
+// its own folders, or backing and mount when given (a local agent's).
+func (n *node) layer(backing, mount string) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.disk != nil {
 		return n.disk.Dir(), nil
 	}
-	d, err := lazyfs.New(n.dataDir(), filepath.Join(n.dir(), "mnt"), lazyfs.Options{})
+	if (backing == "") != (mount == "") {
+		return "", fmt.Errorf("node %s: a layer needs both a backing folder and a mount point, or neither", n.name)
+	}
+	if backing == "" {
+		backing, mount = n.dataDir(), filepath.Join(n.dir(), "mnt")
+	} else {
+		n.mountDir = mount
+	}
+	d, err := lazyfs.New(backing, mount, lazyfs.Options{})
 	if err != nil {
 		return "", err
 	}
 	n.disk = d
 	return d.Dir(), nil
+}
+
+// layerOf is the node's layer, or why it has none.
+func (n *node) layerOf() (*lazyfs.Mount, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.disk == nil {
+		return nil, fmt.Errorf("node %s's data is not on the lazyfs layer", n.name)
+	}
+	return n.disk, nil
 }
 
 // start (re)starts the node's program in its own group, its output
@@ -260,25 +298,35 @@ func (n *node) wipe() error {
 	return Wipe(n.workDir(), files)
 }
 
-// powerLoss drops what the (killed) node never made durable.
-func (n *node) powerLoss() (lazyfs.Loss, error) {
-	n.mu.Lock()
-	d := n.disk
-	n.mu.Unlock()
-	if d == nil {
-		return lazyfs.Loss{}, fmt.Errorf("node %s's data is not on the lazyfs layer", n.name)
+// powerLoss drops what the (killed) node never made durable, or what the
+// crash state chooses of it.
+func (n *node) powerLoss(cs *lazyfs.CrashState) (lazyfs.Loss, error) {
+	d, err := n.layerOf()
+	if err != nil {
+		return lazyfs.Loss{}, err
+	}
+	if cs != nil {
+		return d.PowerLossAs(*cs)
 	}
 	return d.PowerLoss()
 }
 
+// unmount takes the layer down, and removes a mount point the agent was
+// given (empty once unmounted: the run's folder must not keep it).
 func (n *node) unmount() error {
 	n.mu.Lock()
-	d := n.disk
+	d, mount := n.disk, n.mountDir
 	n.mu.Unlock()
 	if d == nil {
 		return nil
 	}
-	return d.Unmount()
+	err := d.Unmount()
+	if err == nil && mount != "" {
+		if rerr := os.Remove(mount); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = rerr
+		}
+	}
+	return err
 }
 
 // clockReach says why the group's processes cannot be patched ("": they

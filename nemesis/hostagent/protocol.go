@@ -46,7 +46,10 @@ const (
 	OpKill       = "kill"       // kill -9 of the group, waited for
 	OpTerminate  = "terminate"  // SIGTERM, SIGKILL after Grace
 	OpWipe       = "wipe"       // empty the node's data, files written again
-	OpPowerLoss  = "power-loss" // drop what was not fsynced -> Loss
+	OpPowerLoss  = "power-loss" // drop what was not fsynced (Crash: keep part of it) -> Loss
+	OpPending    = "pending"    // what a power loss would drop now -> Loss
+	OpDiskFaults = "disk-faults"
+	OpCorrupt    = "corrupt"    // damage one durable file -> Corrupted
 	OpUnmount    = "unmount"    // take the layer down
 	OpClock      = "clock"      // the group's wall clock to Offset -> Processes, Injected
 	OpClockSync  = "clock-sync" // give new processes the offset in force
@@ -80,6 +83,16 @@ type Request struct {
 	Peers []string `json:"peers,omitempty"`
 	// tail
 	Lines int `json:"lines,omitempty"`
+	// layer: the backing folder and mount point to use instead of the
+	// node's folders under the agent's (a local agent serves the layers of
+	// nodes whose folders the harness made); the mount point is removed
+	// when the layer comes down.
+	Backing string `json:"backing,omitempty"`
+	Mount   string `json:"mount,omitempty"`
+	// power-loss, disk-faults, corrupt
+	Crash      *lazyfs.CrashState `json:"crash,omitempty"`
+	Faults     *lazyfs.Faults     `json:"faults,omitempty"`
+	Corruption *lazyfs.Corruption `json:"corruption,omitempty"`
 }
 
 // Response is the agent's answer to one request.
@@ -87,17 +100,18 @@ type Response struct {
 	ID    uint64 `json:"id"`
 	Error string `json:"error,omitempty"`
 
-	Hello     *Hello      `json:"hello,omitempty"`
-	Data      string      `json:"data,omitempty"`
-	ClockFile string      `json:"clock_file,omitempty"`
-	PGID      int         `json:"pgid,omitempty"`
-	Running   bool        `json:"running,omitempty"`
-	Status    string      `json:"status,omitempty"`
-	Loss      lazyfs.Loss `json:"loss"`
-	Processes int         `json:"processes,omitempty"`
-	Injected  int         `json:"injected,omitempty"`
-	Why       string      `json:"why,omitempty"`
-	Text      string      `json:"text,omitempty"`
+	Hello     *Hello            `json:"hello,omitempty"`
+	Data      string            `json:"data,omitempty"`
+	ClockFile string            `json:"clock_file,omitempty"`
+	PGID      int               `json:"pgid,omitempty"`
+	Running   bool              `json:"running,omitempty"`
+	Status    string            `json:"status,omitempty"`
+	Loss      lazyfs.Loss       `json:"loss"`
+	Processes int               `json:"processes,omitempty"`
+	Injected  int               `json:"injected,omitempty"`
+	Why       string            `json:"why,omitempty"`
+	Text      string            `json:"text,omitempty"`
+	Corrupted *lazyfs.Corrupted `json:"corrupted,omitempty"`
 }
 
 // Hello is what the agent says of itself and its host: each "Why" field is

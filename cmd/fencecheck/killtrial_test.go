@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+)
+
+// kill -9 of fencecheck at random moments of a power-loss run (setup, main
+// phase with layers busy and fsyncs in flight, final phase, check) leaves
+// no mount, no process of the run's and nothing in D, without `fencecheck
+// clean`; the next run on the same machine is valid.
+func TestTrialKillsAtRandomMomentsLeaveNothing(t *testing.T) {
+	if err := lazyfs.Supported(); err != nil {
+		t.Skipf("power-loss layers need FUSE here: %v", err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill moments drawn from seed %d", seed)
+	rnd := rand.New(rand.NewPCG(seed, 0))
+	store := t.TempDir()
+	for i := range 4 {
+		// The run takes about 9 s: the kill may come in setup, the main
+		// phase, the final phase or the check.
+		at := time.Duration(300+rnd.IntN(8200)) * time.Millisecond
+		c := startCLI(t, "test", "--target", "memory", "--time", "8s", "--nemesis", "power-loss,crash-on-ack",
+			"--seed", strconv.Itoa(i+1), "--quiet", "--store", store)
+		pid := c.cmd.Process.Pid
+		seen := map[int]string{} // every descendant seen: pid -> start time
+		for deadline := time.Now().Add(at); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for p, st := range descendants(pid) {
+				seen[p] = st
+			}
+		}
+		select {
+		case <-c.done:
+			t.Fatalf("run %d ended before its kill at %s (exit %d): the trial needs a longer run", i+1, at, c.code)
+		default:
+		}
+		require.NoError(t, c.cmd.Process.Kill())
+		// A fencecheck that served its own layers stayed a zombie with a
+		// thread in D here, and this wait never returned.
+		c.wait(t, 15*time.Second)
+		waitFor(t, 15*time.Second, "every process of the killed run to end", func() bool {
+			for p, st := range seen {
+				if now, ok := processStart(p); ok && now == st {
+					return false
+				}
+			}
+			return true
+		})
+		assert.Empty(t, layerMountsUnder(store), "kill %d at %s left mounts", i+1, at)
+		t.Logf("kill %d at %s: %d helper processes seen, all gone, no mount left", i+1, at, len(seen))
+	}
+	c := startCLI(t, "test", "--target", "memory", "--time", "5s", "--nemesis", "power-loss,crash-on-ack",
+		"--seed", "11", "--quiet", "--store", store)
+	assert.Equal(t, analysis.ExitValid, c.wait(t, 2*time.Minute), "stderr:\n%s", c.stderr.String())
+	assert.Empty(t, layerMountsUnder(store))
+}
+
+// descendants are the processes below pid (children of children: the
+// agents run in sessions of their own, but keep their parent), with their
+// start times.
+func descendants(pid int) map[int]string {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	out := map[int]string{}
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				if st, ok := processStart(p); ok {
+					out[p] = st
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// processStart is a process's start time (field 22 of its stat).
+func processStart(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 || f[0] == "Z" {
+		return "", false
+	}
+	return f[19], true
+}
+
+// layerMountsUnder lists the layer mounts under dir, from the mount table
+// only (never an access to a mount: a dead one would hang it).
+func layerMountsUnder(dir string) []string {
+	abs, _ := filepath.Abs(dir)
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i, x := range fields {
+			if x == "-" && i+1 < len(fields) && strings.HasPrefix(fields[i+1], "fuse") && strings.HasPrefix(fields[4], abs+"/") {
+				out = append(out, fields[4])
+			}
+		}
+	}
+	return out
+}
