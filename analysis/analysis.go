@@ -468,13 +468,14 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	}
 	r.Notes = a.notes
 	r.Counts = a.count(ops)
-	r.LateWrites = lateWrites(ops)
+	var lateReached []int64
+	r.LateWrites, lateReached = lateWrites(ops)
 	r.Faults = a.faults.periods(a.end)
 	r.Counts.Faults = len(r.Faults)
 	r.Nemeses = nemesisCounts(a.nemeses)
 	r.Run = a.run.record()
 	r.Coverage = coverage(coverageInput{ops: ops, faults: r.Faults, run: r.Run, nodes: a.run.nodes, sem: a.sem,
-		late: r.LateWrites, main: a.mainPhase(), lease: max(a.opts.TTL, time.Duration(a.granted))})
+		lateReached: lateReached, main: a.mainPhase(), lease: max(a.opts.TTL, time.Duration(a.granted))})
 	// The lease summary before the checkers: the finder's leases are then
 	// garbage while they run.
 	var rep overlap.Report
