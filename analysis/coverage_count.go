@@ -16,7 +16,7 @@ import (
 
 // opsIndex is the operations coverage reads, per key and lock.
 type opsIndex struct {
-	acquires map[string][]timedOp // ok acquires per lock, by call
+	acquires map[string][]timedOp // ok acquires per lock, by call: grants, each one reached the issuer
 	events   map[string][]lockEvent
 	writes   map[string][]timedOp // every write per key, by call
 	stored   map[string][]timedOp // ok writes per key, by return
