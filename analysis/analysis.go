@@ -414,6 +414,14 @@ func (a *analyzer) silences(faults []Fault) []string {
 	return a.service.silences(a.run.mainAt, end, faults)
 }
 
+// coverageOf counts coverage over ops (sorted), with the fault periods
+// and the run's events read so far: the one place both Check (after the
+// run) and a CoverageCounter (during it) count.
+func (a *analyzer) coverageOf(ops *history.Ops, faults []Fault, lateReached []int64) *Coverage {
+	return coverage(coverageInput{ops: ops, faults: faults, run: a.run.record(), nodes: a.run.nodes, sem: a.sem,
+		lateReached: lateReached, main: a.mainPhase(), lease: max(a.opts.TTL, time.Duration(a.granted))})
+}
+
 // mainPhase is how long the main phase lasted (the whole history when it
 // has no phase events).
 func (a *analyzer) mainPhase() time.Duration {
@@ -468,13 +476,13 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	}
 	r.Notes = a.notes
 	r.Counts = a.count(ops)
-	r.LateWrites = lateWrites(ops)
+	var lateReached []int64
+	r.LateWrites, lateReached = lateWrites(ops)
 	r.Faults = a.faults.periods(a.end)
 	r.Counts.Faults = len(r.Faults)
 	r.Nemeses = nemesisCounts(a.nemeses)
 	r.Run = a.run.record()
-	r.Coverage = coverage(coverageInput{ops: ops, faults: r.Faults, run: r.Run, nodes: a.run.nodes, sem: a.sem,
-		late: r.LateWrites, main: a.mainPhase(), lease: max(a.opts.TTL, time.Duration(a.granted))})
+	r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
 	// The lease summary before the checkers: the finder's leases are then
 	// garbage while they run.
 	var rep overlap.Report

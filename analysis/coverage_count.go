@@ -16,12 +16,12 @@ import (
 
 // opsIndex is the operations coverage reads, per key and lock.
 type opsIndex struct {
-	acquires map[string][]timedOp // ok acquires per lock, by call
+	acquires map[string][]timedOp // ok acquires per lock, by call: grants, each one reached the issuer
 	events   map[string][]lockEvent
 	writes   map[string][]timedOp // every write per key, by call
 	stored   map[string][]timedOp // ok writes per key, by return
-	tampered map[string][]int64   // tampered writes' ids by strip mode
-	forged   []int64
+	tampered map[string][]int64   // tampered writes that reached the resource, by strip mode
+	forged   []int64              // writes with a forged token that reached the resource
 }
 
 type timedOp struct {
@@ -30,6 +30,12 @@ type timedOp struct {
 	n                    uint64
 	valid, ok, failed    bool
 }
+
+// reached: the system answered (accepted, or rejected for certain). Only
+// such an operation completes a situation: one that ended info may never
+// have arrived (connection refused while its node restarted), so the
+// system may never have been put in the situation at all.
+func (t timedOp) reached() bool { return t.ok || t.failed }
 
 // lockEvent is one lock's grant, renew or release for the free-lock count.
 type lockEvent struct {
@@ -74,7 +80,7 @@ func indexOps(ops *history.Ops) *opsIndex {
 			if t.ok && t.valid {
 				h.stored[o.Key] = append(h.stored[o.Key], t)
 			}
-			if o.Tampered != "" {
+			if o.Tampered != "" && t.reached() {
 				h.tampered[o.Tampered] = append(h.tampered[o.Tampered], o.ID)
 			}
 		}
@@ -83,7 +89,7 @@ func indexOps(ops *history.Ops) *opsIndex {
 	// number any returned (a straggler's or a garbled token is neither).
 	for i := range ops.Len() {
 		ops.Load(i, &o)
-		if o.F == history.Write && o.Tampered == "" && o.Token.State == history.TokenValid && !issued[o.Token.Raw] && o.Token.N > maxIssued {
+		if o.F == history.Write && o.Outcome != history.OutcomeInfo && o.Tampered == "" && o.Token.State == history.TokenValid && !issued[o.Token.Raw] && o.Token.N > maxIssued {
 			h.forged = append(h.forged, o.ID)
 		}
 	}
@@ -263,23 +269,27 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int
 	return n, ex
 }
 
-// idleStale counts the idle periods of d or more on a key that ended with
-// a write with a token older than the key's mark. Idle: no write that may
-// have taken effect (accepted, or with an unknown outcome, until its
-// completion; one never completed keeps the key busy for good); a
-// rejected write changed nothing, so it does not end the idle time.
-func (h *opsIndex) idleStale(d time.Duration) (int, []int64, []idleSpan) {
-	n, ex, spans := 0, []int64(nil), []idleSpan(nil)
+// idlePeriod is one idle period of a key or lock: from its start to the
+// call of the operation that ended it (ns), and that operation's invoke
+// index.
+type idlePeriod struct{ from, to, id int64 }
+
+// idleStale finds the idle periods of d or more on a key that ended with a
+// write that reached the resource with a token older than the key's mark.
+// Idle: no write that may have taken effect (accepted, or with an unknown
+// outcome, until its completion; one never completed keeps the key busy
+// for good); a rejected write changed nothing, so it does not end the idle
+// time.
+func (h *opsIndex) idleStale(d time.Duration) []idlePeriod {
+	var out []idlePeriod
 	for key, ws := range h.writes {
 		m := marker{stored: h.stored[key]}
 		busy := int64(-1) // latest end of a write so far (Never: one may still land)
 		counted := false  // this idle period's stale write was counted (retries are not)
 		for _, w := range ws {
 			mark := m.before(w.call)
-			if !counted && busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark {
-				n++
-				ex = append(ex, w.id)
-				spans = append(spans, idleSpan{busy, w.call})
+			if !counted && busy >= 0 && busy != history.Never && w.call-busy >= int64(d) && w.valid && w.n < mark && w.reached() {
+				out = append(out, idlePeriod{busy, w.call, w.id})
 				counted = true
 			}
 			if w.failed {
@@ -294,35 +304,33 @@ func (h *opsIndex) idleStale(d time.Duration) (int, []int64, []idleSpan) {
 			}
 		}
 	}
-	slices.Sort(ex)
-	return n, ex, spans
+	return out
 }
 
-// freeRegrants counts the grants of a lock that had been free for d or
+// freeRegrants finds the grants of a lock that had been free for d or
 // more: its last holder released it, or the lease ran out (lease after the
-// grant or renew returned), and no grant was possible meanwhile.
-func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64, []idleSpan) {
-	n, ex, spans := 0, []int64(nil), []idleSpan(nil)
+// grant or renew returned), and no grant was possible meanwhile. (A grant
+// is an ok acquire: it reached the issuer.)
+func (h *opsIndex) freeRegrants(d, lease time.Duration) []idlePeriod {
+	var out []idlePeriod
 	for _, es := range h.events {
 		held := int64(-1) // the latest the lock may have been held to (-1: never granted)
 		token := ""
 		// ghost is how long the lock had been free when an acquire whose
 		// answer was lost was sent (-1: none since the last grant): if it
 		// granted, that was the grant after the free time; if not, the next
-		// grant is. Either way one situation, counted at the next grant.
+		// grant is. Either way one situation, counted at the next grant,
+		// its period running to that grant (which of the two the issuer
+		// saw is not known, so a fault in either disqualifies it).
 		ghost, ghostFrom := int64(-1), int64(0)
 		for _, e := range es {
 			switch e.kind {
 			case 'g':
 				switch {
 				case held >= 0 && held != history.Never && e.at-held >= int64(d):
-					n++
-					ex = append(ex, e.id)
-					spans = append(spans, idleSpan{held, e.at})
+					out = append(out, idlePeriod{held, e.at, e.id})
 				case ghost >= int64(d):
-					n++
-					ex = append(ex, e.id)
-					spans = append(spans, idleSpan{ghostFrom, ghostFrom + ghost})
+					out = append(out, idlePeriod{ghostFrom, e.at, e.id})
 				}
 				ghost = -1
 				if held != history.Never {
@@ -352,24 +360,37 @@ func (h *opsIndex) freeRegrants(d, lease time.Duration) (int, []int64, []idleSpa
 			}
 		}
 	}
-	slices.Sort(ex)
-	return n, ex, spans
+	return out
 }
 
-// staleAfter counts the faults after which some key's first write sent
-// once the node was back carried a token older than the key's mark from
-// before the fault.
+// staleAfter counts the faults after which some key's first write that
+// reached the resource once the node was back carried a token older than
+// the key's mark from before the fault. Writes that ended info on the way
+// are passed over (a node still coming up refuses them) unless their token
+// was not older: such a one may have landed and raised the mark again.
 func (h *opsIndex) staleAfter(faults []Fault) (int, []int64) {
 	n, ex := 0, []int64(nil)
 	for _, f := range faults {
 		first := int64(-1)
 		for key, ws := range h.writes {
 			i := slices.IndexFunc(ws, func(w timedOp) bool { return w.call >= f.Stop })
-			if i < 0 || !ws[i].valid {
+			if i < 0 {
 				continue
 			}
-			if ws[i].n < h.markBefore(key, f.Start) && (first < 0 || ws[i].id < first) {
-				first = ws[i].id
+			mark := h.markBefore(key, f.Start)
+			for _, w := range ws[i:] {
+				if !w.valid {
+					continue // a stripped or garbled token changes no mark
+				}
+				if w.reached() {
+					if w.n < mark && (first < 0 || w.id < first) {
+						first = w.id
+					}
+					break
+				}
+				if w.n >= mark {
+					break
+				}
 			}
 		}
 		if first >= 0 {
@@ -380,14 +401,15 @@ func (h *opsIndex) staleAfter(faults []Fault) (int, []int64) {
 	return n, ex
 }
 
-// replays counts writes sent with the very token their key's mark is (a
-// write with that token accepted and returned before).
+// replays counts writes that reached the resource with the very token
+// their key's mark is (a write with that token accepted and returned
+// before).
 func (h *opsIndex) replays() (int, []int64) {
 	n, ex := 0, []int64(nil)
 	for key, ws := range h.writes {
 		m := marker{stored: h.stored[key]}
 		for _, w := range ws {
-			if w.valid && w.n > 0 && w.n == m.before(w.call) {
+			if w.valid && w.reached() && w.n > 0 && w.n == m.before(w.call) {
 				n++
 				ex = append(ex, w.id)
 			}

@@ -304,18 +304,150 @@ func TestCoverageReadsWhichNodesKeepWhichState(t *testing.T) {
 	assert.Nil(t, coverageInput{}.stateNodes(true), "no node list: every fault's nodes count")
 }
 
-// The idle situations say which faults their idle periods spanned, and
-// how many spanned none.
-func TestCoverageSaysWhichFaultsTheIdlePeriodsSpanned(t *testing.T) {
-	b := covRun(reference, allNem, nil, 40000)
+// ender adds the write that completes a situation, ended one way.
+type ender func(b *historytest.Builder, key, token, value string, call, ret int64, highWater string) *historytest.Builder
+
+var (
+	endOk ender = func(b *historytest.Builder, key, token, value string, call, ret int64, _ string) *historytest.Builder {
+		return b.Write(key, token, value, call, ret)
+	}
+	endFail ender = func(b *historytest.Builder, key, token, value string, call, ret int64, highWater string) *historytest.Builder {
+		return b.WriteStale(key, token, value, call, ret, highWater)
+	}
+	endInfo ender = func(b *historytest.Builder, key, token, value string, call, ret int64, _ string) *historytest.Builder {
+		return b.WriteInfo(key, token, value, call, ret)
+	}
+)
+
+// A situation counts only when the write that completes it reached the
+// system, accepted or definitely rejected: the same history with that
+// write ended info (connection refused while the node restarted) creates
+// nothing.
+func TestCoverageCountsOnlyWritesThatReachedTheSystem(t *testing.T) {
+	situations := []struct {
+		id    string
+		build func(b *historytest.Builder, end ender)
+	}{
+		{SitKeyIdle(5 * time.Second), func(b *historytest.Builder, end ender) {
+			b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+			end(b.OnProcess(2), "k", "1", "c", 6015, 6020, "2")
+		}},
+		{SitResourceRestart, func(b *historytest.Builder, end ender) {
+			b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+			b.Fault("restart", "reference", 100, 200)
+			end(b.OnProcess(2), "k", "1", "c", 300, 305, "2")
+		}},
+		{SitReplay, func(b *historytest.Builder, end ender) {
+			b.OnProcess(1).Write("k", "1", "a", 0, 5)
+			end(b.OnProcess(2), "k", "1", "b", 10, 15, "1")
+		}},
+		{SitStripped, func(b *historytest.Builder, end ender) {
+			end(b.OnProcess(1), "k", "", "a", 0, 10, "").Strip("k", "a", "", "remove", 5)
+		}},
+		{SitForged, func(b *historytest.Builder, end ender) {
+			b.OnProcess(1).Acquire("k", 0, 5, "1")
+			end(b.OnProcess(2), "k", "1000000000000000001", "a", 10, 15, "")
+		}},
+		{SitLateWrite, func(b *historytest.Builder, end ender) {
+			b.OnProcess(1).Acquire("k", 0, 5, "1").Write("k", "1", "a", 10, 15)
+			b.OnProcess(2).Acquire("k", 1100, 1105, "2").Write("k", "2", "b", 1110, 1115)
+			end(b.OnProcess(1), "k", "1", "c", 1200, 1205, "2")
+		}},
+	}
+	for _, sit := range situations {
+		for _, tc := range []struct {
+			outcome string
+			end     ender
+			want    int
+		}{{"ok", endOk, 1}, {"fail", endFail, 1}, {"info", endInfo, 0}} {
+			t.Run(sit.id+"/"+tc.outcome, func(t *testing.T) {
+				b := covRun(reference, allNem, nil, 10000)
+				sit.build(b, tc.end)
+				s := situation(t, covCheck(t, b, checkers.Semantics{Authenticated: true}), sit.id)
+				assert.Equal(t, tc.want, s.Count)
+				assert.Len(t, s.Examples, tc.want)
+			})
+		}
+	}
+}
+
+// After a restart, writes that ended info while the node came back are
+// passed over: the first that reached it counts, unless one of them may
+// have raised the mark again.
+func TestCoverageFindsTheFirstWriteThatReachedARestartedResource(t *testing.T) {
+	b := covRun(reference, allNem, nil, 10000)
 	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
-	b.Fault("restart", "reference", 1000, 2000)
-	b.Fault("strip", "reference", 1500, 2500)
-	b.OnProcess(2).WriteStale("k", "1", "c", 6015, 6020, "2") // idle over the restart and the strip
+	b.Fault("restart", "reference", 100, 200)
+	b.OnProcess(2).WriteInfo("k", "1", "c", 300, 305)
+	b.OnProcess(3).WriteStale("k", "1", "d", 400, 405, "2")
+	assert.Equal(t, 1, situation(t, covCheck(t, b, checkers.Semantics{}), SitResourceRestart).Count)
+
+	b = covRun(reference, allNem, nil, 10000)
+	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+	b.Fault("restart", "reference", 100, 200)
+	b.OnProcess(2).WriteInfo("k", "3", "c", 300, 305) // may have landed: the mark is 3 again
+	b.OnProcess(3).WriteStale("k", "1", "d", 400, 405, "3")
+	assert.Zero(t, situation(t, covCheck(t, b, checkers.Semantics{}), SitResourceRestart).Count)
+}
+
+// An idle period during which a fault touched a node keeping the state
+// (a restart, a pause of the node) is not counted: it is reported apart,
+// as During, by nemesis. A quiet one counts, and so does one that only
+// client-side faults (a holder stall, the strip proxy) or a fault of a
+// stateless node overlapped: the node holding the state saw the idle time.
+func TestCoverageCountsOnlyQuietIdlePeriods(t *testing.T) {
+	nodes := []history.RunNode{{Name: "db", Role: "redis"}, {Name: "adapter-1", Role: "adapter", Stateless: true}}
+	b := covRun(nodes, allNem, nil, 40000)
+	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+	b.OnProcess(5).Acquire("L", 0, 5, "1").Release("L", "1", 10, 15)
+	b.Fault("restart", "db", 1000, 2000)
+	b.OnProcess(2).WriteStale("k", "1", "c", 6015, 6020, "2") // idle over the restart: during
+	b.OnProcess(5).Acquire("L", 6015, 6020, "2").Release("L", "2", 6030, 6035)
 	b.OnProcess(3).Write("k", "3", "d", 6100, 6105)
-	b.OnProcess(4).WriteStale("k", "2", "e", 8200, 8205, "3") // idle 2 s, quiet
+	b.FaultWith("pause", "client", 7000, 8000, map[string]any{"mode": "holder"})
+	b.Fault("strip", "db", 7000, 8000)
+	b.Fault("restart", "adapter-1", 7000, 8000)
+	b.FaultWith("clock", "client", 7000, 8000, map[string]any{"mode": "step", "offset_ms": 5000})
+	b.OnProcess(4).WriteStale("k", "2", "e", 12200, 12205, "3") // only client-side faults: quiet
+	b.OnProcess(5).Acquire("L", 12200, 12205, "3").Release("L", "3", 12210, 12215)
+	b.OnProcess(6).Write("j", "1", "a", 13000, 13005).Write("j", "2", "b", 13010, 13015)
+	b.FaultWith("pause", "db", 15000, 16000, map[string]any{"mode": "node"})
+	b.OnProcess(7).WriteStale("j", "1", "c", 19100, 19105, "2") // idle over the pause of db: during
 	c := covCheck(t, b, checkers.Semantics{})
-	assert.Equal(t, map[string]int{"restart": 1, "strip": 1, "none": 1}, situation(t, c, SitKeyIdle(time.Second)).During)
-	assert.Equal(t, map[string]int{"restart": 1, "strip": 1}, situation(t, c, SitKeyIdle(5*time.Second)).During)
-	assert.Nil(t, situation(t, c, SitKeyIdle(20*time.Second)).During)
+	for _, d := range []time.Duration{time.Second, 5 * time.Second} {
+		s := situation(t, c, SitKeyIdle(d))
+		assert.Equal(t, 1, s.Count, d)
+		assert.Equal(t, 2, s.During, d)
+		assert.Equal(t, map[string]int{"restart": 1, "pause": 1}, s.DuringByNemesis, d)
+		s = situation(t, c, SitLockFree(d))
+		assert.Equal(t, 1, s.Count, d)
+		assert.Equal(t, 1, s.During, d)
+		assert.Equal(t, map[string]int{"restart": 1}, s.DuringByNemesis, d)
+	}
+	assert.Zero(t, situation(t, c, SitKeyIdle(20*time.Second)).During)
+
+	// Only idle periods a fault touched: never created, and it says so.
+	b = covRun(nodes, allNem, nil, 40000)
+	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+	b.Fault("power-loss", "db", 1000, 2000)
+	b.OnProcess(2).WriteStale("k", "1", "c", 6015, 6020, "2")
+	c = covCheck(t, b, checkers.Semantics{})
+	s := situation(t, c, SitKeyIdle(5*time.Second))
+	assert.Zero(t, s.Count)
+	assert.Equal(t, 1, s.During)
+	assert.Contains(t, s.Missing, "1 idle periods that would have made it overlapped a fault")
+	assert.Equal(t, CoveragePartial, class(c, "high-water-forgotten").Status, "the power loss's stale write is a situation of its own")
+
+	// A history that lists no nodes: any node's fault touches, the
+	// clients' do not.
+	b = covRun(nil, allNem, nil, 40000)
+	b.OnProcess(1).Write("k", "1", "a", 0, 5).Write("k", "2", "b", 10, 15)
+	b.FaultWith("clock", "client", 1000, 2000, map[string]any{"mode": "step", "offset_ms": 5000})
+	b.OnProcess(2).WriteStale("k", "1", "c", 6015, 6020, "2")
+	b.OnProcess(3).Write("k", "3", "d", 6100, 6105)
+	b.Fault("partition", "n1", 7000, 8000)
+	b.OnProcess(4).WriteStale("k", "2", "e", 12200, 12205, "3")
+	s = situation(t, covCheck(t, b, checkers.Semantics{}), SitKeyIdle(5*time.Second))
+	assert.Equal(t, 1, s.Count)
+	assert.Equal(t, map[string]int{"partition": 1}, s.DuringByNemesis)
 }

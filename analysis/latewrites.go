@@ -57,8 +57,10 @@ func (l LateWrites) Line() string {
 	return s + ")"
 }
 
-// lateWrites finds them in ops (sorted by invoke index, i.e. call time).
-func lateWrites(ops *history.Ops) LateWrites {
+// lateWrites finds them in ops (sorted by invoke index, i.e. call time),
+// and lists apart those after a newer write that reached the resource
+// (accepted or rejected, not info): the ones coverage counts.
+func lateWrites(ops *history.Ops) (LateWrites, []int64) {
 	// grants are ok acquires per lock, stored ok writes per key, each by
 	// return time: what had happened before a write was sent.
 	grants, stored := map[string]*returned{}, map[string]*returned{}
@@ -92,7 +94,7 @@ func lateWrites(ops *history.Ops) LateWrites {
 	}
 	held := map[holder]string{} // token the process's last ok acquire of the lock returned
 	var out LateWrites
-	var violations, others []int64
+	var violations, others, reached []int64
 	for i := range ops.Len() {
 		ops.Load(i, &o)
 		switch {
@@ -117,6 +119,9 @@ func lateWrites(ops *history.Ops) LateWrites {
 		newer := stored[o.Key].newestBefore(o.Call) > t.N
 		if newer {
 			out.AfterNewerWrite++
+			if o.Outcome != history.OutcomeInfo {
+				reached = append(reached, o.ID)
+			}
 		}
 		switch {
 		case o.Outcome == history.OutcomeOk && newer:
@@ -140,7 +145,7 @@ func lateWrites(ops *history.Ops) LateWrites {
 	if len(out.Examples) > maxLateExamples {
 		out.Examples = out.Examples[:maxLateExamples]
 	}
-	return out
+	return out, reached
 }
 
 type grant struct {

@@ -159,9 +159,9 @@ func coverageSuite(r *Results, class string) *junitSuite {
 				na = append(na, st.ID+": "+st.NotApplicable)
 			case st.Count == 0:
 				never = append(never, st.Text+" ("+st.Missing+")")
-				out = append(out, fmt.Sprintf("%s: 0", st.ID))
+				out = append(out, fmt.Sprintf("%s: 0%s", st.ID, duringNote(st)))
 			default:
-				out = append(out, fmt.Sprintf("%s: %d", st.ID, st.Count))
+				out = append(out, fmt.Sprintf("%s: %d%s", st.ID, st.Count, duringNote(st)))
 			}
 		}
 		switch cl.Status {
@@ -178,6 +178,15 @@ func coverageSuite(r *Results, class string) *junitSuite {
 	}
 	s.Tests = len(s.Cases)
 	return &s
+}
+
+// duringNote says an idle situation's periods a fault touched, which are
+// not in its count ("" when none).
+func duringNote(st analysis.Situation) string {
+	if st.During == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (not covered: %d more idle periods during faults on its nodes)", st.During)
 }
 
 func anomalyText(reason string, as []checkers.Anomaly) string {

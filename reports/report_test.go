@@ -562,3 +562,44 @@ func TestVersion1ResultsReRender(t *testing.T) {
 	a := r.Checks[0].Anomalies[0]
 	assert.Equal(t, "token 1 returned by acquire op 14 — can be explained by the restart of reference (0.20–0.30 s) between the acquires", a.Text)
 }
+
+// Idle periods a fault touched are rendered apart from the count, and
+// labelled as not covered, in results.json, the page and JUnit alike.
+func TestCoverageDuringByNemesisIsRenderedAsNotCovered(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	path := filepath.Join("testdata", "valid.jsonl")
+	res := checkOf(t, path, validCheck())
+	require.NotNil(t, res.Coverage)
+	id := analysis.SitKeyIdle(time.Second)
+	found := false
+	for i := range res.Coverage.Classes {
+		for j := range res.Coverage.Classes[i].Situations {
+			if s := &res.Coverage.Classes[i].Situations[j]; s.ID == id {
+				s.Count, s.Missing, s.During, s.DuringByNemesis = 2, "", 3, map[string]int{"restart": 3}
+				found = true
+			}
+		}
+	}
+	require.True(t, found)
+	_, err := WriteFrom(dir, path, RunInfo{Target: "memory"}, res)
+	require.NoError(t, err)
+
+	var onDisk struct {
+		Coverage analysis.Coverage `json:"coverage"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, dir, ResultsFile)), &onDisk))
+	for _, cl := range onDisk.Coverage.Classes {
+		for _, s := range cl.Situations {
+			if s.ID == id {
+				assert.Equal(t, 2, s.Count)
+				assert.Equal(t, 3, s.During)
+				assert.Equal(t, map[string]int{"restart": 3}, s.DuringByNemesis)
+			}
+		}
+	}
+	var old analysis.Situation
+	assert.NoError(t, json.Unmarshal([]byte(`{"id":"key-idle-1s-stale","count":4,"during":{"none":3,"restart":1}}`), &old),
+		"a schema 3 results.json still reads")
+	assertHas(t, readFile(t, dir, ReportFile), "not covered, not in the count: 3 more idle periods during which a fault touched a node keeping the state: restart 3")
+	assertHas(t, readFile(t, dir, JUnitFile), id+": 2 (not covered: 3 more idle periods during faults on its nodes)")
+}

@@ -36,7 +36,13 @@ import (
 // reports of one violation merged, each under its most precise kind), no
 // longer every checker's reports added up; they sum to anomaly_count, the
 // one count; root_causes and finding_kinds are new.
-const SchemaVersion = 3
+//
+// Version 4: coverage counts a situation only when the operation that
+// completes it reached the system (ok or fail, never info), and an idle
+// one only when no fault touched its nodes meanwhile; the idle periods a
+// fault touched are during_faults and during_by_nemesis, no longer the
+// during map of every idle period.
+const SchemaVersion = 4
 
 // File names inside a run directory.
 const (
