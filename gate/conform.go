@@ -46,6 +46,7 @@ func Conform(ctx context.Context, cfg ConformConfig) (rep *conform.Report, dir s
 	if err != nil {
 		return nil, "", &usageError{err}
 	}
+	sweepLeftovers(cfg.Log, "")
 	dir, err = os.MkdirTemp("", "fencecheck-conform-*")
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", harness.ErrCannotRun, err)

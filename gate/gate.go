@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/durable"
 	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/sweep"
 	"github.com/fencecheck/fencecheck/targets"
 )
 
@@ -124,6 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, &usageError{err}
 	}
 	res.ExitCode = analysis.ExitCannot
+	sweepLeftovers(cfg.Log, cfg.Store)
 	run, err := n.Execute(ctx, target)
 	if run != nil {
 		res.Dir = run.Dir
@@ -169,5 +172,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func logf(cfg Config, format string, args ...any) {
 	if cfg.Log != nil {
 		fmt.Fprintf(cfg.Log, format+"\n", args...)
+	}
+}
+
+// sweepLeftovers removes what dead runs left on this machine (their dead
+// layers, their folders) before a run starts: a run killed at any moment
+// must not trip or hang the next one. It says what it removed on log.
+func sweepLeftovers(log io.Writer, store string) {
+	if log == nil {
+		log = io.Discard
+	}
+	swept, err := sweep.Leftovers(store)
+	for _, l := range swept.Lines() {
+		fmt.Fprintf(log, "sweep: %s (left by a run that is gone)\n", l)
+	}
+	if err != nil {
+		fmt.Fprintf(log, "sweep: warning: %v\n", err)
 	}
 }

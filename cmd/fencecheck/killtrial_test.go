@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,4 +138,35 @@ func layerMountsUnder(dir string) []string {
 		}
 	}
 	return out
+}
+
+// When the layer agent dies with fencecheck (both killed: the OOM killer,
+// a CI runner's kill of the whole tree), nothing is left to take its layers
+// down: the next run sweeps them at its start, without `fencecheck clean`
+// and without touching the dead mount.
+func TestTrialNextRunSweepsWhatAKilledTreeLeft(t *testing.T) {
+	if err := lazyfs.Supported(); err != nil {
+		t.Skipf("power-loss layers need FUSE here: %v", err)
+	}
+	store := t.TempDir()
+	c := startCLI(t, "test", "--target", "memory", "--time", "1m", "--nemesis", "power-loss", "--seed", "5", "--quiet", "--store", store)
+	waitFor(t, 60*time.Second, "the main phase", func() bool { return inMainPhase(store) })
+	tree := descendants(c.cmd.Process.Pid)
+	require.NotEmpty(t, tree, "the layer agent runs")
+	for p := range tree {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	require.NoError(t, c.cmd.Process.Kill())
+	c.wait(t, 15*time.Second)
+	dead := runDir(store)
+	waitFor(t, 10*time.Second, "the killed tree to end", func() bool { return len(descendants(c.cmd.Process.Pid)) == 0 })
+	require.NotEmpty(t, layerMountsUnder(store), "a killed agent leaves its layer mounted, dead")
+
+	next := startCLI(t, "test", "--target", "memory", "--time", "3s", "--nemesis", "none", "--seed", "6", "--store", store)
+	assert.Equal(t, analysis.ExitValid, next.wait(t, time.Minute), "stderr:\n%s", next.stderr.String())
+	assert.Empty(t, layerMountsUnder(store))
+	assert.Contains(t, next.stderr.String(), "sweep: detached dead power-loss layer "+filepath.Join(dead, "nodes"))
+	assert.NoDirExists(t, filepath.Join(dead, "nodes", "reference", "mnt"), "stderr:\n%s", next.stderr.String())
+	assert.NoDirExists(t, filepath.Join(dead, "layer-agent"))
+	assert.FileExists(t, filepath.Join(dead, "history.jsonl"), "the dead run's evidence stays")
 }

@@ -118,3 +118,8 @@ func SweepRunDirsHolding(points []string) ([]Removed, error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// SweepOrphanRunDirs removes the run directories whose harness is gone,
+// without the engine (a run's start sweeps what dead runs left: their
+// dead layers detached first, never accessed).
+func SweepOrphanRunDirs() ([]Removed, error) { return sweepRunDirs("", true) }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencecheck/fencecheck/harness/sweep"
 	"github.com/fencecheck/fencecheck/nemesis/hostagent"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
@@ -56,7 +57,7 @@ func (l *localLayers) start() (*hostagent.Local, error) {
 		return nil, err
 	}
 	defer logf.Close() // the agent holds its own copy
-	a, err := hostagent.StartLocal(context.Background(), hostagent.LocalOptions{Run: env.RunID, Dir: filepath.Join(env.Dir, "layer-agent"), Log: logf})
+	a, err := hostagent.StartLocal(context.Background(), hostagent.LocalOptions{Run: env.RunID, Dir: filepath.Join(env.Dir, sweep.LayerAgentDir), Log: logf})
 	if err != nil {
 		return nil, fmt.Errorf("power-loss layers: %w", err)
 	}

@@ -79,7 +79,20 @@ func deadAgent(dir string) bool {
 		return false
 	}
 	st, err := startTime(pid)
-	return err != nil || st != f[1] // gone, or its pid reused by another process
+	// Gone, its pid reused by another process, or a zombie (killed, its
+	// parent too: nothing may reap it here).
+	return err != nil || st != f[1] || zombie(pid)
+}
+
+// zombie says a process has ended and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
 
 func tableExists(nft *nftables.Conn, name string) bool {
@@ -101,3 +114,7 @@ func startTime(pid int) (string, error) {
 	}
 	return f[19], nil
 }
+
+// AgentGone says whether the agent that owns folder dir (its pid file) has
+// ended; false when dir holds no pid file (being made, or not an agent's).
+func AgentGone(dir string) bool { return deadAgent(dir) }

@@ -3,6 +3,7 @@ package lazyfs
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,14 +15,18 @@ import (
 // Name option), so a sweep never touches another FUSE filesystem.
 const fsType = "fuse.fencecheck"
 
-// SweepDead detaches the layer's mounts whose server is gone (a fencecheck
+// SweepDead detaches the layer's mounts whose server is gone (a process
 // killed with kill -9 serves its mounts no more: every access to them fails
-// with "transport endpoint is not connected") and returns their mount
-// points. Live mounts, another run's included, are left alone: an access to
-// them answers. A mount whose server (named by its source) has ended or is
-// dying is detached without an access (one would hang: see sweepDead); the
-// server must be a process this one can see in /proc (the same pid
-// namespace, as every fencecheck on one machine is).
+// with "transport endpoint is not connected", or hangs while the dying
+// server keeps the connection) and returns their mount points. Mounts whose
+// server is alive, another run's included, are left alone: their server
+// takes them down. Nothing here accesses a mount (a stat of a dead one can
+// hang for good): the server is known from the mount's source, its
+// connection is aborted through the FUSE control filesystem, then the
+// mount is detached. The server must be a process this one can see in
+// /proc (the same pid namespace, as every fencecheck on one machine is); a
+// mount whose source names no process (an older fencecheck's) is left
+// alone.
 func SweepDead() ([]string, error) { return sweepDead("") }
 
 // SweepDeadUnder is SweepDead for the mounts under the folder dir only (a
@@ -36,39 +41,25 @@ func SweepDeadUnder(dir string) ([]string, error) {
 }
 
 func sweepDead(under string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := layerMounts()
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	type mount struct{ point, source string }
-	var mounts []mount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if p, src, ok := mountOf(sc.Text()); ok && (under == "" || strings.HasPrefix(p, under+string(filepath.Separator))) {
-			mounts = append(mounts, mount{p, src})
-		}
-	}
-	if err := sc.Err(); err != nil {
 		return nil, err
 	}
 	var swept []string
 	var errs []error
 	for _, m := range mounts {
-		if serverGone(m.source) {
-			// A server killed while one of its own threads waited in a
-			// request to its mount (the embedded reference fsyncing its
-			// data) never ends: that thread waits for an answer no thread
-			// is left to give, the process stays (a zombie, or in D with
-			// SIGKILL pending), the mount stays connected, and every
-			// access to it (a stat included) hangs. A forced unmount aborts the connection: the thread
-			// is let go and the process ends. Nothing here may stat it.
+		if under != "" && !strings.HasPrefix(m.point, under+string(filepath.Separator)) || !serverGone(m.source) {
+			continue
+		}
+		// A server killed while one of its own threads waited in a request
+		// to its mount (a process fsyncing on a layer it served itself)
+		// never ends: that thread waits for an answer no thread is left to
+		// give, the process stays (a zombie, or in D with SIGKILL pending)
+		// and keeps the connection. Aborting it lets the thread go; a
+		// forced unmount does the same where the control filesystem
+		// cannot be had.
+		if abortConnection(m.dev) != nil {
 			syscall.Unmount(m.point, syscall.MNT_FORCE)
-		} else {
-			var st syscall.Stat_t
-			if err := syscall.Stat(m.point, &st); !errors.Is(err, syscall.ENOTCONN) {
-				continue
-			}
 		}
 		if err := syscall.Unmount(m.point, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
 			errs = append(errs, err)
@@ -77,6 +68,48 @@ func sweepDead(under string) ([]string, error) {
 		swept = append(swept, m.point)
 	}
 	return swept, errors.Join(errs...)
+}
+
+// layerMount is one of the layer's mounts in the mount table.
+type layerMount struct{ point, source, dev string }
+
+// layerMounts lists the layer's mounts from /proc/self/mountinfo.
+func layerMounts() ([]layerMount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var mounts []layerMount
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if p, src, ok := mountOf(sc.Text()); ok {
+			dev := ""
+			if fields := strings.Fields(sc.Text()); len(fields) > 2 {
+				dev = fields[2]
+			}
+			mounts = append(mounts, layerMount{p, src, dev})
+		}
+	}
+	return mounts, sc.Err()
+}
+
+// fusectlDir is the FUSE control filesystem: a folder per connection, named
+// by the mount's device minor, whose abort file ends it.
+const fusectlDir = "/sys/fs/fuse/connections"
+
+// abortConnection ends the FUSE connection of the mount on device dev
+// ("0:52"): every request waiting on it fails at once. The control
+// filesystem is mounted first where it is not (a fresh machine).
+func abortConnection(dev string) error {
+	_, minor, ok := strings.Cut(dev, ":")
+	if !ok {
+		return fmt.Errorf("device %q is not maj:min", dev)
+	}
+	if entries, err := os.ReadDir(fusectlDir); err == nil && len(entries) == 0 {
+		_ = syscall.Mount("fusectl", fusectlDir, "fusectl", 0, "")
+	}
+	return os.WriteFile(filepath.Join(fusectlDir, minor, "abort"), []byte("1"), 0)
 }
 
 // sourcePrefix starts the source of a layer's mount, followed by the
