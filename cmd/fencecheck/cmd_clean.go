@@ -10,13 +10,17 @@ import (
 
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/harness/docker"
-	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/harness/sweep"
 )
 
 var (
 	cleanRun    string
 	cleanImages bool
 	cleanAll    bool
+	cleanStore  string
+	// cleanNoDocker: only what needs no engine (CI's sweep before and
+	// after the tests on a machine whose engine may be down).
+	cleanNoDocker bool
 )
 
 var cleanCmd = &cobra.Command{
@@ -30,25 +34,34 @@ of one run with --run. --all removes every run's objects, live ones too (with
 a warning). Nothing unlabelled is touched. Images are kept (they are a cache)
 unless --images is given. Power-loss layers (FUSE mounts of fencecheck's own)
 left dead by a killed run are detached first, and the run directories that
-held them removed; live ones are never touched.`,
+held them removed; live ones are never touched. Every test, shrink and conform
+makes the same sweep (without Docker) at its start; --no-docker does only that.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		// Before Docker: a dead mount needs no engine, and a machine
-		// without one may have them too.
-		mounts, err := lazyfs.SweepDead()
-		for _, p := range mounts {
-			fmt.Println("detached dead power-loss layer", p)
+		// without one may have them too. The same sweep every run makes at
+		// its start (harness/sweep), plus the run folders that held a dead
+		// layer even when an earlier removal took their owner file.
+		swept, err := sweep.Leftovers(cleanStore)
+		for _, l := range swept.Lines() {
+			fmt.Println(l)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "fencecheck: warning: detaching dead power-loss layers: %v\n", err)
+			fmt.Fprintf(os.Stderr, "fencecheck: warning: %v\n", err)
 		}
-		// A dead layer's harness is gone: its run directory goes too.
+		mounts := swept.Mounts
 		dirs, err := docker.SweepRunDirsHolding(mounts)
 		for _, r := range dirs {
 			fmt.Println("removed", r)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fencecheck: warning: %v\n", err)
+		}
+		if cleanNoDocker {
+			if swept.Empty() && len(dirs) == 0 {
+				fmt.Println("nothing to remove")
+			}
+			return nil
 		}
 		cli, err := docker.Connect(cmd.Context())
 		if err != nil {
@@ -93,7 +106,7 @@ held them removed; live ones are never touched.`,
 		if err != nil {
 			return exitWith(analysis.ExitCannot, err)
 		}
-		if len(removed) == 0 && len(mounts) == 0 {
+		if len(removed) == 0 && swept.Empty() && len(dirs) == 0 {
 			fmt.Println("nothing to remove")
 		}
 		return nil
@@ -137,6 +150,8 @@ func init() {
 	cleanCmd.Flags().StringVar(&cleanRun, "run", "", "remove only the objects of this run id")
 	cleanCmd.Flags().BoolVar(&cleanImages, "images", false, "also remove the project's images (rebuilt on the next run)")
 	cleanCmd.Flags().BoolVar(&cleanAll, "all", false, "remove the objects of live runs too (they will fail)")
+	cleanCmd.Flags().StringVar(&cleanStore, "store", "store", "run store whose dead runs' layer folders are removed (their evidence stays)")
+	cleanCmd.Flags().BoolVar(&cleanNoDocker, "no-docker", false, "sweep only what needs no Docker engine (dead layers, dead runs' folders)")
 	watchdogCmd.Flags().StringVar(&watchdogRun, "run", "", "run id whose objects to sweep")
 	watchdogCmd.Flags().IntVar(&watchdogParent, "parent", 0, "sweep as soon as this process is gone (0: wait for stdin to close)")
 	rootCmd.AddCommand(cleanCmd, watchdogCmd)

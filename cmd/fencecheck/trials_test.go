@@ -23,6 +23,7 @@ import (
 	"github.com/fencecheck/fencecheck/checkers/historytest"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/harness/sweep"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/reports"
 )
@@ -36,6 +37,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		main()
 		return
+	}
+	// A run of these tests killed at any moment leaves nothing the next
+	// trips on: what it left is swept first (the runs sweep too).
+	if swept, err := sweep.Leftovers(); err != nil || !swept.Empty() {
+		fmt.Fprintf(os.Stderr, "fencecheck tests: swept what a killed run left: %v %v\n", swept.Lines(), err)
 	}
 	os.Exit(m.Run())
 }
