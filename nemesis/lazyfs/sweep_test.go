@@ -50,7 +50,13 @@ func TestMain(m *testing.M) {
 			}
 		}
 		os.Stdout.WriteString(mnt.Dir() + "\n")
-		select {}
+		// A test binary killed mid-run must not leave this server behind:
+		// it ends with its parent (its mount then dies with it, and the next
+		// run's sweep below takes it down).
+		for parent := os.Getppid(); os.Getppid() == parent; {
+			time.Sleep(100 * time.Millisecond)
+		}
+		os.Exit(0)
 	}
 	// These tests serve layers from their own process: one killed while a
 	// test's access to such a layer was in flight leaves it dead, and the
