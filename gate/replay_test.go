@@ -36,12 +36,17 @@ func TestARunsScheduleReplays(t *testing.T) {
 	require.NotEmpty(t, drawn.Faults)
 	assert.Equal(t, "all", drawn.Nemesis)
 	assert.Equal(t, uint64(21), drawn.Seed)
-	started := 0
+	assert.Equal(t, nemesis.ModeGuided, drawn.Mode, "all is guided by default: its faults replay as any")
+	started, aimed := 0, 0
 	for _, f := range drawn.Faults {
 		if f.Error == "" {
 			started++
 		}
+		if f.Why != "" {
+			aimed++
+		}
 	}
+	assert.Positive(t, aimed, "the guided faults say why they were chosen")
 	total := 0
 	for _, n := range first.Faults {
 		total += n

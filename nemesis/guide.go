@@ -104,21 +104,25 @@ func Situations() []string {
 // on a round of about that period) leave a key and its lock alone inside
 // it, with writes before and after; a calm phase nothing asks for is brief,
 // only to keep the alternation.
+type phaseLengths struct {
+	faultMin, faultMax time.Duration
+	calmMargin, brief  time.Duration
+	// The conductor draws its next fault this long after the last.
+	gapMin, gapMax time.Duration
+}
+
+var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.Second,
+	calmMargin: 3500 * time.Millisecond, brief: time.Second,
+	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond}
+
 const (
-	faultPhaseMin = 4 * time.Second
-	faultPhaseMax = 6 * time.Second
-	calmMargin    = 3500 * time.Millisecond
-	briefCalm     = time.Second
 	// minFault is the shortest fault worth starting before a phase ends.
 	minFault = 300 * time.Millisecond
-	// The conductor draws its next fault this long after the last.
-	drawGapMin = 300 * time.Millisecond
-	drawGapMax = 900 * time.Millisecond
 	// exploreOneIn: one draw in this many ignores coverage, so the
 	// faults no situation asks for (disk, crash-on-ack) still run.
 	exploreOneIn = 4
 	// aimTries bounds the redraws of a plan until it hits the wanted node.
-	aimTries = 10
+	aimTries = 20
 )
 
 // deficits is how far each remedy's situation is below GuideTarget, by
@@ -148,11 +152,11 @@ func deficits(cov map[string]int) map[int]int {
 // calmFor is the calm phase to hold now, and why: long enough for the
 // longest idle time of a situation below target that fits in left (the
 // first in the table among equals), or brief when none is short.
-func calmFor(cov map[string]int, left time.Duration) (time.Duration, string) {
+func (pl phaseLengths) calmFor(cov map[string]int, left time.Duration) (time.Duration, string) {
 	short := deficits(cov)
 	best := -1
 	for i, r := range remedies {
-		if r.nemesis != "" || short[i] == 0 || r.idle+calmMargin > left {
+		if r.nemesis != "" || short[i] == 0 || r.idle+pl.calmMargin > left {
 			continue
 		}
 		if best < 0 || r.idle > remedies[best].idle {
@@ -160,10 +164,10 @@ func calmFor(cov map[string]int, left time.Duration) (time.Duration, string) {
 		}
 	}
 	if best < 0 {
-		return min(briefCalm, max(left, 0)), "brief: no quiet idle situation is short"
+		return min(pl.brief, max(left, 0)), "brief: no quiet idle situation is short"
 	}
 	r := remedies[best]
-	return r.idle + calmMargin, fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[best], GuideTarget)
+	return r.idle + pl.calmMargin, fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[best], GuideTarget)
 }
 
 // aim is the next fault a guided fault phase draws: a nemesis, the nodes it
@@ -240,8 +244,9 @@ func stateNodes(env *Env, h half) map[string]bool {
 // guide is the guided schedule's state the nemeses' own loops read: the
 // current phase, and when the fault phase ends.
 type guide struct {
-	mu   sync.Mutex
-	calm bool
+	lengths phaseLengths
+	mu      sync.Mutex
+	calm    bool
 	// until is when the current phase ends.
 	until  time.Time
 	phases []Phase
@@ -286,11 +291,12 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	var faults sync.WaitGroup
 	defer faults.Wait()
 	for {
-		end := time.Now().Add(between(rng, faultPhaseMin, faultPhaseMax))
+		pl := s.guide.lengths
+		end := time.Now().Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
 		for time.Until(end) >= minFault {
 			s.conductOne(ctx, rng, conducted, end, &faults)
-			if !sleep(ctx, between(rng, drawGapMin, drawGapMax)) {
+			if !sleep(ctx, between(rng, pl.gapMin, pl.gapMax)) {
 				return
 			}
 		}
@@ -301,7 +307,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if bounded {
 			left = time.Until(deadline)
 		}
-		d, why := calmFor(s.coverage(), left)
+		d, why := pl.calmFor(s.coverage(), left)
 		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
 		s.guide.set(true, time.Now().Add(d))
 		s.guide.calmPhase(Phase{Start: at, Duration: d.Round(time.Millisecond), Why: why})

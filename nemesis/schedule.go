@@ -95,7 +95,7 @@ func NewReplay(env *Env, rec *history.Recorder, seed uint64, sched *Schedule, ne
 // Guide makes the scheduler draw by the guided schedule (guide.go): the
 // nemeses that act on nodes in fault phases, each fault aimed by the live
 // coverage, between calm phases. A replay ignores it.
-func (s *Scheduler) Guide() { s.guide = &guide{} }
+func (s *Scheduler) Guide() { s.guide = &guide{lengths: defaultPhases} }
 
 // Waited maps each nemesis that ever found every node it could act on held
 // by another fault to how often.
