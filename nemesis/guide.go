@@ -179,40 +179,50 @@ type aim struct {
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
-// no fault live): one in exploreOneIn at random, otherwise the remedy of
-// the situation furthest below target that a free nemesis can create on a
-// node keeping its state (ties drawn), at random when none is short.
-func nextFault(env *Env, cov map[string]int, free []Nemesis, rng *rand.Rand) (aim, bool) {
+// no fault live; tried counts each one's faults so far): first a turn for
+// each that never had one, then one draw in exploreOneIn for one of the
+// least tried, otherwise the remedy of the situation furthest below target
+// that a free nemesis can create on a node keeping its state (ties drawn),
+// or one of the least tried when none is short.
+func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]int, rng *rand.Rand) (aim, bool) {
 	if len(free) == 0 {
 		return aim{}, false
 	}
-	if rng.IntN(exploreOneIn) != 0 {
-		short := deficits(cov)
-		var best []aim
-		most := 0
-		for i, r := range remedies {
-			k := slices.IndexFunc(free, func(n Nemesis) bool { return n.Name() == r.nemesis })
-			if short[i] == 0 || r.nemesis == "" || k < 0 {
-				continue
-			}
-			nodes := stateNodes(env, r.state)
-			if len(nodes) == 0 {
-				continue
-			}
-			if short[i] > most {
-				best, most = nil, short[i]
-			}
-			if short[i] == most {
-				best = append(best, aim{nemesis: free[k], nodes: nodes,
-					why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
-			}
-		}
-		if len(best) > 0 {
-			return best[rng.IntN(len(best))], true
-		}
-		return aim{nemesis: free[rng.IntN(len(free))], why: "no situation it can create is short"}, true
+	leastTried := func(why string) (aim, bool) {
+		fewest := slices.MinFunc(free, func(a, b Nemesis) int { return tried[a.Name()] - tried[b.Name()] })
+		ties := slices.DeleteFunc(slices.Clone(free), func(n Nemesis) bool { return tried[n.Name()] > tried[fewest.Name()] })
+		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
 	}
-	return aim{nemesis: free[rng.IntN(len(free))], why: "explore"}, true
+	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
+		return leastTried("first turn")
+	}
+	if rng.IntN(exploreOneIn) == 0 {
+		return leastTried("explore")
+	}
+	short := deficits(cov)
+	var best []aim
+	most := 0
+	for i, r := range remedies {
+		k := slices.IndexFunc(free, func(n Nemesis) bool { return n.Name() == r.nemesis })
+		if short[i] == 0 || r.nemesis == "" || k < 0 {
+			continue
+		}
+		nodes := stateNodes(env, r.state)
+		if len(nodes) == 0 {
+			continue
+		}
+		if short[i] > most {
+			best, most = nil, short[i]
+		}
+		if short[i] == most {
+			best = append(best, aim{nemesis: free[k], nodes: nodes,
+				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
+		}
+	}
+	if len(best) > 0 {
+		return best[rng.IntN(len(best))], true
+	}
+	return leastTried("no situation it can create is short")
 }
 
 // stateNodes are the target's nodes keeping the half's state, as the
@@ -292,10 +302,24 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	defer faults.Wait()
 	for {
 		pl := s.guide.lengths
-		end := time.Now().Add(between(rng, pl.faultMin, pl.faultMax))
+		begun := time.Now()
+		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
-		for time.Until(end) >= minFault {
-			s.conductOne(ctx, rng, conducted, end, &faults)
+		for {
+			if time.Until(end) < minFault {
+				// A nemesis that never had a turn (its node held
+				// all phase) gets one before the calm: a short run
+				// must still try every fault it asked for.
+				if !s.someUntried(conducted) || time.Since(begun) >= 2*pl.faultMax {
+					break
+				}
+				end = time.Now().Add(pl.gapMax + minFault)
+				s.guide.set(false, end)
+			}
+			free := slices.DeleteFunc(slices.Clone(conducted), func(n Nemesis) bool { return s.live(n.Name()) })
+			if a, ok := nextFault(s.Env, s.coverage(), free, s.tried(), rng); ok {
+				s.conductOne(ctx, rng, a, end, &faults)
+			}
 			if !sleep(ctx, between(rng, pl.gapMin, pl.gapMax)) {
 				return
 			}
@@ -317,38 +341,55 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	}
 }
 
-// conductOne starts the next fault of a fault phase ending at end, and
-// stops it when its time is up.
-func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, conducted []Nemesis, end time.Time, faults *sync.WaitGroup) {
-	free := slices.DeleteFunc(slices.Clone(conducted), func(n Nemesis) bool { return s.live(n.Name()) })
-	a, ok := nextFault(s.Env, s.coverage(), free, rng)
-	if !ok {
-		return
-	}
-	p, err := s.drawAimed(ctx, a, rng)
-	if errors.Is(err, ErrBusy) || errors.Is(err, errNotNow) {
-		return // a node it needs is held: the next draw may find another
-	}
-	if err != nil {
-		s.failed(ctx, a.nemesis, err)
-		return
-	}
+// conductOne starts a's fault in a fault phase ending at end, and stops
+// it when its time is up. While the nodes it needs are held (another
+// fault, a quiet holder pause's hush) it tries again shortly, as a
+// nemesis's own loop does, so the claims hand it the node when its turn
+// comes.
+func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end time.Time, faults *sync.WaitGroup) {
+	n := a.nemesis
 	t := DefaultTiming
-	if tn, ok := a.nemesis.(Timed); ok {
+	if tn, ok := n.(Timed); ok {
 		t = tn.Timing(s.Env)
 	}
 	length := func() time.Duration { return min(between(rng, t.FaultMin, t.FaultMax), time.Until(end)) }
-	id, d := s.start(ctx, a.nemesis, p, length, time.Time{})
-	if id < 0 {
-		return
-	}
-	faults.Add(1)
-	go func() {
-		defer faults.Done()
-		if sleep(ctx, d) {
-			s.endOrKeep(context.WithoutCancel(ctx), id)
+	var waitedSince time.Time
+	for {
+		p, err := s.drawAimed(ctx, a, rng)
+		switch {
+		case errors.Is(err, ErrBusy):
+			waitedSince = orNow(waitedSince)
+			s.waits(n, waitedSince, s.Env.claims.held())
+		case errors.Is(err, errNotNow):
+			s.Env.claims.served(n.Name())
+			return
+		case err != nil:
+			s.Env.claims.served(n.Name())
+			s.failed(ctx, n, err)
+			return
+		default:
+			id, d := s.start(ctx, n, p, length, waitedSince)
+			if id == busy {
+				waitedSince = orNow(waitedSince)
+				break
+			}
+			if id < 0 {
+				return
+			}
+			faults.Add(1)
+			go func() {
+				defer faults.Done()
+				if sleep(ctx, d) {
+					s.endOrKeep(context.WithoutCancel(ctx), id)
+				}
+			}()
+			return
 		}
-	}()
+		if time.Until(end) < minFault+busyRetry || !sleep(ctx, busyRetry) {
+			s.Env.claims.served(n.Name())
+			return
+		}
+	}
 }
 
 // drawAimed draws a's nemesis's plan until it hits one of a's nodes (a
@@ -367,6 +408,23 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 	}
 	p.why = a.why + " (not aimed: no draw hit its node)"
 	return p, nil
+}
+
+// tried counts each nemesis's faults so far, started or failed.
+func (s *Scheduler) tried() map[string]int {
+	s.countsMu.Lock()
+	defer s.countsMu.Unlock()
+	out := map[string]int{}
+	for name, c := range s.Counts {
+		out[name] = c.Started + c.Failed
+	}
+	return out
+}
+
+// someUntried reports whether one of nemeses has had no fault yet.
+func (s *Scheduler) someUntried(nemeses []Nemesis) bool {
+	tried := s.tried()
+	return slices.ContainsFunc(nemeses, func(n Nemesis) bool { return tried[n.Name()] == 0 })
 }
 
 // live reports whether a fault of the named nemesis is live.

@@ -55,7 +55,7 @@ func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		aimed := 0
 		for range 40 {
-			a, ok := nextFault(env, atTarget(tc.short), free, rng)
+			a, ok := nextFault(env, atTarget(tc.short), free, triedOnce, rng)
 			require.True(t, ok)
 			if a.why == "explore" {
 				continue
@@ -76,17 +76,25 @@ func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
 	a := aimedFault(t, env, atTarget(map[string]int{"issuer-clock-back-regrant": 0}), free)
 	assert.Equal(t, Clock, a.nemesis.Name())
 	assert.Equal(t, map[string]bool{"i1": true}, a.nodes)
+	// A nemesis that never had a turn has it first.
+	a, ok := nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, map[string]int{Restart: 2, PowerLoss: 1}, rand.New(rand.NewPCG(1, 1)))
+	require.True(t, ok)
+	assert.Equal(t, Clock, a.nemesis.Name())
+	assert.Equal(t, "first turn", a.why)
 	// A nemesis with a fault live is not free: the next situation's is drawn.
 	a = aimedFault(t, env, atTarget(map[string]int{"resource-restart-stale": 0, "issuer-clock-back-regrant": 1}), []Nemesis{clock{}})
 	assert.Equal(t, "issuer-clock-back-regrant 1 of 3", a.why)
 }
+
+// triedOnce: every nemesis had its first turn.
+var triedOnce = map[string]int{Restart: 1, PowerLoss: 1, Clock: 1}
 
 // aimedFault is the guide's next fault that is not an exploring one.
 func aimedFault(t *testing.T, env *Env, cov map[string]int, free []Nemesis) aim {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 1))
 	for {
-		a, ok := nextFault(env, cov, free, rng)
+		a, ok := nextFault(env, cov, free, triedOnce, rng)
 		require.True(t, ok)
 		if a.why != "explore" {
 			return a
