@@ -324,8 +324,15 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				return
 			}
 		}
-		if !sleep(ctx, time.Until(end)) || !s.nodeFaultsEnded(ctx) {
+		if !sleep(ctx, time.Until(end)) {
 			return
+		}
+		ended := s.nodeFaultsEnd(ctx, stuckFault)
+		if ctx.Err() != nil {
+			return
+		}
+		if !ended {
+			continue // a fault that could not be undone waits for the heal: no calm then
 		}
 		left := time.Duration(1 << 62)
 		if bounded {
@@ -439,11 +446,16 @@ func (s *Scheduler) live(name string) bool {
 	return false
 }
 
-// nodeFaultsEnded waits until no fault touching a node is live (one whose
-// stop, a node starting again, takes longer than planned), so the calm
-// phase is calm from its first instant; false when ctx ended first.
-func (s *Scheduler) nodeFaultsEnded(ctx context.Context) bool {
-	for {
+// stuckFault bounds the wait for faults on nodes to end before a calm
+// phase: one that could not be undone stays live until the final heal.
+const stuckFault = 10 * time.Second
+
+// nodeFaultsEnd waits, at most max, until no fault touching a node is live
+// (one whose stop, a node starting again, takes longer than planned), so
+// a calm phase is calm from its first instant; false when one still is,
+// or ctx ended first.
+func (s *Scheduler) nodeFaultsEnd(ctx context.Context, max time.Duration) bool {
+	for t0 := time.Now(); time.Since(t0) < max; {
 		s.mu.Lock()
 		busy := slices.ContainsFunc(mapValues(s.active), func(l *live) bool { return !l.onClients })
 		s.mu.Unlock()
@@ -454,6 +466,7 @@ func (s *Scheduler) nodeFaultsEnded(ctx context.Context) bool {
 			return false
 		}
 	}
+	return false
 }
 
 func mapValues[K comparable, V any](m map[K]V) []V {
