@@ -215,7 +215,7 @@ func TestAGuidedScheduleReplays(t *testing.T) {
 			g := got[name][i]
 			assert.Equal(t, f.Nodes, g.Nodes, "%s fault %d", name, i+1)
 			assert.Equal(t, f.Params, g.Params, "%s fault %d", name, i+1)
-			assert.InDelta(t, f.Start, g.Start, float64(150*time.Millisecond), "%s starts when it did", f.Describe())
+			assert.InDelta(t, f.Start, g.Start-g.Waited, float64(150*time.Millisecond), "%s is tried when it started (waited %s)", f.Describe(), g.Waited)
 		}
 	}
 }

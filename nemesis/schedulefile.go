@@ -61,7 +61,8 @@ type Scheduled struct {
 	Error  string        `json:"error,omitempty"`
 	Waited time.Duration `json:"waited_ns,omitempty"`
 	// Why the guided scheduler chose it: the situation it aimed at and its
-	// count then ("resource-restart-stale 1 of 3"), or "explore".
+	// count then ("resource-restart-stale 1 of 3"), "first turn", "explore"
+	// (guide.go's nextFault); none for a fault it did not choose.
 	Why string `json:"why,omitempty"`
 
 	// line is where the fault begins in the file it was read from.
