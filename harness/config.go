@@ -68,6 +68,12 @@ type Config struct {
 	// Nemesis is the comma-separated nemesis list: names, "all" (every one
 	// that applies, except opt-in ones) or "none".
 	Nemesis string `json:"nemesis"`
+	// NemesisMode is how faults are drawn: "guided" (fault phases between
+	// calm phases, each fault aimed at the failure situation furthest below
+	// target in the live coverage; nemesis/guide.go) or "random" (each
+	// nemesis on its own seeded schedule, as before guided schedules); ""
+	// is guided for "all" and random for a list.
+	NemesisMode string `json:"nemesis_mode,omitempty"`
 	// Seed drives every random choice of the workload and the nemeses; zero
 	// draws one from the clock (WithDefaults), recorded so the run can be
 	// repeated.
@@ -209,6 +215,11 @@ func (c *Config) validate() ([]string, error) {
 	nemeses, err := nemesis.Parse(c.Nemesis)
 	if err != nil {
 		bad("--nemesis: %v", err)
+	}
+	switch c.NemesisMode {
+	case "", nemesis.ModeGuided, nemesis.ModeRandom:
+	default:
+		bad("--nemesis-mode must be %s or %s, got %q", nemesis.ModeGuided, nemesis.ModeRandom, c.NemesisMode)
 	}
 	if _, err := workloads.ParseProfile(c.Profile); err != nil {
 		bad("--profile: %v", err)

@@ -238,6 +238,14 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 	var sched *nemesis.Scheduler
 	if replay == nil {
 		sched = nemesis.NewScheduler(nenv, rec, cfg.Seed, sel.Active)
+		if n.guided() && len(sel.Active) > 0 {
+			cov, err := watchCoverage(rec, cfg, target.Semantics())
+			if err != nil {
+				return run, fmt.Errorf("%w: live coverage: %v", ErrCannotRun, err)
+			}
+			nenv.Coverage = cov.read
+			sched.Guide()
+		}
 	} else {
 		// A schedule that names what this target does not have is the
 		// caller's mistake (a usage error), found before the main phase.

@@ -53,6 +53,7 @@ func (c *Config) Settings() []Setting {
 		{"strict-contract", "stop at any deviation from Fencing API v1 the preflight finds (as fencecheck conform judges); without it, deviations that cannot let a stale, equal, missing or forged token through are reported and the run goes on", &c.StrictContract},
 		{"profile", "workload traffic profile(s): " + strings.Join(workloads.ProfileNames(), ", ") + " (all: each writer one profile, the mix drawn from --seed; a list: the writers take them in turn)", &c.Profile},
 		{"nemesis", "comma-separated nemeses (" + strings.Join(nemesis.Names(), ", ") + "), 'all' (every one that applies, except " + strings.Join(nemesis.OptInNames(), " and ") + ") or 'none'", &c.Nemesis},
+		{"nemesis-mode", "how faults are drawn: guided (fault phases between calm phases with no fault on a node, each fault aimed at the failure situation furthest below 3 in the live coverage) or random (each nemesis on its own seeded schedule); default: guided for 'all', random for a list", &c.NemesisMode},
 		{"seed", "seed for the workload and the fault schedule (0: from the clock; printed so the run can be reproduced)", &c.Seed},
 		{"schedule", "replay this fault schedule (a run's schedule.json) instead of drawing faults from --seed; its nemeses replace --nemesis, and without --time its main phase is the schedule's", &c.Schedule},
 		{"recovery", "how long the final phase waits for every node to answer after the heal", &c.Recovery},

@@ -29,6 +29,9 @@ func (delay) Effects() []Effect { return []Effect{Delays} }
 // ActsOnLinks: the proxies hold the writes.
 func (delay) ActsOnLinks() bool { return true }
 
+// OnClientsOnly: the proxy holds the clients' writes; every node runs on.
+func (delay) OnClientsOnly(Plan) bool { return true }
+
 func (delay) Applicable(env *Env) (bool, string) {
 	if len(clientLinks(env)) == 0 {
 		return false, noClientLinks

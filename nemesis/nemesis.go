@@ -31,6 +31,11 @@ type Env struct {
 	// Acks is the run's feed of acknowledgements (history.Acks), by which
 	// crash-on-ack times its crashes; nil when none.
 	Acks AckWaiter
+	// Coverage, when set, is the run's live coverage: how many times each
+	// failure situation that applies so far was created, by id (the
+	// analysis's count, which this package does not import). The guided
+	// schedule aims its faults by it.
+	Coverage func() map[string]int
 	// TTL is the lease time clients ask for; pauses are sized from it.
 	TTL time.Duration
 	Log io.Writer

@@ -58,6 +58,13 @@ func (*pause) Effects() []Effect { return []Effect{Delays} }
 
 func (*pause) Params() any { return &pauseParams{} }
 
+// OnClientsOnly: a holder pause stalls a client; a node pause freezes a
+// node.
+func (*pause) OnClientsOnly(p Plan) bool {
+	pp, err := paramsOf[pauseParams](p)
+	return err == nil && pp.Mode == PauseHolders
+}
+
 func (*pause) Applicable(env *Env) (bool, string) {
 	_, node := env.Target.(Pauser)
 	if env.Holders == nil && !node {

@@ -28,6 +28,8 @@ type Plan struct {
 	// its Params method makes; nil for a nemesis whose faults take none.
 	// They must survive a JSON round trip: a schedule file stores them.
 	Params any
+	// why the guided schedule chose the fault (schedule.json's why).
+	why string
 }
 
 // Planner is the half of a nemesis that chooses: Draw picks one fault with

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -31,6 +32,9 @@ type Scheduler struct {
 	// Replay, when set, is the schedule to carry out instead of drawing one
 	// (NewReplay).
 	Replay *Schedule
+	// guide, when set, conducts the faults on nodes in fault and calm
+	// phases (Guide, guide.go); nil: each nemesis draws on its own.
+	guide  *guide
 	nextID atomic.Int64
 	// nextClaim numbers the claims on nodes (a fault that fails to start
 	// has one too, but no id).
@@ -48,6 +52,7 @@ type live struct {
 	fault     *Fault
 	claim     int64 // what holds its nodes in Env.claims
 	takesOver bool  // its plan took its nodes over (Plan.TakesOver)
+	onClients bool  // it touches no node (OnClients)
 }
 
 // ApplyError is a fault that was chosen but did not apply (a rule that
@@ -87,6 +92,11 @@ func NewReplay(env *Env, rec *history.Recorder, seed uint64, sched *Schedule, ne
 	return s
 }
 
+// Guide makes the scheduler draw by the guided schedule (guide.go): the
+// nemeses that act on nodes in fault phases, each fault aimed by the live
+// coverage, between calm phases. A replay ignores it.
+func (s *Scheduler) Guide() { s.guide = &guide{lengths: defaultPhases} }
+
 // Waited maps each nemesis that ever found every node it could act on held
 // by another fault to how often.
 func (s *Scheduler) Waited() map[string]int {
@@ -121,6 +131,12 @@ func (s *Scheduler) Planned(mainPhase time.Duration, nemesis string) *Schedule {
 	out := &Schedule{Version: ScheduleVersion, Seed: s.Seed, Nemesis: nemesis, MainPhase: mainPhase,
 		Faults: append([]Scheduled(nil), s.planned...)}
 	sort.SliceStable(out.Faults, func(i, j int) bool { return out.Faults[i].Start < out.Faults[j].Start })
+	if s.guide != nil && s.Replay == nil {
+		out.Mode = ModeGuided
+		s.guide.mu.Lock()
+		out.Calm = append([]Phase(nil), s.guide.phases...)
+		s.guide.mu.Unlock()
+	}
 	return out
 }
 
@@ -129,7 +145,24 @@ func (s *Scheduler) Planned(mainPhase time.Duration, nemesis string) *Schedule {
 // then stay live until Heal.
 func (s *Scheduler) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, n := range s.Nemeses {
+	nemeses := s.Nemeses
+	if s.guide != nil && s.Replay == nil {
+		// The nemeses that act on nodes are the conductor's; the clients'
+		// faults keep their own draws (a node pause of theirs waits for
+		// a fault phase: drawAndStart).
+		var conducted []Nemesis
+		nemeses = nil
+		for _, n := range s.Nemeses {
+			if _, ok := n.(OnClients); ok {
+				nemeses = append(nemeses, n)
+			} else {
+				conducted = append(conducted, n)
+			}
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); s.conduct(ctx, conducted) }()
+	}
+	for _, n := range nemeses {
 		wg.Add(1)
 		go func(n Nemesis) {
 			defer wg.Done()
@@ -195,9 +228,20 @@ func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand,
 		s.failed(ctx, n, err)
 		return -1, 0
 	}
+	// Under the guided schedule a fault on a node waits for a fault phase
+	// and ends with it; the clients' faults go on through calm phases.
+	window := time.Duration(math.MaxInt64)
+	if s.guide != nil && !onClientsOnly(n, p) {
+		left, ok := s.guide.faultWindow()
+		if !ok {
+			s.Env.claims.served(n.Name())
+			return -1, 0
+		}
+		window = left
+	}
 	// The length is drawn only once the fault started (as it always was):
 	// a failed start leaves the rest of the schedule as the seed had it.
-	return s.start(ctx, n, p, func() time.Duration { return between(rng, t.FaultMin, t.FaultMax) }, waitedSince)
+	return s.start(ctx, n, p, func() time.Duration { return min(between(rng, t.FaultMin, t.FaultMax), window) }, waitedSince)
 }
 
 // replay carries out n's faults of the schedule in start order, each at its
@@ -303,7 +347,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	s.Env.claims.served(n.Name())
 	// Times to the millisecond: finer would only record jitter.
 	at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
-	planned := Scheduled{Nemesis: n.Name(), Nodes: p.Nodes, TakesOver: p.TakesOver, Outage: p.Outage, Params: p.Params, Start: at}
+	planned := Scheduled{Nemesis: n.Name(), Nodes: p.Nodes, TakesOver: p.TakesOver, Outage: p.Outage, Params: p.Params, Start: at, Why: p.why}
 	if !waitedSince.IsZero() {
 		planned.Waited = time.Since(waitedSince).Round(time.Millisecond)
 	}
@@ -328,7 +372,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
-	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver}
+	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver, onClients: onClientsOnly(n, p)}
 	s.mu.Unlock()
 	s.plan(planned)
 	s.record(n.Name(), history.FaultStart, id, f.Nodes, f.Details)

@@ -33,7 +33,12 @@ type Schedule struct {
 	// MainPhase is the length of the main phase the faults were planned
 	// in; a replay without --time runs that long.
 	MainPhase time.Duration `json:"main_phase_ns"`
-	Faults    []Scheduled   `json:"faults"`
+	// Mode is "guided" for a schedule the guided scheduler drew, and Calm
+	// its calm phases, when no fault touched a node. A replay carries out
+	// the faults alone: the calm phases are the room between them.
+	Mode   string      `json:"mode,omitempty"`
+	Calm   []Phase     `json:"calm,omitempty"`
+	Faults []Scheduled `json:"faults"`
 }
 
 // Scheduled is one planned fault.
@@ -55,6 +60,10 @@ type Scheduled struct {
 	ID     int64         `json:"id,omitempty"`
 	Error  string        `json:"error,omitempty"`
 	Waited time.Duration `json:"waited_ns,omitempty"`
+	// Why the guided scheduler chose it: the situation it aimed at and its
+	// count then ("resource-restart-stale 1 of 3"), "first turn", "explore"
+	// (guide.go's nextFault); none for a fault it did not choose.
+	Why string `json:"why,omitempty"`
 
 	// line is where the fault begins in the file it was read from.
 	line int
@@ -179,6 +188,8 @@ func ParseSchedule(data []byte) (*Schedule, error) {
 		Nemesis   string            `json:"nemesis"`
 		ReplayOf  string            `json:"replay_of"`
 		MainPhase time.Duration     `json:"main_phase_ns"`
+		Mode      string            `json:"mode"`
+		Calm      []Phase           `json:"calm"`
 		Faults    []json.RawMessage `json:"faults"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -189,7 +200,8 @@ func ParseSchedule(data []byte) (*Schedule, error) {
 	if raw.Version != ScheduleVersion {
 		return nil, fmt.Errorf("schedule_version %d: this fencecheck reads version %d", raw.Version, ScheduleVersion)
 	}
-	s := &Schedule{Version: raw.Version, Seed: raw.Seed, Nemesis: raw.Nemesis, ReplayOf: raw.ReplayOf, MainPhase: raw.MainPhase}
+	s := &Schedule{Version: raw.Version, Seed: raw.Seed, Nemesis: raw.Nemesis, ReplayOf: raw.ReplayOf, MainPhase: raw.MainPhase,
+		Mode: raw.Mode, Calm: raw.Calm}
 	from := 0
 	for i, r := range raw.Faults {
 		// A fault's text is verbatim in the file, after the one before it.

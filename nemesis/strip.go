@@ -33,6 +33,9 @@ func (strip) ActsOnLinks() bool { return true }
 // Timing: stripping does not stop progress, so it may last longer than the
 // default; that keeps tampered writes coming even when other faults make the
 // resource unreachable part of the time.
+// OnClientsOnly: the proxy changes the clients' requests; every node runs on.
+func (strip) OnClientsOnly(Plan) bool { return true }
+
 func (strip) Timing(*Env) Timing {
 	return Timing{QuietMin: 1 * time.Second, QuietMax: 3 * time.Second, FaultMin: 2 * time.Second, FaultMax: 5 * time.Second}
 }

@@ -52,6 +52,13 @@ const (
 	// long and then writes to it with an older token shows it (the idle
 	// probes, docs/workloads.md).
 	ForgetIdle Bug = "forget-idle"
+	// ForgetIdleSinceStart: forget-idle with its timers rebuilt at start,
+	// as a server that keeps them in memory does: a key forgets its mark
+	// once ForgetIdleAfter has passed since both its last accepted write
+	// and the store's start. Only a run that leaves a key idle that long
+	// with no restart or power loss of the node in between shows it (a
+	// quiet idle period, docs/coverage.md).
+	ForgetIdleSinceStart Bug = "forget-idle-since-start"
 	// AckBeforeFsync: each group commit writes the snapshot and renames it
 	// into place, answers everyone it covers, and only then fsyncs the file
 	// and the folder (a group commit that syncs after it replies, or a
@@ -67,7 +74,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, AckBeforeFsync}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.

@@ -373,6 +373,33 @@ func TestStopThenStartKeepsAddress(t *testing.T) {
 	assert.Equal(t, "v", string(c.Read(bg, "k").Value))
 }
 
+// forget-idle-since-start: as forget-idle, but a restart starts every
+// key's idle time again.
+func TestBugForgetIdleSinceStart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, StoreOptions{Bugs: Bugs{ForgetIdleSinceStart: true}})
+	require.NoError(t, err)
+	require.NoError(t, s.Write(bg, "k", 2, []byte("a")))
+	require.NoError(t, s.Write(bg, "m", 2, []byte("a")))
+	s.mu.Lock()
+	s.started -= int64(ForgetIdleAfter + time.Second)
+	for _, key := range []string{"k", "m"} {
+		r := s.keys[key]
+		r.Written -= int64(ForgetIdleAfter + time.Second)
+		s.keys[key] = r
+	}
+	s.version++
+	s.mu.Unlock()
+	require.NoError(t, s.Write(bg, "k", 1, []byte("late")), "idle since its write and the start: forgotten")
+	require.NoError(t, s.Close())
+
+	s, err = OpenStore(dir, StoreOptions{Bugs: Bugs{ForgetIdleSinceStart: true}})
+	require.NoError(t, err)
+	defer s.Close()
+	var stale *fencing.StaleError
+	assert.ErrorAs(t, s.Write(bg, "m", 1, []byte("late")), &stale, "idle before the restart only: the rebuilt timer holds the mark")
+}
+
 // forget-idle: a key without an accepted write for ForgetIdleAfter loses
 // its mark (not its value); a key written since keeps it; the time of the
 // last write is kept with the mark, through a restart.

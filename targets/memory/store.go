@@ -100,6 +100,9 @@ type Store struct {
 	dead       atomic.Bool
 
 	fileMu sync.Mutex // serialises snapshot files and fences them off after kill
+	// started is when the store opened (Unix ns): forget-idle-since-start
+	// counts idle time from no earlier.
+	started int64
 }
 
 var (
@@ -119,7 +122,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}}
+	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}, started: time.Now().UnixNano()}
 	s.cond = sync.NewCond(&s.mu)
 	b, err := os.ReadFile(filepath.Join(dir, snapshotName))
 	switch {
@@ -438,8 +441,13 @@ const ForgetIdleAfter = 3 * time.Second
 func (s *Store) Write(ctx context.Context, key string, token uint64, value []byte) error {
 	return s.do(func() (bool, error) {
 		r := s.keys[key]
-		if s.opts.Bugs.Has(ForgetIdle) {
-			if r.Written != 0 && time.Now().UnixNano()-r.Written >= int64(ForgetIdleAfter) {
+		forgets := s.opts.Bugs.Has(ForgetIdle) || s.opts.Bugs.Has(ForgetIdleSinceStart)
+		if forgets {
+			since := r.Written
+			if s.opts.Bugs.Has(ForgetIdleSinceStart) {
+				since = max(since, s.started)
+			}
+			if r.Written != 0 && time.Now().UnixNano()-since >= int64(ForgetIdleAfter) {
 				r.HighWater = 0 // evicted: the value stays, the mark is gone
 			}
 		}
@@ -454,7 +462,7 @@ func (s *Store) Write(ctx context.Context, key string, token uint64, value []byt
 		if token > r.HighWater {
 			r.HighWater = token
 		}
-		if s.opts.Bugs.Has(ForgetIdle) {
+		if forgets {
 			r.Written = time.Now().UnixNano()
 		}
 		s.keys[key] = r

@@ -1,0 +1,90 @@
+package harness
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fencecheck/fencecheck/analysis"
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// guided says whether the run draws its faults by the guided schedule
+// (nemesis/guide.go): --nemesis-mode, or by default for "all" only, so a
+// list someone chose keeps the draws it always had.
+func (n Normalized) guided() bool {
+	switch n.NemesisMode {
+	case nemesis.ModeGuided:
+		return true
+	case nemesis.ModeRandom:
+		return false
+	}
+	return len(n.Nemeses) == 1 && n.Nemeses[0] == "all"
+}
+
+// coverageRefresh is how long a live count is reused: a count copies every
+// operation so far, and the conductor asks at every draw.
+const coverageRefresh = time.Second
+
+// liveCoverage is the run's coverage counted while it runs, for the guided
+// schedule (nemesis.Env.Coverage): the recorder's events go to an
+// analysis.CoverageCounter, the same count the report gives afterwards.
+// The recorder calls its listeners under its lock, so observe only queues
+// an event; a read feeds the queue to the counter and counts.
+type liveCoverage struct {
+	mu      sync.Mutex
+	pending []history.Event
+
+	countMu sync.Mutex
+	counter *analysis.CoverageCounter
+	at      time.Time
+	last    map[string]int
+}
+
+// watchCoverage counts rec's events from now on (call before the history
+// begins).
+func watchCoverage(rec *history.Recorder, cfg Config, sem checkers.Semantics) (*liveCoverage, error) {
+	opts := CheckOptions(cfg, sem)
+	opts.Progress, opts.Lenient = nil, true
+	c, err := analysis.NewCoverageCounter(opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &liveCoverage{counter: c}
+	rec.Listen(l.observe)
+	return l, nil
+}
+
+func (l *liveCoverage) observe(e history.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, e)
+}
+
+// read is how many times each situation that applies so far was created,
+// by id.
+func (l *liveCoverage) read() map[string]int {
+	l.countMu.Lock()
+	defer l.countMu.Unlock()
+	if l.last != nil && time.Since(l.at) < coverageRefresh {
+		return l.last
+	}
+	l.mu.Lock()
+	events := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for _, e := range events {
+		l.counter.Add(e) // Lenient: a damaged event is skipped, as Check skips it
+	}
+	out := map[string]int{}
+	for _, cl := range l.counter.Coverage().Classes {
+		for _, s := range cl.Situations {
+			if s.Applies() {
+				out[s.ID] = s.Count
+			}
+		}
+	}
+	l.at, l.last = time.Now(), out
+	return out
+}

@@ -1,0 +1,478 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The guided schedule (docs/coverage.md, "Guided faults"): instead of every
+// nemesis drawing on its own clock, which under --nemesis all leaves some
+// fault on the one stateful node nearly all the time, a conductor
+// alternates fault phases and calm phases. In a calm phase no fault touches
+// a node (the clients' faults go on), so a key or a free lock can be idle
+// quietly, as the idle situations ask. In a fault phase each next fault is
+// drawn toward the failure situation furthest below GuideTarget in the
+// run's live coverage (Env.Coverage). Every fault lands in schedule.json
+// with why it was chosen, and the calm phases too, so --schedule replays
+// what was applied.
+
+// Scheduler modes (harness.Config.NemesisMode).
+const (
+	ModeGuided = "guided"
+	ModeRandom = "random"
+)
+
+// GuideTarget is how many times the guided schedule wants each situation
+// created before it stops aiming at it.
+const GuideTarget = 3
+
+// OnClients is a nemesis whose faults act on the clients or their traffic
+// (the proxies' faults, a holder pause), not on a node, at least for some
+// plans: under the guided schedule it keeps its own draws, and only a plan
+// for which OnClientsOnly is false waits for a fault phase.
+type OnClients interface{ OnClientsOnly(p Plan) bool }
+
+func onClientsOnly(n Nemesis, p Plan) bool {
+	oc, ok := n.(OnClients)
+	return ok && oc.OnClientsOnly(p)
+}
+
+// Phase is a calm phase of a guided schedule, as schedule.json records it.
+type Phase struct {
+	Start    time.Duration `json:"start_ns"`
+	Duration time.Duration `json:"duration_ns"`
+	Why      string        `json:"why,omitempty"`
+}
+
+// End is when the phase ends.
+func (p Phase) End() time.Duration { return p.Start + p.Duration }
+
+// half says which state a fault must hit for a situation.
+type half int
+
+const (
+	anyNode half = iota
+	issuerState
+	resourceState
+)
+
+// remedy is what creates a situation: a fault of nemesis on a node keeping
+// state, or (nemesis "") a calm phase long enough for idle.
+type remedy struct {
+	situation string
+	nemesis   string
+	state     half
+	idle      time.Duration
+}
+
+// remedies are the situations the guide aims at, one line each; their ids
+// are the analysis's (a harness test holds them to it). The replays,
+// tokens stripped and late writes come from the clients' faults and the
+// workload, which run throughout; the 20 s scales need more than a calm
+// phase of a short run.
+var remedies = []remedy{
+	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState},
+	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState},
+	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState},
+	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState},
+	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState},
+	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState},
+	{situation: "key-idle-1s-stale", idle: time.Second},
+	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
+	{situation: "lock-free-1s-regrant", idle: time.Second},
+	{situation: "lock-free-5s-regrant", idle: 5 * time.Second},
+}
+
+// Situations lists the situation ids the guide aims at.
+func Situations() []string {
+	var out []string
+	for _, r := range remedies {
+		out = append(out, r.situation)
+	}
+	return out
+}
+
+// Phase lengths. A fault phase holds a few faults; a calm phase for an
+// idle time T lasts T plus calmMargin, so the idle probes (T plus a little,
+// on a round of about that period) leave a key and its lock alone inside
+// it, with writes before and after; a calm phase nothing asks for is brief,
+// only to keep the alternation.
+type phaseLengths struct {
+	faultMin, faultMax time.Duration
+	calmMargin, brief  time.Duration
+	// The conductor draws its next fault this long after the last.
+	gapMin, gapMax time.Duration
+}
+
+var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.Second,
+	calmMargin: 3500 * time.Millisecond, brief: time.Second,
+	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond}
+
+const (
+	// minFault is the shortest fault worth starting before a phase ends.
+	minFault = 300 * time.Millisecond
+	// exploreOneIn: one draw in this many ignores coverage, so the
+	// faults no situation asks for (disk, crash-on-ack) still run.
+	exploreOneIn = 4
+	// aimTries bounds the redraws of a plan until it hits the wanted node.
+	aimTries = 20
+)
+
+// deficits is how far each remedy's situation is below GuideTarget, by
+// index of remedies: only those that apply (in cov), or, for an idle scale
+// not yet reached by the run so far, those whose other scales apply. A nil
+// cov (no live coverage) has every situation short.
+func deficits(cov map[string]int) map[int]int {
+	idleApplies := false
+	for _, r := range remedies {
+		if _, ok := cov[r.situation]; ok && r.nemesis == "" {
+			idleApplies = true
+		}
+	}
+	out := map[int]int{}
+	for i, r := range remedies {
+		n, ok := cov[r.situation]
+		if cov != nil && !ok && !(r.nemesis == "" && idleApplies) {
+			continue
+		}
+		if d := GuideTarget - n; d > 0 {
+			out[i] = d
+		}
+	}
+	return out
+}
+
+// calmFor is the calm phase to hold now, and why: long enough for the
+// longest idle time of a situation below target that fits in left (the
+// first in the table among equals), or brief when none is short.
+func (pl phaseLengths) calmFor(cov map[string]int, left time.Duration) (time.Duration, string) {
+	short := deficits(cov)
+	best := -1
+	for i, r := range remedies {
+		if r.nemesis != "" || short[i] == 0 || r.idle+pl.calmMargin > left {
+			continue
+		}
+		if best < 0 || r.idle > remedies[best].idle {
+			best = i
+		}
+	}
+	if best < 0 {
+		return min(pl.brief, max(left, 0)), "brief: no quiet idle situation is short"
+	}
+	r := remedies[best]
+	return r.idle + pl.calmMargin, fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[best], GuideTarget)
+}
+
+// aim is the next fault a guided fault phase draws: a nemesis, the nodes it
+// should hit (nil: any) and why.
+type aim struct {
+	nemesis Nemesis
+	nodes   map[string]bool
+	why     string
+}
+
+// nextFault chooses the next fault among free (the conducted nemeses with
+// no fault live; tried counts each one's faults so far): first a turn for
+// each that never had one, then one draw in exploreOneIn for one of the
+// least tried, otherwise the remedy of the situation furthest below target
+// that a free nemesis can create on a node keeping its state (ties drawn),
+// or one of the least tried when none is short.
+func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]int, rng *rand.Rand) (aim, bool) {
+	if len(free) == 0 {
+		return aim{}, false
+	}
+	leastTried := func(why string) (aim, bool) {
+		fewest := slices.MinFunc(free, func(a, b Nemesis) int { return tried[a.Name()] - tried[b.Name()] })
+		ties := slices.DeleteFunc(slices.Clone(free), func(n Nemesis) bool { return tried[n.Name()] > tried[fewest.Name()] })
+		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
+	}
+	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
+		return leastTried("first turn")
+	}
+	if rng.IntN(exploreOneIn) == 0 {
+		return leastTried("explore")
+	}
+	short := deficits(cov)
+	var best []aim
+	most := 0
+	for i, r := range remedies {
+		k := slices.IndexFunc(free, func(n Nemesis) bool { return n.Name() == r.nemesis })
+		if short[i] == 0 || r.nemesis == "" || k < 0 {
+			continue
+		}
+		nodes := stateNodes(env, r.state)
+		if len(nodes) == 0 {
+			continue
+		}
+		if short[i] > most {
+			best, most = nil, short[i]
+		}
+		if short[i] == most {
+			best = append(best, aim{nemesis: free[k], nodes: nodes,
+				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
+		}
+	}
+	if len(best) > 0 {
+		return best[rng.IntN(len(best))], true
+	}
+	return leastTried("no situation it can create is short")
+}
+
+// stateNodes are the target's nodes keeping the half's state, as the
+// analysis judges them: stateful nodes whose role does not name only the
+// other half; every stateful node when no role names this half. anyNode:
+// nil (any node).
+func stateNodes(env *Env, h half) map[string]bool {
+	if h == anyNode {
+		return nil
+	}
+	out, stateful := map[string]bool{}, map[string]bool{}
+	for _, n := range nodesOf(env) {
+		if n.Stateless {
+			continue
+		}
+		stateful[n.Name] = true
+		is, res := strings.Contains(n.Role, "issuer"), strings.Contains(n.Role, "resource")
+		if h == issuerState && res && !is || h == resourceState && is && !res {
+			continue
+		}
+		out[n.Name] = true
+	}
+	if len(out) == 0 {
+		return stateful
+	}
+	return out
+}
+
+// guide is the guided schedule's state the nemeses' own loops read: the
+// current phase, and when the fault phase ends.
+type guide struct {
+	lengths phaseLengths
+	mu      sync.Mutex
+	calm    bool
+	// until is when the current phase ends.
+	until  time.Time
+	phases []Phase
+}
+
+// faultWindow is how long a fault touching a node may last from now: until
+// the fault phase ends; false in a calm phase.
+func (g *guide) faultWindow() (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	left := time.Until(g.until)
+	return left, !g.calm && left >= minFault
+}
+
+func (g *guide) set(calm bool, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calm, g.until = calm, until
+}
+
+func (g *guide) calmPhase(p Phase) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.phases = append(g.phases, p)
+}
+
+// coverage is the live coverage, nil without a feed.
+func (s *Scheduler) coverage() map[string]int {
+	if s.Env.Coverage == nil {
+		return nil
+	}
+	return s.Env.Coverage()
+}
+
+// conduct runs the guided schedule of the nemeses that act on nodes until
+// ctx ends: a fault phase, a calm phase, and again.
+func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
+	h := fnv.New64a()
+	h.Write([]byte("guide"))
+	rng := rand.New(rand.NewPCG(s.Seed, h.Sum64()))
+	deadline, bounded := ctx.Deadline()
+	var faults sync.WaitGroup
+	defer faults.Wait()
+	for {
+		pl := s.guide.lengths
+		begun := time.Now()
+		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
+		s.guide.set(false, end)
+		for {
+			if time.Until(end) < minFault {
+				// A nemesis that never had a turn (its node held
+				// all phase) gets one before the calm: a short run
+				// must still try every fault it asked for.
+				if !s.someUntried(conducted) || time.Since(begun) >= 2*pl.faultMax {
+					break
+				}
+				end = time.Now().Add(pl.gapMax + minFault)
+				s.guide.set(false, end)
+			}
+			free := slices.DeleteFunc(slices.Clone(conducted), func(n Nemesis) bool { return s.live(n.Name()) })
+			if a, ok := nextFault(s.Env, s.coverage(), free, s.tried(), rng); ok {
+				s.conductOne(ctx, rng, a, end, &faults)
+			}
+			if !sleep(ctx, between(rng, pl.gapMin, pl.gapMax)) {
+				return
+			}
+		}
+		if !sleep(ctx, time.Until(end)) {
+			return
+		}
+		ended := s.nodeFaultsEnd(ctx, stuckFault)
+		if ctx.Err() != nil {
+			return
+		}
+		if !ended {
+			continue // a fault that could not be undone waits for the heal: no calm then
+		}
+		left := time.Duration(1 << 62)
+		if bounded {
+			left = time.Until(deadline)
+		}
+		d, why := pl.calmFor(s.coverage(), left)
+		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
+		s.guide.set(true, time.Now().Add(d))
+		s.guide.calmPhase(Phase{Start: at, Duration: d.Round(time.Millisecond), Why: why})
+		if !sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+// conductOne starts a's fault in a fault phase ending at end, and stops
+// it when its time is up. While the nodes it needs are held (another
+// fault, a quiet holder pause's hush) it tries again shortly, as a
+// nemesis's own loop does, so the claims hand it the node when its turn
+// comes.
+func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end time.Time, faults *sync.WaitGroup) {
+	n := a.nemesis
+	t := DefaultTiming
+	if tn, ok := n.(Timed); ok {
+		t = tn.Timing(s.Env)
+	}
+	length := func() time.Duration { return min(between(rng, t.FaultMin, t.FaultMax), time.Until(end)) }
+	var waitedSince time.Time
+	for {
+		p, err := s.drawAimed(ctx, a, rng)
+		switch {
+		case errors.Is(err, ErrBusy):
+			waitedSince = orNow(waitedSince)
+			s.waits(n, waitedSince, s.Env.claims.held())
+		case errors.Is(err, errNotNow):
+			s.Env.claims.served(n.Name())
+			return
+		case err != nil:
+			s.Env.claims.served(n.Name())
+			s.failed(ctx, n, err)
+			return
+		default:
+			id, d := s.start(ctx, n, p, length, waitedSince)
+			if id == busy {
+				waitedSince = orNow(waitedSince)
+				break
+			}
+			if id < 0 {
+				return
+			}
+			faults.Add(1)
+			go func() {
+				defer faults.Done()
+				if sleep(ctx, d) {
+					s.endOrKeep(context.WithoutCancel(ctx), id)
+				}
+			}()
+			return
+		}
+		if time.Until(end) < minFault+busyRetry || !sleep(ctx, busyRetry) {
+			s.Env.claims.served(n.Name())
+			return
+		}
+	}
+}
+
+// drawAimed draws a's nemesis's plan until it hits one of a's nodes (a
+// few tries; the last draw otherwise, said in its why).
+func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan, error) {
+	var p Plan
+	var err error
+	for range aimTries {
+		if p, err = a.nemesis.Draw(ctx, s.Env, rng); err != nil {
+			return p, err
+		}
+		if a.nodes == nil || slices.ContainsFunc(p.Nodes, func(n string) bool { return a.nodes[n] }) {
+			p.why = a.why
+			return p, nil
+		}
+	}
+	p.why = a.why + " (not aimed: no draw hit its node)"
+	return p, nil
+}
+
+// tried counts each nemesis's faults so far, started or failed.
+func (s *Scheduler) tried() map[string]int {
+	s.countsMu.Lock()
+	defer s.countsMu.Unlock()
+	out := map[string]int{}
+	for name, c := range s.Counts {
+		out[name] = c.Started + c.Failed
+	}
+	return out
+}
+
+// someUntried reports whether one of nemeses has had no fault yet.
+func (s *Scheduler) someUntried(nemeses []Nemesis) bool {
+	tried := s.tried()
+	return slices.ContainsFunc(nemeses, func(n Nemesis) bool { return tried[n.Name()] == 0 })
+}
+
+// live reports whether a fault of the named nemesis is live.
+func (s *Scheduler) live(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.active {
+		if l.nem.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// stuckFault bounds the wait for faults on nodes to end before a calm
+// phase: one that could not be undone stays live until the final heal.
+const stuckFault = 10 * time.Second
+
+// nodeFaultsEnd waits, at most max, until no fault touching a node is live
+// (one whose stop, a node starting again, takes longer than planned), so
+// a calm phase is calm from its first instant; false when one still is,
+// or ctx ended first.
+func (s *Scheduler) nodeFaultsEnd(ctx context.Context, max time.Duration) bool {
+	for t0 := time.Now(); time.Since(t0) < max; {
+		s.mu.Lock()
+		busy := slices.ContainsFunc(mapValues(s.active), func(l *live) bool { return !l.onClients })
+		s.mu.Unlock()
+		if !busy {
+			return true
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return false
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}

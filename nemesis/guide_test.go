@@ -1,0 +1,221 @@
+package nemesis
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/history"
+)
+
+// halves is a target whose issuer and resource state live on nodes of
+// their own, beside a stateless adapter; every node can be restarted.
+type halves struct{}
+
+func (halves) Nodes() []Node {
+	return []Node{{Name: "i1", Role: "issuer"}, {Name: "r1", Role: "resource"}, {Name: "a1", Role: "adapter", Stateless: true}}
+}
+func (halves) KillNode(context.Context, string) error        { return nil }
+func (halves) StartNode(context.Context, string, bool) error { return nil }
+
+// atTarget is a live coverage with every situation the guide aims at
+// created GuideTarget times, but for the ones given.
+func atTarget(short map[string]int) map[string]int {
+	out := map[string]int{}
+	for _, id := range Situations() {
+		out[id] = GuideTarget
+	}
+	for id, n := range short {
+		out[id] = n
+	}
+	return out
+}
+
+// The next fault is the one that creates the situation furthest below
+// target, on a node keeping the state that situation needs; one draw in
+// exploreOneIn ignores coverage.
+func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
+	env := &Env{Target: halves{}}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, nil)
+	free := []Nemesis{restart{}, powerLoss{}, clock{}}
+	for _, tc := range []struct {
+		short       map[string]int
+		nemesis     string
+		node, count string
+	}{
+		{map[string]int{"resource-restart-stale": 0, "issuer-restart-regrant": 2}, Restart, "r1", "resource-restart-stale 0 of 3"},
+		{map[string]int{"issuer-restart-regrant": 1, "resource-power-loss-stale": 2}, Restart, "i1", "issuer-restart-regrant 1 of 3"},
+		{map[string]int{"issuer-power-loss-regrant": 0, "resource-restart-stale": 1}, PowerLoss, "i1", "issuer-power-loss-regrant 0 of 3"},
+	} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		aimed := 0
+		for range 40 {
+			a, ok := nextFault(env, atTarget(tc.short), free, triedOnce, rng)
+			require.True(t, ok)
+			if a.why == "explore" {
+				continue
+			}
+			aimed++
+			assert.Equal(t, tc.nemesis, a.nemesis.Name(), tc.count)
+			assert.Equal(t, tc.count, a.why)
+			if a.nemesis.Name() != Restart {
+				continue // power-loss needs a layer to draw on: the aim is enough
+			}
+			p, err := s.drawAimed(context.Background(), a, rng)
+			require.NoError(t, err)
+			assert.Equal(t, []string{tc.node}, p.Nodes, "aimed at the node keeping the state")
+		}
+		assert.Greater(t, aimed, 20, "most draws are aimed")
+	}
+	// The clock's situation is the issuer's.
+	a := aimedFault(t, env, atTarget(map[string]int{"issuer-clock-back-regrant": 0}), free)
+	assert.Equal(t, Clock, a.nemesis.Name())
+	assert.Equal(t, map[string]bool{"i1": true}, a.nodes)
+	// A nemesis that never had a turn has it first.
+	a, ok := nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, map[string]int{Restart: 2, PowerLoss: 1}, rand.New(rand.NewPCG(1, 1)))
+	require.True(t, ok)
+	assert.Equal(t, Clock, a.nemesis.Name())
+	assert.Equal(t, "first turn", a.why)
+	// A nemesis with a fault live is not free: the next situation's is drawn.
+	a = aimedFault(t, env, atTarget(map[string]int{"resource-restart-stale": 0, "issuer-clock-back-regrant": 1}), []Nemesis{clock{}})
+	assert.Equal(t, "issuer-clock-back-regrant 1 of 3", a.why)
+}
+
+// triedOnce: every nemesis had its first turn.
+var triedOnce = map[string]int{Restart: 1, PowerLoss: 1, Clock: 1}
+
+// aimedFault is the guide's next fault that is not an exploring one.
+func aimedFault(t *testing.T, env *Env, cov map[string]int, free []Nemesis) aim {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 1))
+	for {
+		a, ok := nextFault(env, cov, free, triedOnce, rng)
+		require.True(t, ok)
+		if a.why != "explore" {
+			return a
+		}
+	}
+}
+
+// A calm phase is as long as the longest idle time whose quiet situation
+// is below target (and fits in the run), brief when none is.
+func TestACalmPhaseWhenQuietIdleSituationsAreShort(t *testing.T) {
+	pl := defaultPhases
+	d, why := pl.calmFor(atTarget(map[string]int{"key-idle-5s-stale": 1}), 20*time.Second)
+	assert.Equal(t, 5*time.Second+pl.calmMargin, d)
+	assert.Equal(t, "key-idle-5s-stale 1 of 3", why)
+	d, why = pl.calmFor(atTarget(map[string]int{"lock-free-1s-regrant": 0}), 20*time.Second)
+	assert.Equal(t, time.Second+pl.calmMargin, d)
+	assert.Equal(t, "lock-free-1s-regrant 0 of 3", why)
+	d, _ = pl.calmFor(atTarget(map[string]int{"key-idle-5s-stale": 0, "key-idle-1s-stale": 0}), 6*time.Second)
+	assert.Equal(t, time.Second+pl.calmMargin, d, "the 5 s scale does not fit in what is left")
+	d, why = pl.calmFor(atTarget(nil), 20*time.Second)
+	assert.Equal(t, pl.brief, d)
+	assert.Contains(t, why, "brief")
+	// Early in a run the 5 s scale does not apply yet (too little main
+	// phase so far): it counts as short while the 1 s scale applies.
+	early := atTarget(nil)
+	delete(early, "key-idle-5s-stale")
+	delete(early, "lock-free-5s-regrant")
+	d, _ = pl.calmFor(early, 20*time.Second)
+	assert.Equal(t, 5*time.Second+pl.calmMargin, d)
+	// Without a live count every situation is short.
+	d, _ = pl.calmFor(nil, 20*time.Second)
+	assert.Equal(t, 5*time.Second+pl.calmMargin, d)
+}
+
+// fastPause is the pause nemesis with a test's timing.
+type fastPause struct{ *pause }
+
+func (fastPause) Timing(*Env) Timing {
+	return Timing{QuietMin: 20 * time.Millisecond, QuietMax: 60 * time.Millisecond, FaultMin: 50 * time.Millisecond, FaultMax: 120 * time.Millisecond}
+}
+
+// guidedRun runs a guided scheduler with short phases on a one-node
+// target whose quiet idle situations are all at target (brief calm
+// phases) and the rest short, and returns its schedule.
+func guidedRun(t *testing.T, d time.Duration) *Schedule {
+	t.Helper()
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int {
+			return atTarget(map[string]int{"issuer-restart-regrant": 0, "issuer-clock-back-regrant": 1})
+		}}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}, fastPause{&pause{}}, fast{clock{}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 600 * time.Millisecond, faultMax: 900 * time.Millisecond,
+		calmMargin: 200 * time.Millisecond, brief: 400 * time.Millisecond, gapMin: 40 * time.Millisecond, gapMax: 80 * time.Millisecond}
+	runFor(t, s, d)
+	return s.Planned(d, "restart,pause,clock")
+}
+
+// A guided schedule alternates fault phases and calm phases, and no fault
+// on a node overlaps a calm phase; the clients' faults (holder pauses) go
+// on through them.
+func TestAGuidedScheduleHasCalmPhasesWithNoNodeFault(t *testing.T) {
+	sched := guidedRun(t, 3*time.Second)
+	assert.Equal(t, ModeGuided, sched.Mode)
+	require.GreaterOrEqual(t, len(sched.Calm), 2, "calm phases alternate with fault phases")
+	nodeFaults, aimed := 0, 0
+	for _, f := range sched.Faults {
+		if f.Error != "" {
+			continue
+		}
+		if onClientsOnly(&pause{}, f.Plan()) {
+			continue
+		}
+		nodeFaults++
+		if f.Why != "" && f.Why != "explore" {
+			aimed++
+		}
+		for _, c := range sched.Calm {
+			assert.False(t, f.Start < c.End() && f.End() > c.Start, "%s overlaps the calm phase at %s-%s", f.Describe(), c.Start, c.End())
+		}
+	}
+	assert.GreaterOrEqual(t, nodeFaults, 3)
+	assert.Positive(t, aimed, "faults aimed at the short situations")
+}
+
+// A guided run's schedule survives the file (mode, calm phases, each
+// fault's why) and replays: the same faults, each at its time.
+func TestAGuidedScheduleReplays(t *testing.T) {
+	sched := guidedRun(t, 2*time.Second)
+	b, err := sched.Marshal()
+	require.NoError(t, err)
+	file, err := ParseSchedule(b)
+	require.NoError(t, err)
+	assert.Equal(t, sched.Calm, file.Calm)
+	assert.Equal(t, sched.Mode, file.Mode)
+	require.Len(t, file.Faults, len(sched.Faults))
+	for i := range file.Faults {
+		file.Faults[i].line = 0
+		assert.Equal(t, sched.Faults[i], file.Faults[i], "fault %d survives the file", i+1)
+	}
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
+	replayed := NewReplay(env, history.NewRecorder(&bytes.Buffer{}), 5, file, []Nemesis{restart{}, &pause{}, clock{}})
+	runFor(t, replayed, 2200*time.Millisecond)
+	again := replayed.Planned(2*time.Second, "")
+	assert.Empty(t, again.Mode, "a replay carries out faults; it draws no phases")
+	require.Len(t, again.Faults, len(file.Faults))
+	byNemesis := func(s *Schedule) map[string][]Scheduled {
+		out := map[string][]Scheduled{}
+		for _, f := range s.Faults {
+			out[f.Nemesis] = append(out[f.Nemesis], f)
+		}
+		return out
+	}
+	want, got := byNemesis(file), byNemesis(again)
+	for name, fs := range want {
+		require.Len(t, got[name], len(fs), name)
+		for i, f := range fs {
+			g := got[name][i]
+			assert.Equal(t, f.Nodes, g.Nodes, "%s fault %d", name, i+1)
+			assert.Equal(t, f.Params, g.Params, "%s fault %d", name, i+1)
+			assert.InDelta(t, f.Start, g.Start-g.Waited, float64(150*time.Millisecond), "%s is tried when it started (waited %s)", f.Describe(), g.Waited)
+		}
+	}
+}
