@@ -152,6 +152,14 @@ type PowerCutter interface {
 	CutPower(ctx context.Context, node string) (lazyfs.Loss, error)
 }
 
+// DurabilityProber says what a node's layer holds that a power loss would
+// drop now (written, not yet fsynced): where an acknowledged-before-durable
+// bug keeps what it answered. A power loss of a node whose layer holds
+// nothing unsynced tests nothing.
+type DurabilityProber interface {
+	UnsyncedWrites(ctx context.Context, node string) (lazyfs.Loss, error)
+}
+
 // CrashStater is a PowerCutter that can leave part of what was not made
 // durable, as a disk does (lazyfs.CrashModes: pages written back, writes
 // torn): CutPowerAs is CutPower in crash state cs.

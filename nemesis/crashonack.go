@@ -44,6 +44,11 @@ type ackCrash struct {
 	Crash   string `json:"crash"`
 	After   string `json:"after"`
 	DelayUS int64  `json:"delay_us"`
+	// AnyNode: the trigger is the acknowledgement of any node, not only
+	// the crashed one's: a store's member never answers clients itself
+	// (an adapter does), and it is its layer that holds the unsynced
+	// writes the acknowledgement was given for.
+	AnyNode bool `json:"any_node,omitempty"`
 }
 
 // ackKinds are the operations whose acknowledgement may trigger a crash:
@@ -82,16 +87,28 @@ func (crashOnAck) Applicable(env *Env) (bool, string) {
 }
 
 func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
-	p, err := restart{}.Draw(ctx, env, rng)
-	if err != nil {
-		return Plan{}, err
-	}
 	// An acquire or a write two times in five each, a release one time in
 	// five: a lost release is no anomaly (the lock stays held until its
 	// lease ends), a lost grant or write is.
 	after := ackKinds[[]int{0, 0, 1, 1, 2}[rng.IntN(5)]]
 	params := &ackCrash{Crash: CrashKill, After: after,
 		DelayUS: rng.Int64N(ackDelayMax.Microseconds() + 1)}
+	// Where a node's layer holds unsynced writes now, the power goes there,
+	// right after the next acknowledgement of any node: the writes
+	// predate it, and a system that answered before they were durable
+	// loses what it answered (LazyFS's crash on a matching operation,
+	// seen from outside).
+	if _, ok := env.Target.(PowerCutter); ok {
+		if at := unsyncedNodes(ctx, env, powerNodes(env)); len(at) > 0 {
+			node := at[rng.IntN(len(at))].Name
+			params.Crash, params.AnyNode = CrashPower, true
+			return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: params}, nil
+		}
+	}
+	p, err := restart{}.Draw(ctx, env, rng)
+	if err != nil {
+		return Plan{}, err
+	}
 	// Power loss whenever the node's data is on the layer, two times in
 	// three: kill -9 keeps the page cache, so it finds only what was never
 	// written.
@@ -113,13 +130,26 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 	rs, _ := env.Target.(Restarter)
 	node := p.Nodes[0]
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
-	ack, werr := env.Acks.Next(wctx, func(a history.Ack) bool { return a.F == params.After && a.Node == node })
+	ack, werr := env.Acks.Next(wctx, func(a history.Ack) bool {
+		return a.F == params.After && (params.AnyNode || a.Node == node)
+	})
 	cancel()
 	if werr != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	delay := time.Duration(params.DelayUS) * time.Microsecond
 	details := map[string]any{history.ExtraMode: params.Crash, "after": params.After, "delay_us": params.DelayUS, "timed": werr == nil}
+	if params.AnyNode {
+		details["any_node"] = true
+	}
+	// What the layer held at the acknowledgement: the proof the crash
+	// landed where durability was at stake (0: it tested nothing). Read
+	// within the delay, not after it.
+	if dp, ok := env.Target.(DurabilityProber); ok && params.Crash == CrashPower {
+		if held, err := dp.UnsyncedWrites(ctx, node); err == nil {
+			details["unsynced_files"], details["unsynced_entries"] = held.Files, held.Entries
+		}
+	}
 	if werr == nil {
 		time.Sleep(time.Until(ack.At.Add(delay)))
 		details["ack_index"] = ack.Index

@@ -99,7 +99,7 @@ func (powerLoss) Applicable(env *Env) (bool, string) {
 }
 
 func (powerLoss) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
-	node, err := pickFree(ctx, env, rng, powerNodes(env))
+	node, err := pickUnsynced(ctx, env, rng, powerNodes(env))
 	if err != nil {
 		return Plan{}, err
 	}
@@ -156,4 +156,34 @@ func (powerLoss) CheckPlan(env *Env, p Plan) error {
 		}
 	}
 	return fmt.Errorf("node %s's data is not on the lazyfs layer", p.Nodes[0])
+}
+
+// unsyncedNodes are the free nodes of nodes whose layer holds writes a
+// power loss would drop now (none when the target cannot say).
+func unsyncedNodes(ctx context.Context, env *Env, nodes []Node) []Node {
+	dp, ok := env.Target.(DurabilityProber)
+	if !ok {
+		return nil
+	}
+	var out []Node
+	for _, n := range nodes {
+		if !env.free(n.Name) {
+			continue
+		}
+		if loss, err := dp.UnsyncedWrites(ctx, n.Name); err == nil && loss.Total() > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// pickUnsynced picks a free node, one whose layer holds unsynced writes
+// when there is such a node: a power loss is aimed where durability is at
+// stake (with etcd behind adapters, 21 of 29 random power losses went to
+// an adapter whose layer held nothing).
+func pickUnsynced(ctx context.Context, env *Env, rng *rand.Rand, nodes []Node) (string, error) {
+	if at := unsyncedNodes(ctx, env, nodes); len(at) > 0 {
+		return at[rng.IntN(len(at))].Name, nil
+	}
+	return pickFree(ctx, env, rng, nodes)
 }

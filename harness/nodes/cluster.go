@@ -91,6 +91,7 @@ var _ interface {
 	nemesis.ClockExplainer
 	nemesis.PowerCutter
 	nemesis.PowerExplainer
+	nemesis.DurabilityProber
 } = (*Cluster)(nil)
 
 // New checks the table and returns its cluster; nothing runs until Start.

@@ -138,6 +138,25 @@ func (c *Cluster) CutPowerAs(ctx context.Context, name string, cs lazyfs.CrashSt
 	return cd.PowerLossAs(cs)
 }
 
+// pendingDisk is a layer that says what a power loss would drop now.
+type pendingDisk interface {
+	Pending() (lazyfs.Loss, error)
+}
+
+// UnsyncedWrites implements nemesis.DurabilityProber: what node's layer
+// holds that a power loss would drop now.
+func (c *Cluster) UnsyncedWrites(_ context.Context, name string) (lazyfs.Loss, error) {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return lazyfs.Loss{}, err
+	}
+	d, ok := m.disk.(pendingDisk)
+	if !ok {
+		return lazyfs.Loss{}, fmt.Errorf("node %s's data is not on a lazyfs layer", name)
+	}
+	return d.Pending()
+}
+
 // crashDisk is a layer that can leave part of the unsynced writes (the
 // layer on this machine; a host's agent cannot yet).
 type crashDisk interface {

@@ -1,0 +1,85 @@
+package nemesis
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+)
+
+// storeBehind is a front node (n1, answering clients, its layer clean)
+// with a store behind it (store, never answering clients itself) whose
+// layer holds unsynced writes: etcd behind an adapter.
+type storeBehind struct {
+	*answering
+	unsynced map[string]lazyfs.Loss
+	powered  []string
+}
+
+func (s *storeBehind) Nodes() []Node {
+	return []Node{{Name: "n1", Role: "adapter", Stateless: true}, {Name: "store", Role: "etcd"}}
+}
+func (s *storeBehind) PowerNodes() []string { return []string{"n1", "store"} }
+func (s *storeBehind) CutPower(_ context.Context, node string) (lazyfs.Loss, error) {
+	s.powered = append(s.powered, node)
+	s.rec.Record(history.Event{Process: history.NemesisProcess, Type: history.Info, F: "died", Node: node, Value: "power"})
+	return s.unsynced[node], nil
+}
+func (s *storeBehind) UnsyncedWrites(_ context.Context, node string) (lazyfs.Loss, error) {
+	return s.unsynced[node], nil
+}
+
+// Power losses go where durability is at stake: to the node whose layer
+// holds unsynced writes, and crash-on-ack's right after the next
+// acknowledgement of any node (the store never answers a client itself),
+// saying what the layer held; with no such node, the draw is as before.
+func TestCrashesAimAtUnsyncedWrites(t *testing.T) {
+	var buf bytes.Buffer
+	rec := history.NewRecorder(&buf)
+	acks := history.NewAcks()
+	rec.Listen(acks.Observe)
+	s := &storeBehind{answering: &answering{rec: rec}, unsynced: map[string]lazyfs.Loss{"store": {Files: 2}}}
+	env := &Env{Target: s, Acks: acks}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.serve(ctx)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 10 {
+		p, err := powerLoss{}.Draw(ctx, env, rng)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"store"}, p.Nodes, "the power goes where unsynced writes are")
+	}
+	for range 3 {
+		p, err := crashOnAck{}.Draw(ctx, env, rng)
+		require.NoError(t, err)
+		params := p.Params.(*ackCrash)
+		assert.Equal(t, []string{"store"}, p.Nodes)
+		assert.Equal(t, CrashPower, params.Crash)
+		assert.True(t, params.AnyNode, "timed by the front's acknowledgements")
+		f, err := crashOnAck{}.Start(ctx, env, p)
+		require.NoError(t, err)
+		assert.Equal(t, true, f.Details["timed"], "an acknowledgement of n1 timed the crash of store")
+		assert.Equal(t, 2, f.Details["unsynced_files"], "what the layer held is recorded")
+	}
+	assert.Equal(t, []string{"store", "store", "store"}, s.powered)
+
+	// Nothing unsynced anywhere: the draws are today's (any node, timed by
+	// the crashed node's own acknowledgements).
+	s.unsynced = map[string]lazyfs.Loss{}
+	seen := map[string]bool{}
+	for range 20 {
+		p, err := powerLoss{}.Draw(ctx, env, rng)
+		require.NoError(t, err)
+		seen[p.Nodes[0]] = true
+		c, err := crashOnAck{}.Draw(ctx, env, rng)
+		require.NoError(t, err)
+		assert.False(t, c.Params.(*ackCrash).AnyNode)
+	}
+	assert.True(t, seen["n1"] && seen["store"], "both nodes drawn: %v", seen)
+}
