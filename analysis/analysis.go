@@ -205,6 +205,8 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 	var src eventSource = readInline{rd}
 	if workers(opts) > 1 {
 		src = newReadAhead(rd)
+		a.feed = newLeaseFeed(a.leases)
+		defer a.feed.stop()
 	}
 	defer src.stop()
 	last := time.Now()
@@ -241,6 +243,9 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 				fmt.Fprintf(opts.Progress, "check: read %d lines (%.0f%%), %d operations\n", src.line(), pct, a.ops.Len())
 			}
 		}
+	}
+	if a.feed != nil {
+		a.feed.close() // the summary begins while the rest is done
 	}
 	if src.truncated() {
 		a.notes = append(a.notes, fmt.Sprintf("skipped the last line (%d): it was cut short, as by a crash while it was written; everything before it was checked", src.line()))
@@ -292,10 +297,12 @@ type analyzer struct {
 	late     []*history.Op
 	leases   *overlap.Finder
 	leaseErr error
-	faults   faultPairer
-	run      runReader
-	service  serviceTracker
-	nemeses  map[string]*nemesis.Count
+	// feed, when set, runs leases on a goroutine of its own (parallel.go).
+	feed    *leaseFeed
+	faults  faultPairer
+	run     runReader
+	service serviceTracker
+	nemeses map[string]*nemesis.Count
 
 	events, tampered int
 	// granted is the longest lease an answer said it granted (ns).
@@ -374,7 +381,10 @@ func (a *analyzer) add(e history.Event) error {
 	if err != nil {
 		return err
 	}
-	if a.leaseErr == nil {
+	switch {
+	case a.feed != nil:
+		a.feed.add(e, op)
+	case a.leaseErr == nil:
 		a.leaseErr = a.leases.Add(e, op)
 	}
 	switch {
@@ -506,15 +516,22 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 			keyResults[i] = k.KeyResults()
 		}
 	}
-	tasks := []func(){func() {
-		if a.leaseErr == nil {
+	leaseSummary := func() {
+		switch {
+		case a.feed != nil:
+			rep, a.leaseErr = a.feed.result()
+		case a.leaseErr == nil:
 			// Only the earliest overlaps are listed (as anomalies); a soak
 			// has about one per lease.
 			rep = a.leases.Summary(checkers.MaxAnomaliesPerKind)
 		}
 		// The finder's leases are garbage from here, while the checkers run.
 		a.leases, a.pairer = nil, nil
-	}}
+	}
+	var tasks []func()
+	if a.feed == nil {
+		tasks = append(tasks, leaseSummary)
+	}
 	var budgeted []int
 	for i, c := range a.checkers {
 		if _, ok := c.(Budgeted); ok {
@@ -530,6 +547,10 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
 		},
 		func() { r.Latency = latencies(ops) })
+	if a.feed != nil {
+		// Made on the feed's goroutine; waited for last.
+		tasks = append(tasks, leaseSummary)
+	}
 	runTasks(workers(a.opts), tasks...)
 	for _, i := range budgeted {
 		runChecker(i)

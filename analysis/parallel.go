@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fencecheck/fencecheck/checkers"
+	"github.com/fencecheck/fencecheck/checkers/overlap"
 	"github.com/fencecheck/fencecheck/history"
 )
 
@@ -192,4 +194,103 @@ func (r *readAhead) truncated() bool { return r.cur != nil && r.cur.truncated }
 func (r *readAhead) stop() {
 	close(r.done)
 	r.wg.Wait()
+}
+
+// leaseFeed runs the lease-overlap finder on a goroutine of its own, a
+// third stage after reading and pairing: it gets every event with a copy
+// of the operation the event completed, in batches, and makes the summary
+// as soon as the history has been read, while the operations are sorted
+// and checked.
+type leaseFeed struct {
+	finder     *overlap.Finder
+	full, free chan *leaseBatch
+	cur        *leaseBatch
+	abandoned  atomic.Bool
+	done       chan struct{}
+	// Set by the goroutine before done is closed.
+	rep overlap.Report
+	err error
+}
+
+// leaseBatch is a run of events and the operations they completed
+// (completed[i] false: none).
+type leaseBatch struct {
+	events    []history.Event
+	ops       []history.Op
+	completed []bool
+}
+
+func newLeaseFeed(finder *overlap.Finder) *leaseFeed {
+	f := &leaseFeed{finder: finder, full: make(chan *leaseBatch, batchesInFlight),
+		free: make(chan *leaseBatch, batchesInFlight), done: make(chan struct{})}
+	for range batchesInFlight {
+		f.free <- &leaseBatch{events: make([]history.Event, 0, eventsPerBatch), ops: make([]history.Op, 0, eventsPerBatch),
+			completed: make([]bool, 0, eventsPerBatch)}
+	}
+	f.cur = <-f.free
+	go f.run()
+	return f
+}
+
+// add is Finder.Add, later: op is copied, as the pairer reuses it.
+func (f *leaseFeed) add(e history.Event, op *history.Op) {
+	b := f.cur
+	b.events = append(b.events, e)
+	if op != nil {
+		b.ops = append(b.ops, *op)
+	} else {
+		b.ops = append(b.ops, history.Op{})
+	}
+	b.completed = append(b.completed, op != nil)
+	if len(b.events) == eventsPerBatch {
+		f.full <- b
+		f.cur = <-f.free
+		f.cur.events, f.cur.ops, f.cur.completed = f.cur.events[:0], f.cur.ops[:0], f.cur.completed[:0]
+	}
+}
+
+// close says the history has ended: the summary is made next.
+func (f *leaseFeed) close() {
+	if f.cur != nil {
+		f.full <- f.cur
+		f.cur = nil
+		close(f.full)
+	}
+}
+
+// result waits for the summary, or the finder's first error.
+func (f *leaseFeed) result() (overlap.Report, error) {
+	f.close()
+	<-f.done
+	return f.rep, f.err
+}
+
+// stop abandons the feed (the check stopped early) and waits for it.
+func (f *leaseFeed) stop() {
+	f.abandoned.Store(true)
+	f.close()
+	<-f.done
+}
+
+func (f *leaseFeed) run() {
+	defer close(f.done)
+	for b := range f.full {
+		for i := range b.events {
+			if f.err != nil || f.abandoned.Load() {
+				break
+			}
+			var op *history.Op
+			if b.completed[i] {
+				op = &b.ops[i]
+			}
+			f.err = f.finder.Add(b.events[i], op)
+		}
+		f.free <- b
+	}
+	if f.err == nil && !f.abandoned.Load() {
+		// Only the earliest overlaps are listed (as anomalies); a soak has
+		// about one per lease.
+		f.rep = f.finder.Summary(checkers.MaxAnomaliesPerKind)
+	}
+	f.finder = nil // its leases are garbage from here
 }
