@@ -531,6 +531,11 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	var tasks []func()
 	if a.feed == nil {
 		tasks = append(tasks, leaseSummary)
+	} else {
+		// Made on the feed's goroutine while the operations were sorted;
+		// waited for before the checkers start, so that the finder's
+		// leases are garbage while they run (the peak memory is theirs).
+		leaseSummary()
 	}
 	var budgeted []int
 	for i, c := range a.checkers {
@@ -547,10 +552,6 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
 		},
 		func() { r.Latency = latencies(ops) })
-	if a.feed != nil {
-		// Made on the feed's goroutine; waited for last.
-		tasks = append(tasks, leaseSummary)
-	}
 	runTasks(workers(a.opts), tasks...)
 	for _, i := range budgeted {
 		runChecker(i)
