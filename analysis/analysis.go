@@ -506,11 +506,15 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	var lateReached []int64
 	checks := make([][]checkers.Result, len(a.checkers))
 	keyResults := make([][]checkers.KeyResult, len(a.checkers))
-	runChecker := func(i int) {
-		c := a.checkers[i]
+	// Progress is written here, never from the tasks: it need not be safe
+	// for concurrent use.
+	progress := func(c Checker) {
 		if a.opts.Progress != nil && ops.Len() > 1_000_000 {
 			fmt.Fprintf(a.opts.Progress, "check: %s on %d operations\n", c.Name(), ops.Len())
 		}
+	}
+	runChecker := func(i int) {
+		c := a.checkers[i]
 		checks[i] = c.Check(ctx, ops, a.sem)
 		if k, ok := c.(KeyResulter); ok {
 			keyResults[i] = k.KeyResults()
@@ -543,6 +547,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 			budgeted = append(budgeted, i)
 			continue
 		}
+		progress(c)
 		tasks = append(tasks, func() { runChecker(i) })
 	}
 	tasks = append(tasks,
@@ -554,6 +559,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		func() { r.Latency = latencies(ops) })
 	runTasks(workers(a.opts), tasks...)
 	for _, i := range budgeted {
+		progress(a.checkers[i])
 		runChecker(i)
 	}
 	r.Counts.Faults = len(r.Faults)
