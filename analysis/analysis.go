@@ -65,7 +65,11 @@ type Options struct {
 	// Progress, when set, gets a line every second while a large file is
 	// read, and one before the checkers start on it.
 	Progress io.Writer
-	_        struct{}
+	// Workers is how many goroutines the check keeps busy (0: one per
+	// core, GOMAXPROCS; 1: everything on the caller's goroutine). The
+	// result is the same whatever it is.
+	Workers int
+	_       struct{}
 }
 
 // Settings are the options an analysis ran with, defaults filled in: what
@@ -198,9 +202,16 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 		return nil, err
 	}
 	rd := history.NewReader(f)
+	var src eventSource = readInline{rd}
+	if workers(opts) > 1 {
+		src = newReadAhead(rd)
+		a.feed = newLeaseFeed(a.leases)
+		defer a.feed.stop()
+	}
+	defer src.stop()
 	last := time.Now()
 	for n := 0; ; n++ {
-		e, err := rd.Next()
+		e, err := src.next()
 		if err == io.EOF {
 			break
 		}
@@ -212,12 +223,12 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 			a.damaged(err.Error())
 			continue
 		}
-		a.pairer.Line = rd.Line()
+		a.pairer.Line = src.line()
 		if err := a.add(e); err != nil {
 			if !opts.Lenient {
-				return nil, &history.ParseError{Line: rd.Line(), Err: err}
+				return nil, &history.ParseError{Line: src.line(), Err: err}
 			}
-			a.damaged(fmt.Sprintf("history line %d: %v", rd.Line(), err))
+			a.damaged(fmt.Sprintf("history line %d: %v", src.line(), err))
 		}
 		if n%65536 == 0 {
 			if ctx.Err() != nil {
@@ -227,17 +238,20 @@ func checkReader(ctx context.Context, f io.Reader, size int64, opts Options) (*R
 				last = time.Now()
 				pct := 0.0
 				if size > 0 {
-					pct = 100 * float64(rd.BytesRead) / float64(size)
+					pct = 100 * float64(src.bytesRead()) / float64(size)
 				}
-				fmt.Fprintf(opts.Progress, "check: read %d lines (%.0f%%), %d operations\n", rd.Line(), pct, a.ops.Len())
+				fmt.Fprintf(opts.Progress, "check: read %d lines (%.0f%%), %d operations\n", src.line(), pct, a.ops.Len())
 			}
 		}
 	}
-	if rd.Truncated {
-		a.notes = append(a.notes, fmt.Sprintf("skipped the last line (%d): it was cut short, as by a crash while it was written; everything before it was checked", rd.Line()))
+	if a.feed != nil {
+		a.feed.close() // the summary begins while the rest is done
+	}
+	if src.truncated() {
+		a.notes = append(a.notes, fmt.Sprintf("skipped the last line (%d): it was cut short, as by a crash while it was written; everything before it was checked", src.line()))
 	}
 	if opts.Progress != nil && size > 64<<20 {
-		fmt.Fprintf(opts.Progress, "check: read %d lines, %d operations; checking\n", rd.Line(), a.ops.Len())
+		fmt.Fprintf(opts.Progress, "check: read %d lines, %d operations; checking\n", src.line(), a.ops.Len())
 	}
 	if err := a.pairRest(); err != nil {
 		var pe *history.PairError
@@ -283,10 +297,12 @@ type analyzer struct {
 	late     []*history.Op
 	leases   *overlap.Finder
 	leaseErr error
-	faults   faultPairer
-	run      runReader
-	service  serviceTracker
-	nemeses  map[string]*nemesis.Count
+	// feed, when set, runs leases on a goroutine of its own (parallel.go).
+	feed    *leaseFeed
+	faults  faultPairer
+	run     runReader
+	service serviceTracker
+	nemeses map[string]*nemesis.Count
 
 	events, tampered int
 	// granted is the longest lease an answer said it granted (ns).
@@ -365,7 +381,10 @@ func (a *analyzer) add(e history.Event) error {
 	if err != nil {
 		return err
 	}
-	if a.leaseErr == nil {
+	switch {
+	case a.feed != nil:
+		a.feed.add(e, op)
+	case a.leaseErr == nil:
 		a.leaseErr = a.leases.Add(e, op)
 	}
 	switch {
@@ -475,32 +494,78 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		a.notes = append(a.notes, fmt.Sprintf("%d damaged lines or events in all", a.damage))
 	}
 	r.Notes = a.notes
-	r.Counts = a.count(ops)
-	var lateReached []int64
-	r.LateWrites, lateReached = lateWrites(ops)
 	r.Faults = a.faults.periods(a.end)
-	r.Counts.Faults = len(r.Faults)
 	r.Nemeses = nemesisCounts(a.nemeses)
 	r.Run = a.run.record()
-	r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
-	// The lease summary before the checkers: the finder's leases are then
-	// garbage while they run.
-	var rep overlap.Report
-	if a.leaseErr == nil {
-		// Only the earliest overlaps are listed (as anomalies); a soak has
-		// about one per lease.
-		rep = a.leases.Summary(checkers.MaxAnomaliesPerKind)
-	}
-	a.leases, a.pairer = nil, nil
 
-	for _, c := range a.checkers {
+	// What follows only reads the sorted operations, and each part writes
+	// its own results: the parts run at once (parallel.go), the longest
+	// first. A checker with a wall-clock budget (Porcupine) runs alone
+	// afterwards: cores shared with the rest would spend its budget.
+	var rep overlap.Report
+	var lateReached []int64
+	checks := make([][]checkers.Result, len(a.checkers))
+	keyResults := make([][]checkers.KeyResult, len(a.checkers))
+	// Progress is written here, never from the tasks: it need not be safe
+	// for concurrent use.
+	progress := func(c Checker) {
 		if a.opts.Progress != nil && ops.Len() > 1_000_000 {
 			fmt.Fprintf(a.opts.Progress, "check: %s on %d operations\n", c.Name(), ops.Len())
 		}
-		r.Checks = append(r.Checks, c.Check(ctx, ops, a.sem)...)
+	}
+	runChecker := func(i int) {
+		c := a.checkers[i]
+		checks[i] = c.Check(ctx, ops, a.sem)
 		if k, ok := c.(KeyResulter); ok {
-			r.Keys = append(r.Keys, k.KeyResults()...)
+			keyResults[i] = k.KeyResults()
 		}
+	}
+	leaseSummary := func() {
+		switch {
+		case a.feed != nil:
+			rep, a.leaseErr = a.feed.result()
+		case a.leaseErr == nil:
+			// Only the earliest overlaps are listed (as anomalies); a soak
+			// has about one per lease.
+			rep = a.leases.Summary(checkers.MaxAnomaliesPerKind)
+		}
+		// The finder's leases are garbage from here, while the checkers run.
+		a.leases, a.pairer = nil, nil
+	}
+	var tasks []func()
+	if a.feed == nil {
+		tasks = append(tasks, leaseSummary)
+	} else {
+		// Made on the feed's goroutine while the operations were sorted;
+		// waited for before the checkers start, so that the finder's
+		// leases are garbage while they run (the peak memory is theirs).
+		leaseSummary()
+	}
+	var budgeted []int
+	for i, c := range a.checkers {
+		if _, ok := c.(Budgeted); ok {
+			budgeted = append(budgeted, i)
+			continue
+		}
+		progress(c)
+		tasks = append(tasks, func() { runChecker(i) })
+	}
+	tasks = append(tasks,
+		func() { r.Counts = a.count(ops) },
+		func() {
+			r.LateWrites, lateReached = lateWrites(ops)
+			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
+		},
+		func() { r.Latency = latencies(ops) })
+	runTasks(workers(a.opts), tasks...)
+	for _, i := range budgeted {
+		progress(a.checkers[i])
+		runChecker(i)
+	}
+	r.Counts.Faults = len(r.Faults)
+	for i := range a.checkers {
+		r.Checks = append(r.Checks, checks[i]...)
+		r.Keys = append(r.Keys, keyResults[i]...)
 	}
 	if a.leaseErr != nil {
 		r.Notes = append(r.Notes, "no lease-overlap analysis: "+a.leaseErr.Error())
@@ -530,7 +595,6 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	if r.Verdict == checkers.Invalid {
 		r.FirstViolation = firstViolation(r.Checks)
 	}
-	r.Latency = latencies(ops)
 	r.Notes = append(r.Notes, r.Run.Notes()...)
 	r.ExitCode = ExitCode(r.Verdict)
 	r.Elapsed = time.Since(start)

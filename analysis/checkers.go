@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/checkers/direct"
@@ -41,6 +42,13 @@ type KeyResulter interface {
 // annotations (Porcupine's visualization).
 type Visualizer interface {
 	Visualize(model, key string, notes []checkers.Annotation, w io.Writer) error
+}
+
+// Budgeted is an optional extra of a checker whose search is cut off by
+// wall-clock time (Porcupine): the analysis runs it alone, after the other
+// work, so that sharing the cores with that work never spends its budget.
+type Budgeted interface {
+	Budget() time.Duration
 }
 
 // Checker names of Options.Checker (the table's lines and its alias).

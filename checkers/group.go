@@ -65,11 +65,27 @@ func (s *Scratch) fill(at []int32, into []*history.Op, slab []history.Op) []*his
 	return into
 }
 
+// grow makes room for n operations. The first time it makes room for the
+// largest key at once: growing key by key would allocate (and clear, and
+// have the collector scan) one slab per new largest key, each tens of MB
+// in a history of millions.
 func (s *Scratch) grow(n int) {
 	if cap(s.slab) < n {
-		s.slab = make([]history.Op, n)
+		s.slab = make([]history.Op, max(n, s.h.largestKey()))
 		s.ptrs, s.reads = nil, nil
 	}
+}
+
+// largestKey is the most operations one key, or one token scope, has.
+func (h *ByKey) largestKey() int {
+	n := 0
+	for _, p := range h.register {
+		n = max(n, len(p.writes)+len(p.reads))
+	}
+	for _, at := range h.issuer {
+		n = max(n, len(at))
+	}
+	return n
 }
 
 // Register is ByKey.Register into the buffers.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -21,8 +22,8 @@ import (
 // At(i) gives back the i-th by invoke index as the Pairer made it. The
 // strings of an Op from At share the arena: no copy is made.
 //
-// An Ops is not safe for concurrent use until it is sorted, and Memo never
-// is.
+// An Ops is not safe for concurrent use until it is sorted; once sorted,
+// its readers and Memo may be called from many goroutines.
 type Ops struct {
 	recs   [][]opRec // chunks of opsChunk records, by invoke index once sorted
 	n      int
@@ -31,23 +32,34 @@ type Ops struct {
 	names  []string // interned names; 0 is ""
 	nameIx map[string]uint32
 	rare   []rareFields // 0 is unused
-	memo   map[any]any
+	memoMu sync.Mutex
+	memo   map[any]*memoEntry
 	recent [16]recentName // name's cache
 }
 
 // Memo returns what build returned the first time it was asked for key on
 // these operations (a view of them that every checker needs, computed once:
-// checkers.Group). Adding an operation forgets every memo.
+// checkers.Group). Adding an operation forgets every memo. Checkers that
+// run at once on sorted operations share one build: the others wait for it.
 func (o *Ops) Memo(key any, build func() any) any {
-	if v, ok := o.memo[key]; ok {
-		return v
+	o.memoMu.Lock()
+	m := o.memo[key]
+	if m == nil {
+		if o.memo == nil {
+			o.memo = map[any]*memoEntry{}
+		}
+		m = &memoEntry{}
+		o.memo[key] = m
 	}
-	if o.memo == nil {
-		o.memo = map[any]any{}
-	}
-	v := build()
-	o.memo[key] = v
-	return v
+	o.memoMu.Unlock()
+	m.once.Do(func() { m.v = build() })
+	return m.v
+}
+
+// memoEntry is one Memo: built once, however many ask at once.
+type memoEntry struct {
+	once sync.Once
+	v    any
 }
 
 const (

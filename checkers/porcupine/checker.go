@@ -44,6 +44,9 @@ func New(timeout time.Duration) *Checker { return &Checker{Timeout: timeout} }
 // Name is "porcupine".
 func (*Checker) Name() string { return checkers.CheckerPorcupine }
 
+// Budget is the wall-clock time the search may take (analysis.Budgeted).
+func (c *Checker) Budget() time.Duration { return c.timeout() }
+
 func (c *Checker) timeout() time.Duration {
 	if c.Timeout <= 0 {
 		return DefaultTimeout
