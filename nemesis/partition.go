@@ -69,6 +69,8 @@ type partitionPlan struct {
 	// groups for the target's Partitioner; links to black-hole.
 	groups [][]string
 	links  []string
+	// bridge is the node in no group that reaches both (mode bridge).
+	bridge string
 	// weight makes some plans likelier (splitting issuer replicas is the
 	// cut that split-brain bugs need).
 	weight int
@@ -79,7 +81,9 @@ type partitionPlan struct {
 type partitionParams struct {
 	Mode   string     `json:"mode"`
 	Groups [][]string `json:"groups,omitempty"`
-	Links  []string   `json:"links,omitempty"`
+	// Bridge (mode bridge) is in no group: it keeps reaching both sides.
+	Bridge string   `json:"bridge,omitempty"`
+	Links  []string `json:"links,omitempty"`
 }
 
 func (*partition) Params() any { return &partitionParams{} }
@@ -100,7 +104,7 @@ func (pt *partition) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, 
 		for _, g := range p.groups {
 			nodes = append(nodes, g...)
 		}
-		return Plan{Nodes: nodes, Outage: true, Params: &partitionParams{Mode: p.mode, Groups: p.groups}}, nil
+		return Plan{Nodes: nodes, Outage: true, Params: &partitionParams{Mode: p.mode, Groups: p.groups, Bridge: p.bridge}}, nil
 	}
 	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links}}, nil
 }
@@ -158,6 +162,9 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 			return nil, applyFailed(pp.Mode, p.Nodes, errors.Join(err, cutter.HealPartition(context.WithoutCancel(ctx))))
 		}
 		details["groups"] = pp.Groups
+		if pp.Bridge != "" {
+			details["bridge"] = pp.Bridge
+		}
 		return &Fault{Nodes: p.Nodes, Details: details,
 			Stop: func(ctx context.Context) error { return cutter.HealPartition(ctx) }}, nil
 	}
@@ -256,6 +263,22 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		sort.Strings(minority)
 		sort.Strings(majority)
 		plans = append(plans, partitionPlan{mode: "minority", groups: [][]string{minority, majority}, weight: 2})
+		// Jepsen's bridge: two halves that cannot reach each other, and one
+		// node in no group that reaches both. Each half may count the
+		// bridge toward a majority: a system that takes two majorities
+		// from one bridge elects two leaders.
+		p = perm(len(names))
+		var left, right []string
+		for i, j := range p[1:] {
+			if i%2 == 0 {
+				left = append(left, names[j])
+			} else {
+				right = append(right, names[j])
+			}
+		}
+		sort.Strings(left)
+		sort.Strings(right)
+		plans = append(plans, partitionPlan{mode: "bridge", groups: [][]string{left, right}, bridge: names[p[0]], weight: 2})
 	}
 	// Issuer replicas: nodes that keep issuer state of their own. Adapters
 	// and the reference also serve the issuer API, but cutting two stateless

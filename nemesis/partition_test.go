@@ -74,6 +74,13 @@ func TestPartitionCutsTheTargetsNodesInEveryMode(t *testing.T) {
 		case "minority":
 			assert.Len(t, groups[0], 2)
 			assert.Len(t, groups[1], 3)
+		case "bridge":
+			bridge := f.Details["bridge"].(string)
+			assert.Len(t, groups[0], 2)
+			assert.Len(t, groups[1], 2)
+			for _, g := range groups {
+				assert.NotContains(t, g, bridge, "the bridge is in no group: it reaches both halves")
+			}
 		case "issuers":
 			assert.ElementsMatch(t, []string{"issuer-a", "issuer-b"}, append(append([]string{}, groups[0]...), groups[1]...))
 			assert.Len(t, groups[0], 1, "one replica on each side")
@@ -84,7 +91,7 @@ func TestPartitionCutsTheTargetsNodesInEveryMode(t *testing.T) {
 		require.NoError(t, f.Stop(context.Background()))
 		assert.Equal(t, healed+1, c.healed)
 	}
-	for _, m := range []string{"one", "leader", "minority", "issuers"} {
+	for _, m := range []string{"one", "leader", "minority", "bridge", "issuers"} {
 		assert.Positive(t, modes[m], "mode %s used: %v", m, modes)
 	}
 	assert.Greater(t, modes["issuers"], modes["one"], "splitting issuer replicas is favoured")
@@ -214,7 +221,7 @@ func TestPartitionFailuresAreCountedByMode(t *testing.T) {
 	failedModes, startedModes := 0, 0
 	for mode, mc := range cnt.Modes {
 		switch mode {
-		case "one", "leader", "minority":
+		case "one", "leader", "minority", "bridge":
 			assert.Zero(t, mc.Started, mode)
 			assert.Contains(t, mc.Error, "cannot open", mode)
 			failedModes += mc.Failed
@@ -233,7 +240,7 @@ func TestPartitionFailuresAreCountedByMode(t *testing.T) {
 		if e.F == "partition" && string(e.Extra["action"]) == `"error"` {
 			errorsSeen++
 			assert.NotEmpty(t, e.Node, "the error names the nodes")
-			assert.Regexp(t, `^"(one|leader|minority)"$`, string(e.Extra["mode"]), "the error names the mode")
+			assert.Regexp(t, `^"(one|leader|minority|bridge)"$`, string(e.Extra["mode"]), "the error names the mode")
 		}
 	}
 	assert.Equal(t, 3, errorsSeen)
