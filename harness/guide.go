@@ -40,6 +40,10 @@ type liveCoverage struct {
 	counter *analysis.CoverageCounter
 	at      time.Time
 	last    map[string]int
+	// took is how long the last count took: a count recounts every
+	// operation so far, so on a long run counts come at most every 20
+	// times that (about 5% of a core), not every second.
+	took time.Duration
 }
 
 // watchCoverage counts rec's events from now on (call before the history
@@ -67,9 +71,10 @@ func (l *liveCoverage) observe(e history.Event) {
 func (l *liveCoverage) read() map[string]int {
 	l.countMu.Lock()
 	defer l.countMu.Unlock()
-	if l.last != nil && time.Since(l.at) < coverageRefresh {
+	if l.last != nil && time.Since(l.at) < max(coverageRefresh, 20*l.took) {
 		return l.last
 	}
+	begin := time.Now()
 	l.mu.Lock()
 	events := l.pending
 	l.pending = nil
@@ -85,6 +90,6 @@ func (l *liveCoverage) read() map[string]int {
 			}
 		}
 	}
-	l.at, l.last = time.Now(), out
+	l.at, l.last, l.took = time.Now(), out, time.Since(begin)
 	return out
 }
