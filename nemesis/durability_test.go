@@ -55,19 +55,27 @@ func TestCrashesAimAtUnsyncedWrites(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"store"}, p.Nodes, "the power goes where unsynced writes are")
 	}
-	for range 3 {
+	aimed := 0
+	for range 30 {
 		p, err := crashOnAck{}.Draw(ctx, env, rng)
 		require.NoError(t, err)
 		params := p.Params.(*ackCrash)
+		if !params.AnyNode {
+			continue // the draw as before, one time in three
+		}
+		if aimed++; aimed > 3 {
+			continue
+		}
 		assert.Equal(t, []string{"store"}, p.Nodes)
 		assert.Equal(t, CrashPower, params.Crash)
-		assert.True(t, params.AnyNode, "timed by the front's acknowledgements")
 		f, err := crashOnAck{}.Start(ctx, env, p)
 		require.NoError(t, err)
 		assert.Equal(t, true, f.Details["timed"], "an acknowledgement of n1 timed the crash of store")
 		assert.Equal(t, 2, f.Details["unsynced_files"], "what the layer held is recorded")
 	}
 	assert.Equal(t, []string{"store", "store", "store"}, s.powered)
+	assert.Greater(t, aimed, 10, "about two draws in three are aimed")
+	assert.Less(t, aimed, 30, "the kill mode keeps a share")
 
 	// Nothing unsynced anywhere: the draws are today's (any node, timed by
 	// the crashed node's own acknowledgements).
