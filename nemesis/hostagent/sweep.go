@@ -30,7 +30,7 @@ const runPrefix = "fencecheck-"
 
 // claim writes the agent's pid file into its folder.
 func claim(dir string) error {
-	st, err := startTime(os.Getpid())
+	st, _, err := processStart(os.Getpid())
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func sweepDeadAgents(dir string, nft *nftables.Conn, log io.Writer) error {
 	}
 	var errs []error
 	for _, other := range siblings {
-		if other == dir || !deadAgent(other) {
+		if other == dir || !AgentGone(other) {
 			continue
 		}
 		run := strings.TrimPrefix(filepath.Base(other), runPrefix)
@@ -63,9 +63,9 @@ func sweepDeadAgents(dir string, nft *nftables.Conn, log io.Writer) error {
 	return errors.Join(errs...)
 }
 
-// deadAgent says whether a run folder's agent is gone (a folder without a
+// AgentGone says whether a run folder's agent is gone (a folder without a
 // pid file is being made, or is not an agent's: left alone).
-func deadAgent(dir string) bool {
+func AgentGone(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, pidFile))
 	if err != nil {
 		return false
@@ -78,21 +78,10 @@ func deadAgent(dir string) bool {
 	if err != nil {
 		return false
 	}
-	st, err := startTime(pid)
+	st, state, err := processStart(pid)
 	// Gone, its pid reused by another process, or a zombie (killed, its
 	// parent too: nothing may reap it here).
-	return err != nil || st != f[1] || zombie(pid)
-}
-
-// zombie says a process has ended and waits to be reaped.
-func zombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	return err != nil || st != f[1] || state == "Z" || state == "X"
 }
 
 func tableExists(nft *nftables.Conn, name string) bool {
@@ -100,21 +89,18 @@ func tableExists(nft *nftables.Conn, name string) bool {
 	return err == nil && slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == name })
 }
 
-// startTime is a process's start time in clock ticks since boot (field 22
-// of /proc/PID/stat): with the pid, it names one process for good.
-func startTime(pid int) (string, error) {
+// processStart is a process's start time in clock ticks since boot (field
+// 22 of /proc/PID/stat: with the pid, it names one process for good) and
+// its state (field 3).
+func processStart(pid int) (start, state string, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 20 {
-		return "", fmt.Errorf("/proc/%d/stat cannot be read", pid)
+		return "", "", fmt.Errorf("/proc/%d/stat cannot be read", pid)
 	}
-	return f[19], nil
+	return f[19], f[0], nil
 }
-
-// AgentGone says whether the agent that owns folder dir (its pid file) has
-// ended; false when dir holds no pid file (being made, or not an agent's).
-func AgentGone(dir string) bool { return deadAgent(dir) }
