@@ -16,7 +16,7 @@ GO      ?= go
 BIN     := bin/fencecheck
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help shrink-demo
+.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help shrink-demo releases
 
 all: build
 
@@ -29,6 +29,7 @@ help:
 	@echo "make matrix-merge RESULTS='matrix-shard-*.json'  the N parts' results -> docs/detection.md"
 	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
+	@echo "make releases  etcd at another release (3.5, built from the module proxy: minutes the first time) at 1 and 3 members, valid under restart"
 	@echo "make bench  checker and clock-injector benchmarks; make perf -> docs/performance.md"
 	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
 
@@ -80,6 +81,11 @@ shrink-demo: build
 		code=$$?; if [ $$code -ne 1 ]; then echo "shrink-demo: the run was not invalid (exit $$code): nothing to shrink"; exit 1; fi
 	./$(BIN) shrink --force $(STORE)/shrink-demo/latest; code=$$?; [ $$code -eq 1 ] || exit $$code
 	@cat $(STORE)/shrink-demo/latest/shrink/summary.txt
+
+# Runs whose first build takes minutes on a fresh machine: kept out of
+# make check (which stays near 15 minutes on 2 cores), run before a release.
+releases:
+	$(GO) test -count=1 -tags releases -run TestRunAtOtherReleases -timeout 30m ./targets/etcd/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./checkers/... ./analysis/ ./nemesis/timewarp

@@ -50,14 +50,15 @@ func (s shared) Stop(context.Context) error { return nil }
 // The etcd target as behind Docker Desktop, a rootless engine or a remote
 // DOCKER_HOST: the engine is reached through a TCP proxy on loopback and
 // the host path is off, so every container fault goes through the engine's
-// API (partitions and clocks by helper containers, pauses and restarts as
-// always). One cluster serves everything: each fault measured from the
-// other side, then a short run per nemesis, each valid with every fault it
-// tried applied.
+// API (partitions and clocks by helper containers; pauses and restarts go
+// through the API on every engine, and TestRunValidUnderEachNemesis runs
+// them). One cluster serves everything: each fault measured from the other
+// side, then a short run under each fault the API path changes, each valid
+// with every fault it tried applied.
 func TestClusterThroughEngineAPI(t *testing.T) {
 	dockertest.Require(t)
 	if testing.Short() {
-		t.Skip("a cluster and four fault-injected runs; make check runs them")
+		t.Skip("a cluster and two fault-injected runs; make check runs them")
 	}
 	remote := dockertest.UseRemote(t)
 	ctx := context.Background()
@@ -118,10 +119,10 @@ func TestClusterThroughEngineAPI(t *testing.T) {
 		assert.InDelta(t, 0, dateSkew("etcd-2"), 1.1, "healed")
 	})
 
-	for i, n := range []string{"pause", "restart", "partition", "clock"} {
+	for i, n := range []string{"partition", "clock"} {
 		t.Run("run under "+n, func(t *testing.T) {
 			cfg := harness.Config{Target: "etcd", Time: 7 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
-				Nemesis: n, Seed: uint64(11 + i), Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: logWriter{t}}
+				Nemesis: n, Seed: uint64(13 + i), Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: logWriter{t}}
 			target := shared{Target: tg, eps: eps}
 			run, err := harness.Execute(ctx, cfg, target)
 			require.NoError(t, err)

@@ -2,6 +2,8 @@ package etcd
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,22 +17,39 @@ import (
 )
 
 // A short `fencecheck test --target etcd` per nemesis, the nemesis named
-// (so the gate turns the verdict to unknown if it never took effect): the
-// etcd fencing implementation is valid under each, the fault is in the
-// history, and the run leaves nothing behind.
+// (so the gate turns the verdict to unknown if it never took effect), all
+// on one cluster (a cluster's start is most of a run's cost; the full life
+// of a run, start to nothing left, is TestRunAtReleasesAndSizes's): the etcd
+// fencing implementation is valid under each, the fault is in the history,
+// and nothing is left behind.
 func TestRunValidUnderEachNemesis(t *testing.T) {
 	dockertest.Require(t)
 	if testing.Short() {
 		t.Skip("six fault-injected runs of 8 s; make check runs them")
 	}
+	ctx := context.Background()
+	target := &sharedCluster{Target: New(Options{Log: logWriter{t}}).(*Target)}
+	var runID string
+	defer func() {
+		require.NoError(t, target.close(ctx))
+		c, nets := dockertest.Leftovers(t, runID)
+		assert.Zero(t, c, "containers left after the runs")
+		assert.Zero(t, nets, "networks left after the runs")
+		if root := filepath.Dir(target.Folder("etcd-1")); root != "." {
+			_, err := os.Stat(root)
+			assert.True(t, os.IsNotExist(err), "the members' data is removed: %v", err)
+		}
+	}()
 	for i, n := range []string{"pause", "restart", "partition", "clock", "strip", "delay"} {
 		t.Run(n, func(t *testing.T) {
 			cfg := harness.Config{Target: "etcd", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
 				Nemesis: n, Seed: uint64(7 + i), Store: t.TempDir(), CheckTimeout: 30 * time.Second, Log: logWriter{t}}
-			target := New(Options{Log: logWriter{t}}).(*Target)
-			run, err := harness.Execute(context.Background(), cfg, target)
+			run, err := harness.Execute(ctx, cfg, target)
 			require.NoError(t, err)
-			v, err := harness.Finish(context.Background(), run, target.Semantics())
+			if runID == "" {
+				runID = target.Env().RunID
+			}
+			v, err := harness.Finish(ctx, run, target.Semantics())
 			require.NoError(t, err)
 			assert.Equal(t, checkers.Valid, v.Verdict, "anomalies: %v; gate: %v", v.Anomalies(), v.GateReasons)
 			assert.Positive(t, run.Nemeses[n].Started, "nemesis %s took effect", n)
@@ -44,9 +63,6 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 				}
 			}
 			assert.Positive(t, recorded, "nemesis %s recorded in the history", n)
-			c, nets := dockertest.Leftovers(t, target.Env().RunID)
-			assert.Zero(t, c, "containers left after the run")
-			assert.Zero(t, nets, "networks left after the run")
 		})
 	}
 }
