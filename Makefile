@@ -28,6 +28,7 @@ help:
 	@echo "make track-record [ROWS=a,b] [SEEDS=3] [TIME=20s]  real systems at real releases re-finding published bugs -> docs/track-record.md; fails when a row changes"
 	@echo "make matrix-merge RESULTS='matrix-shard-*.json'  the N parts' results -> docs/detection.md"
 	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
+	@echo "make guided-vs-random [COMPARE_SEEDS=10]  the bugs under all, --nemesis-mode guided and random side by side -> docs/guided-vs-random.md (long)"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
 	@echo "make releases  etcd at another release (3.5, built from the module proxy: minutes the first time) at 1 and 3 members, valid under restart"
 	@echo "make bench  checker and clock-injector benchmarks; make perf -> docs/performance.md"

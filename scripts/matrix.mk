@@ -58,3 +58,24 @@ track-record:
 	go run ./cmd/matrix --track-record --fencecheck bin/fencecheck --seeds $(TRACK_SEEDS) --time $(TRACK_TIME) --parallel 1 \
 		$(if $(ROWS),--rows $(ROWS)) --out docs/track-record.md \
 		--command "make track-record SEEDS=$(TRACK_SEEDS) TIME=$(TRACK_TIME)$(if $(ROWS), ROWS=$(ROWS))"
+
+# Guided and random faults side by side (issue 37): the rows run under
+# --nemesis all (every reference bug there, the answers-before-fsync bug and
+# the correct reference), over COMPARE_SEEDS seeds, once with
+# --nemesis-mode guided and once with random; writes
+# docs/guided-vs-random.md (detection rate and median time to the first
+# violation of each). About 70 minutes on 2 cores at 10 seeds.
+COMPARE_SEEDS ?= 10
+COMPARE_ROWS ?= counter-in-memory,wallclock-tokens,accept-equal,missing-as-zero,forget-highwater,split-issuers,accept-forged,no-fencing,forget-idle,forget-idle-since-start,ack-before-fsync,reference,reference-sealed
+
+.PHONY: guided-vs-random
+guided-vs-random:
+	go build -o bin/fencecheck ./cmd/fencecheck
+	for mode in guided random; do \
+		go run ./cmd/matrix --fencecheck bin/fencecheck --seeds $(COMPARE_SEEDS) --time $(TIME) --parallel $(PARALLEL) --rows $(COMPARE_ROWS) \
+			--nemesis-mode $$mode --results matrix-$$mode.json --out matrix-$$mode.md \
+			--command "make guided-vs-random COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL) ($$mode)"; \
+		code=$$?; [ $$code -le 1 ] || exit $$code; \
+	done
+	go run ./cmd/matrix --compare matrix-guided.json matrix-random.json --out docs/guided-vs-random.md \
+		--command "make guided-vs-random COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)"

@@ -39,6 +39,7 @@ const usageText = `Usage:
   go run ./cmd/matrix --merge [flags] FILE...   the N parts' results files: the table into --out
   go run ./cmd/matrix --shrink [flags]          for every bug, a failing run shrunk: the shrinking section of --out
   go run ./cmd/matrix --track-record [flags]    the track record: real systems at real releases, into docs/track-record.md
+  go run ./cmd/matrix --compare GUIDED RANDOM   two matrices' results files, --nemesis-mode guided and random: side by side into docs/guided-vs-random.md
 
 Every run is one 'fencecheck test' process. --shard splits the list of runs
 (rows x seeds, seed by seed and row by row) into N contiguous parts of about
@@ -61,6 +62,7 @@ type options struct {
 	cfg     Config
 	shrink  bool
 	merge   bool
+	compare bool
 	files   []string // --merge's results files
 	results string
 }
@@ -85,6 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&cfg.Time, "time", 30*time.Second, "main phase of each run")
 	fs.IntVar(&cfg.Parallel, "parallel", 2, "runs at a time")
 	fs.StringVar(&cfg.Nemesis, "nemesis", "all", "nemeses of every run")
+	fs.StringVar(&cfg.NemesisMode, "nemesis-mode", "", "every run's --nemesis-mode: guided or random (default: fencecheck's, guided for all)")
+	fs.BoolVar(&o.compare, "compare", false, "instead of running: read two results files given as arguments (a matrix run with --nemesis-mode guided, then the same with random) and write them side by side into --out (default docs/guided-vs-random.md)")
 	fs.StringVar(&cfg.Store, "store", "", "run store (default: a temporary folder, removed unless --keep)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run store")
 	fs.StringVar(&rows, "rows", "", "comma-separated rows to run (default: every bug and the correct reference)")
@@ -114,13 +118,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
+	case cfg.NemesisMode != "" && cfg.NemesisMode != "guided" && cfg.NemesisMode != "random":
+		return o, fmt.Errorf("--nemesis-mode must be guided or random, got %q", cfg.NemesisMode)
+	case o.compare && (o.merge || o.shrink || cfg.Track || set["shard"] || set["results"]):
+		return o, errors.New("--compare reads two results files: no --merge, --shrink, --track-record, --shard or --results")
+	case o.compare && len(pos) != 2:
+		return o, fmt.Errorf("--compare: name two results files, the guided matrix's then the random one's (got %d)", len(pos))
 	case o.merge && o.shrink:
 		return o, errors.New("--merge and --shrink: one at a time")
 	case o.merge && set["shard"]:
 		return o, errors.New("--merge takes the shards' files, not --shard")
 	case o.merge && len(pos) == 0:
 		return o, errors.New("--merge: name the results files (e.g. --merge shard-*.json)")
-	case !o.merge && len(pos) > 0:
+	case !o.merge && !o.compare && len(pos) > 0:
 		return o, fmt.Errorf("unexpected argument %q (results files go with --merge)", pos[0])
 	case o.shrink && (set["shard"] || set["results"]):
 		return o, errors.New("--shrink runs on one machine: no --shard or --results")
@@ -148,6 +158,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		cfg.Shard = s
 		if o.results == "" {
 			o.results = fmt.Sprintf("matrix-shard-%d-of-%d.json", s.I, s.N)
+		}
+	}
+	if o.compare {
+		o.files = pos
+		if !set["out"] {
+			cfg.Out = "docs/guided-vs-random.md"
 		}
 	}
 	if cfg.Track && !set["out"] {
@@ -180,6 +196,22 @@ func main() {
 	defer stop()
 	if o.shrink {
 		os.Exit(runShrinks(ctx, cfg))
+	}
+	if o.compare {
+		g, r, err := Compare(o.files[0], o.files[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			os.Exit(3)
+		}
+		md, passed := CompareMarkdown(g, r, cfg.Command)
+		if err := writeOut(cfg.Out, md); err != nil {
+			fmt.Fprintln(os.Stderr, "matrix:", err)
+			os.Exit(3)
+		}
+		if !passed {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	if o.merge {
 		m, err := Merge(o.files)

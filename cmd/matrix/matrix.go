@@ -73,6 +73,12 @@ var Rows = []Row{
 	{Name: "split-issuers", Bug: "split-issuers", Mode: "split brain: partitioned issuer replicas each issue", Needs: []string{"partition"}},
 	{Name: "accept-forged", Bug: "accept-forged", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "forgery: seals are not verified"},
 	{Name: "no-fencing", Bug: "no-fencing", Mode: "lease-only safety: tokens are not checked"},
+	// Idle-time flaws: only a key left alone for seconds, then written with
+	// an older token, shows them; the second also needs the node left alone
+	// (no restart) for that long, as a server that keeps its timers in
+	// memory does.
+	{Name: "forget-idle", Bug: "forget-idle", Mode: "the resource forgets an idle key's high-water mark"},
+	{Name: "forget-idle-since-start", Bug: "forget-idle-since-start", Mode: "the same, its timers rebuilt at each start (a quiet idle period needed)"},
 	// Written without fsync: a kill keeps it (the page cache), only a
 	// power loss (the lazyfs layer dropping what was never synced) shows it.
 	{Name: "counter-no-fsync", Bug: "counter-no-fsync", Nemesis: "power-loss", Needs: []string{"power-loss"},
@@ -177,8 +183,11 @@ type Config struct {
 	Time       time.Duration
 	Parallel   int
 	Nemesis    string
-	Store      string
-	Keep       bool
+	// NemesisMode is every run's --nemesis-mode (guided or random; "":
+	// fencecheck's default, guided for all).
+	NemesisMode string
+	Store       string
+	Keep        bool
 	// Rows names the rows to run (nil: all).
 	Rows    []string
 	Out     string
@@ -359,6 +368,9 @@ func (c Config) Args(r Row, seed uint64, store string) []string {
 		"--seed=" + strconv.FormatUint(seed, 10), "--store=" + store, "--quiet"}
 	if r.Bug != "" && r.Spec == "" {
 		args = append(args, "--bug="+r.Bug)
+	}
+	if c.NemesisMode != "" {
+		args = append(args, "--nemesis-mode="+c.NemesisMode)
 	}
 	return append(args, r.Args...)
 }

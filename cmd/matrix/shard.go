@@ -105,6 +105,8 @@ type MatrixKey struct {
 	FirstSeed uint64   `json:"first_seed"`
 	Time      string   `json:"time"`
 	Nemesis   string   `json:"nemesis"`
+	// NemesisMode is the runs' --nemesis-mode ("": fencecheck's default).
+	NemesisMode string `json:"nemesis_mode,omitempty"`
 	// Fencecheck is the binary the runs ran.
 	Fencecheck Build `json:"fencecheck"`
 }
@@ -161,7 +163,7 @@ func rowArgs(c Config, r Row) string {
 }
 
 func matrixKey(c Config, rows []Row, b Build) MatrixKey {
-	k := MatrixKey{Seeds: c.Seeds, FirstSeed: c.FirstSeed, Time: c.Time.String(), Nemesis: c.Nemesis, Fencecheck: b}
+	k := MatrixKey{Seeds: c.Seeds, FirstSeed: c.FirstSeed, Time: c.Time.String(), Nemesis: c.Nemesis, NemesisMode: c.NemesisMode, Fencecheck: b}
 	for _, r := range rows {
 		k.Rows = append(k.Rows, RowKey{r.Name, rowArgs(c, r)})
 	}
@@ -337,7 +339,7 @@ func Merge(paths []string) (*Matrix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: time %q: %w", paths[0], key.Time, err)
 	}
-	cfg := Config{Seeds: key.Seeds, FirstSeed: key.FirstSeed, Time: d, Nemesis: key.Nemesis}
+	cfg := Config{Seeds: key.Seeds, FirstSeed: key.FirstSeed, Time: d, Nemesis: key.Nemesis, NemesisMode: key.NemesisMode}
 	if key.Seeds < 1 {
 		return nil, fmt.Errorf("%s: seeds %d", paths[0], key.Seeds)
 	}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// modeMatrix is a synthetic matrix of two rows, a bug and the correct
+// reference, whose bug runs first violate at the given times (-1: missed).
+func modeMatrix(t *testing.T, mode string, firsts []time.Duration) string {
+	t.Helper()
+	rows, err := selectRows([]string{"counter-in-memory", "reference"})
+	require.NoError(t, err)
+	cfg := Config{Seeds: len(firsts), FirstSeed: 1, Time: 30 * time.Second, Parallel: 2, Nemesis: "all", NemesisMode: mode,
+		Command: "make matrix MODE=" + mode}
+	m := &Matrix{Config: cfg, Rows: rows, Outcomes: map[string][]Outcome{}, CPUs: 2, Shard: whole,
+		Started: time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC), Elapsed: time.Minute}
+	for i, d := range firsts {
+		seed := uint64(i + 1)
+		o := Outcome{Row: "counter-in-memory", Seed: seed, Exit: 0, Verdict: "valid", FirstInvalid: -1}
+		if d >= 0 {
+			o.Exit, o.Verdict, o.FirstInvalid = 1, "invalid", d
+		}
+		m.Outcomes["counter-in-memory"] = append(m.Outcomes["counter-in-memory"], o)
+		m.Outcomes["reference"] = append(m.Outcomes["reference"], Outcome{Row: "reference", Seed: seed, Exit: 0, Verdict: "valid", FirstInvalid: -1})
+	}
+	p := filepath.Join(t.TempDir(), mode+".json")
+	require.NoError(t, writeResults(p, m.Results(testBuild)))
+	return p
+}
+
+func TestCompareSideBySide(t *testing.T) {
+	s := time.Second
+	fast := modeMatrix(t, "guided", []time.Duration{2 * s, 3 * s, 4 * s})
+	slow := modeMatrix(t, "random", []time.Duration{8 * s, 10 * s, -1})
+	g, r, err := Compare(fast, slow)
+	require.NoError(t, err)
+	md, passed := CompareMarkdown(g, r, "go run ./cmd/matrix --compare g.json r.json")
+	assert.True(t, passed, md)
+	assert.Contains(t, md, "| `counter-in-memory` | 3/3 | 2/3 | 3.0 s | 9.0 s | 0.33 |")
+	assert.Contains(t, md, "| correct | 0/3 | 0/3 |")
+	assert.Contains(t, md, "**Result: meets the bar**")
+
+	// Guided slower, or missing what random found: the bar fails, marked.
+	later := modeMatrix(t, "guided", []time.Duration{6 * s, 6 * s, -1})
+	g, r, err = Compare(later, modeMatrix(t, "random", []time.Duration{8 * s, 10 * s, 9 * s}))
+	require.NoError(t, err)
+	md, passed = CompareMarkdown(g, r, "")
+	assert.False(t, passed)
+	assert.Contains(t, md, "| `counter-in-memory` | 2/3 ⚠ | 3/3 | 6.0 s | 9.0 s | 0.67 ⚠ |")
+	assert.Contains(t, md, "**Result: does not meet the bar**")
+}
+
+func TestCompareRefusesUnlikeMatrices(t *testing.T) {
+	s := time.Second
+	g := modeMatrix(t, "guided", []time.Duration{2 * s, 3 * s})
+	r := modeMatrix(t, "random", []time.Duration{2 * s, 3 * s})
+	_, _, err := Compare(r, g)
+	assert.ErrorContains(t, err, "not guided (the first file is the guided matrix)")
+	_, _, err = Compare(g, modeMatrix(t, "random", []time.Duration{2 * s, 3 * s, 4 * s}))
+	assert.ErrorContains(t, err, "ran different matrices")
+	_, _, err = Compare(g, filepath.Join(t.TempDir(), "absent.json"))
+	assert.ErrorContains(t, err, "no such file")
+
+	// The flag's own refusals are usage errors.
+	for _, args := range [][]string{{"--compare", g}, {"--compare", g, r, r}, {"--compare", "--merge", g, r}, {"--nemesis-mode", "smart"}} {
+		_, err := parseFlags(args, &strings.Builder{})
+		assert.Error(t, err, "%v", args)
+	}
+	o, err := parseFlags([]string{"--compare", g, r}, &strings.Builder{})
+	require.NoError(t, err)
+	assert.Equal(t, "docs/guided-vs-random.md", o.cfg.Out)
+	o, err = parseFlags([]string{"--nemesis-mode", "random", "--rows", "reference"}, &strings.Builder{})
+	require.NoError(t, err)
+	assert.Contains(t, o.cfg.Args(Row{Name: "reference"}, 1, "s"), "--nemesis-mode=random", "each run gets the mode")
+}
