@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -361,13 +362,19 @@ func TestReportAndServeInBrowser(t *testing.T) {
 
 // TestLargeReportInBrowser opens the report of a 100k-operation history and
 // holds its load-and-draw time to a budget (skipped with -short).
+// FENCECHECK_REPORT_OPS=1000000 measures another size (docs/performance.md:
+// the density view at 1M operations).
 func TestLargeReportInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100k operations: run without -short")
 	}
+	ops := 100_000
+	if n, err := strconv.Atoi(os.Getenv("FENCECHECK_REPORT_OPS")); err == nil && n > 0 {
+		ops = n
+	}
 	b := newBrowser(t)
 	dir := t.TempDir()
-	info, an := synthRun(t, dir, 100_000, true, analysis.CheckerFast)
+	info, an := synthRun(t, dir, ops, true, analysis.CheckerFast)
 	_, err := Write(dir, info, an)
 	require.NoError(t, err)
 
@@ -382,9 +389,36 @@ func TestLargeReportInBrowser(t *testing.T) {
 	  return (performance.now() - t0) / 2;
 	})()`, &redraw)))
 	s := b.state(t)
-	t.Logf("100k operations: page loaded and timeline drawn in %v; one redraw of the whole run takes %.0f ms", loaded.Round(time.Millisecond), redraw)
-	assert.Greater(t, s.Drawn, 99_000)
+	t.Logf("%d operations: page loaded and timeline drawn in %v; one redraw of the whole run takes %.0f ms", ops, loaded.Round(time.Millisecond), redraw)
+	if ops <= timelineDetailOps {
+		assert.Greater(t, s.Drawn, ops*99/100)
+	}
 	assert.Less(t, loaded, 15*time.Second)
 	assert.Less(t, redraw, 1000.0, "zooming must stay interactive")
 	b.assertClean(t, "the 100k-operation report")
+}
+
+// Past the detail budget the page draws the density of the whole run and,
+// once the view is inside a window around a violation (the root cause's
+// "show the witness"), every operation there one by one.
+func TestDensityReportInBrowser(t *testing.T) {
+	smallLimits(t, 3000, 4)
+	b := newBrowser(t)
+	dir := t.TempDir()
+	info, an := synthRun(t, dir, 20_000, true, analysis.CheckerFast)
+	_, err := Write(dir, info, an)
+	require.NoError(t, err)
+	b.open(t, "file://"+filepath.Join(dir, ReportFile), reportReady)
+	var cells int
+	require.NoError(t, chromedp.Run(b.ctx, chromedp.Evaluate(`Number(document.getElementById("tl-wrap").dataset.densityCells)`, &cells)))
+	s := b.state(t)
+	assert.Positive(t, cells, "the density view is drawn")
+	assert.Contains(t, s.WindowLabel, "density of every operation")
+	assert.Less(t, s.CanvasHeight, 4*16+200, "four rows, not one per client")
+
+	require.NoError(t, chromedp.Run(b.ctx, chromedp.Evaluate(`document.querySelector("a.show-ops").click()`, nil)))
+	s = b.state(t)
+	assert.Positive(t, s.Drawn, "the witness's window drawn one by one")
+	assert.Contains(t, s.WindowLabel, "every one (a window around a violation)")
+	b.assertClean(t, "the density report")
 }

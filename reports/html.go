@@ -48,10 +48,6 @@ const (
 	maxHTMLAnomalies = 200
 	// maxAnomalyOps: operations tabulated under one anomaly.
 	maxAnomalyOps = 12
-	// maxTimelineOps: operations embedded for the timeline. Above it the
-	// timeline keeps every operation named by an anomaly and an even sample
-	// of the rest, and says so.
-	maxTimelineOps = 250_000
 	// timelineTextLimit clips each token, value and error in the timeline's
 	// data (the full strings are in history.jsonl).
 	timelineTextLimit = 40
@@ -325,8 +321,9 @@ func renderReport(dir string, info RunInfo, res *Results, an *analysis.Result) (
 	}
 	tl, kept := timelineData(v, res, colors, marks)
 	d.TimelineOps = kept
-	if kept < len(v.ops) {
-		d.TimelineNote = fmt.Sprintf("The timeline shows %d of %d operations (every operation named by an anomaly, and an even sample of the rest); history.jsonl has them all.", kept, len(v.ops))
+	if tl.Dens != nil {
+		d.TimelineNote = fmt.Sprintf("%d operations: the timeline shows their density (operations called per row and time bucket, by outcome) and, at full detail, the %d in %d window(s) around the violations (shaded) and the ones the anomalies name; history.jsonl has them all.",
+			len(v.ops), kept, len(tl.Win))
 	}
 	js, err := safeJSON(tl)
 	if err != nil {
@@ -379,139 +376,6 @@ func viewOp(o *history.Op) opView {
 		v.End, v.Latency = seconds(o.Completed), durationLabel(o.Completed-o.Call)
 	}
 	return v
-}
-
-// timelineJS is the timeline's data: columns, not objects, with call times
-// delta-encoded in microseconds, so 100k operations cost about 40 bytes each.
-type timelineJS struct {
-	End    int64     `json:"end"`  // ns
-	Unit   int64     `json:"unit"` // ns per unit of c and d
-	Lanes  []string  `json:"lanes"`
-	Fs     []string  `json:"fs"`
-	Keys   []string  `json:"keys"`
-	ID     []int64   `json:"id"` // delta-encoded invoke index
-	Lane   []int     `json:"lane"`
-	P      []int     `json:"p"`
-	C      []int64   `json:"c"` // delta-encoded call time
-	D      []int64   `json:"d"` // duration; -1: never completed
-	F      []int     `json:"f"`
-	K      []int     `json:"k"`
-	O      []int     `json:"o"` // 0 ok, 1 fail, 2 info
-	Tok    []string  `json:"tok"`
-	Val    []string  `json:"val"`
-	Err    []string  `json:"err"`
-	Faults []faultJS `json:"faults"`
-	// FaultLanes name the lanes above the clients' rows, one per nemesis.
-	FaultLanes []string `json:"flanes"`
-	Anom       []anomJS `json:"anom"` // the violations listed on the page
-}
-
-type anomJS struct {
-	Kind string  `json:"k"`
-	At   int64   `json:"at"`
-	Ops  []int64 `json:"ops"`
-}
-
-type faultJS struct {
-	Nemesis string `json:"n"`
-	Start   int64  `json:"s"`
-	Stop    int64  `json:"e"`
-	Open    bool   `json:"open,omitempty"`
-	Label   string `json:"l"`
-	Color   string `json:"c"`
-	// Lane is the fault lane (timelineJS.FaultLanes) of its nemesis.
-	Lane int `json:"ln"`
-}
-
-const timelineUnit = 1000 // µs
-
-func timelineData(v *opsView, res *Results, colors map[string]string, marks []anomJS) (timelineJS, int) {
-	// Every column is a JSON array, never null, even for an empty history.
-	t := timelineJS{End: v.end, Unit: timelineUnit, Keys: make([]string, len(v.keys)), Lanes: []string{}, Fs: []string{},
-		ID: []int64{}, Lane: []int{}, P: []int{}, C: []int64{}, D: []int64{}, F: []int{}, K: []int{}, O: []int{},
-		Tok: []string{}, Val: []string{}, Err: []string{}, Faults: []faultJS{}, Anom: []anomJS{}}
-	for i, k := range v.keys {
-		t.Keys[i] = clip(k, timelineTextLimit)
-	}
-	keyIdx := make(map[string]int, len(v.keys))
-	for i, k := range v.keys {
-		keyIdx[k] = i
-	}
-	for _, l := range v.lanes {
-		label := fmt.Sprintf("p%d", l[0])
-		if len(l) > 1 {
-			label += fmt.Sprintf(" +%d", len(l)-1)
-		}
-		t.Lanes = append(t.Lanes, label)
-	}
-	fIdx := map[string]int{}
-	keep := func(int) bool { return true }
-	if len(v.ops) > maxTimelineOps {
-		named := map[int64]bool{}
-		for _, c := range res.Checks {
-			for _, an := range c.Anomalies {
-				for _, id := range an.Ops {
-					named[id] = true
-				}
-			}
-		}
-		step := float64(len(v.ops)) / float64(maxTimelineOps-min(len(named), maxTimelineOps/2))
-		next := 0.0
-		keep = func(i int) bool {
-			if named[v.ops[i].ID] {
-				return true
-			}
-			if float64(i) >= next {
-				next += step
-				return true
-			}
-			return false
-		}
-	}
-	var prevCall, prevID int64
-	for i, o := range v.ops {
-		if !keep(i) {
-			continue
-		}
-		fi, ok := fIdx[o.F]
-		if !ok {
-			fi = len(t.Fs)
-			fIdx[o.F] = fi
-			t.Fs = append(t.Fs, o.F)
-		}
-		call := o.Call / timelineUnit
-		t.C = append(t.C, call-prevCall)
-		prevCall = call
-		t.ID = append(t.ID, o.ID-prevID)
-		prevID = o.ID
-		dur := int64(-1)
-		if done(o) {
-			dur = max(o.Completed/timelineUnit-call, 0)
-		}
-		t.D = append(t.D, dur)
-		t.Lane = append(t.Lane, v.lane[i])
-		t.P = append(t.P, o.Process)
-		t.F = append(t.F, fi)
-		t.K = append(t.K, keyIdx[o.Key])
-		t.O = append(t.O, int(o.Outcome))
-		t.Tok = append(t.Tok, clip(o.Token.Raw, timelineTextLimit))
-		t.Val = append(t.Val, clip(o.Value, timelineTextLimit))
-		t.Err = append(t.Err, clip(o.Error, timelineTextLimit))
-	}
-	_, order := faultColors(res.Faults)
-	lane := map[string]int{}
-	t.FaultLanes = []string{}
-	for i, n := range order {
-		lane[n] = i
-		t.FaultLanes = append(t.FaultLanes, clip(n, timelineTextLimit))
-	}
-	for _, f := range res.Faults {
-		t.Faults = append(t.Faults, faultJS{Nemesis: clip(f.Nemesis, timelineTextLimit), Start: f.Start, Stop: f.Stop, Open: f.Open, Label: clip(f.Label(), 160), Color: colors[f.Nemesis], Lane: lane[f.Nemesis]})
-	}
-	if marks != nil {
-		t.Anom = marks
-	}
-	return t, len(t.C)
 }
 
 // safeJSON marshals v for a <script type="application/json"> element.

@@ -203,13 +203,22 @@ func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string)
 		for _, q := range qs {
 			var d strings.Builder
 			pen := "M"
-			for i, b := range byF[f] {
+			bs := byF[f]
+			for i, b := range bs {
 				if len(b) == 0 {
 					pen = "M" // a gap: no operation started in this bucket
 					continue
 				}
 				val := analysis.Quantile(b, q.q)
 				x := p.L + (float64(i)+0.5)/plotBuckets*p.IW
+				if pen == "M" && (i+1 == len(bs) || len(bs[i+1]) == 0) {
+					// A bucket alone between gaps (renews are rare: one
+					// every few buckets) is a point a path would not
+					// draw: a dash across its bucket instead.
+					half := 0.5 / plotBuckets * p.IW
+					fmt.Fprintf(&d, "M%.1f %.1fL%.1f %.1f", x-half, y(val), x+half, y(val))
+					continue
+				}
 				fmt.Fprintf(&d, "%s%.1f %.1f", pen, x, y(val))
 				pen = "L"
 			}

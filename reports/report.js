@@ -45,9 +45,12 @@
   }
   var byId = new Map();
   for (i = 0; i < n; i++) { byId.set(ids[i], i); }
-  var lanes = D.lanes.length;
-  // Operations of a row never overlap (one process at a time), so each row
-  // is sorted by call and by end: binary search finds the visible window.
+  // A lane is a process's row; past a screenful, lanes are grouped into the
+  // drawn rows (D.row maps lane to row, D.lanes labels the rows).
+  var lanes = D.row.length, rows = D.lanes.length;
+  function rowOf(l) { return D.row[l]; }
+  // Operations of a lane never overlap (one process at a time), so each
+  // lane is sorted by call and by end: binary search finds the visible window.
   var laneOps = [];
   for (i = 0; i < lanes; i++) { laneOps.push([]); }
   for (i = 0; i < n; i++) { laneOps[D.lane[i]].push(i); }
@@ -56,7 +59,19 @@
   var total = Math.max(D.end, 1);
   var view = { t0: 0, t1: total };
   var highlight = new Set();
-  var laneH = lanes <= 40 ? 16 : Math.max(3, Math.floor(640 / lanes));
+  var laneH = rows <= 40 ? 16 : Math.max(3, Math.floor(640 / rows));
+  // Density mode (a run too large to embed every operation): per row and
+  // time bucket, the operations called there by outcome; the windows
+  // around the violations hold every operation.
+  var dens = D.dens || null, wins = D.win || [];
+  var densMax = 1;
+  if (dens) {
+    for (i = 0; i < dens.ok.length; i++) { densMax = Math.max(densMax, dens.ok[i] + dens.fail[i] + dens.info[i]); }
+  }
+  function inWindow(t0, t1) {
+    for (var w = 0; w < wins.length; w++) { if (wins[w][0] <= t0 && t1 <= wins[w][1]) { return true; } }
+    return false;
+  }
   var cssW = 0, cssH = 0;
 
   function X(tn) { return GUTTER + (tn - view.t0) / (view.t1 - view.t0) * (cssW - GUTTER - 8); }
@@ -91,7 +106,7 @@
 
   function draw() {
     cssW = wrap.clientWidth || 900;
-    cssH = TOP + lanes * laneH + AXIS;
+    cssH = TOP + rows * laneH + AXIS;
     var dpr = window.devicePixelRatio || 1;
     canvas.width = Math.round(cssW * dpr);
     canvas.height = Math.round(cssH * dpr);
@@ -101,7 +116,7 @@
     ctx.clearRect(0, 0, cssW, cssH);
     ctx.font = "11px system-ui, sans-serif";
 
-    for (var l = 0; l < lanes; l++) {
+    for (var l = 0; l < rows; l++) {
       var y = TOP + l * laneH;
       if (l % 2 === 1) { ctx.fillStyle = "#f4f6f9"; ctx.fillRect(GUTTER, y, cssW - GUTTER, laneH); }
       if (laneH >= 10) {
@@ -112,9 +127,10 @@
     }
 
     var drawn = 0, bar = Math.max(1, laneH - 4), pad = (laneH - bar) / 2;
+    var cells = dens ? drawDensity(ctx, bar, pad) : 0;
     for (l = 0; l < lanes; l++) {
       var arr = laneOps[l];
-      var yb = TOP + l * laneH + pad;
+      var yb = TOP + rowOf(l) * laneH + pad;
       // Adjacent bars of one colour closer than a pixel are merged: a
       // zoomed-out 100k-op row costs a few hundred rectangles, not 100k.
       var runColor = -1, runX0 = 0, runX1 = -1e9;
@@ -135,11 +151,11 @@
       var x0 = Math.max(X(call[k]), GUTTER), x1 = Math.max(X(end[k]), x0 + 2);
       ctx.strokeStyle = "#111";
       ctx.lineWidth = 2;
-      ctx.strokeRect(x0 - 1, TOP + D.lane[k] * laneH, x1 - x0 + 2, laneH);
+      ctx.strokeRect(x0 - 1, TOP + rowOf(D.lane[k]) * laneH, x1 - x0 + 2, laneH);
     });
 
     // Time axis.
-    var yAxis = TOP + lanes * laneH;
+    var yAxis = TOP + rows * laneH;
     ctx.strokeStyle = "#c9ced8";
     ctx.lineWidth = 1;
     ctx.beginPath(); ctx.moveTo(GUTTER, yAxis + 0.5); ctx.lineTo(cssW, yAxis + 0.5); ctx.stroke();
@@ -156,7 +172,44 @@
 
     drawFaults();
     wrap.setAttribute("data-drawn-ops", String(drawn));
-    windowLabel.textContent = "showing " + fmtS(view.t0) + " – " + fmtS(view.t1) + " · " + drawn + " operations in view";
+    wrap.setAttribute("data-density-cells", String(cells));
+    var what = drawn + " operations in view";
+    if (dens) {
+      what = inWindow(view.t0, view.t1) ? drawn + " operations in view, every one (a window around a violation)"
+        : "density of every operation (darker: more per bucket)" + (drawn ? ", " + drawn + " shown one by one in the shaded windows" : "");
+    }
+    windowLabel.textContent = "showing " + fmtS(view.t0) + " – " + fmtS(view.t1) + " · " + what;
+  }
+
+  // The density view: each row's buckets in view, one rectangle per
+  // bucket, split by outcome (ok, fail, unknown) and darker for more
+  // operations; the windows with every operation are shaded behind.
+  function drawDensity(ctx, bar, pad) {
+    var B = dens.b, bw = total / B, cells = 0;
+    ctx.fillStyle = "rgba(25,113,194,0.08)";
+    wins.forEach(function (w) {
+      if (w[1] < view.t0 || w[0] > view.t1) { return; }
+      var x0 = Math.max(X(w[0]), GUTTER), x1 = Math.min(X(w[1]), cssW);
+      ctx.fillRect(x0, TOP, Math.max(x1 - x0, 1), rows * laneH);
+    });
+    var b0 = Math.max(0, Math.floor(view.t0 / bw)), b1 = Math.min(B - 1, Math.floor(view.t1 / bw));
+    for (var r = 0; r < rows; r++) {
+      var yb = TOP + r * laneH + pad;
+      for (var b = b0; b <= b1; b++) {
+        var c = r * B + b, ok = dens.ok[c], fail = dens.fail[c], info = dens.info[c], n = ok + fail + info;
+        if (n === 0) { continue; }
+        if (inWindow(b * bw, (b + 1) * bw)) { continue; } // drawn one by one
+        var x0 = Math.max(X(b * bw), GUTTER), x1 = Math.max(X((b + 1) * bw), x0 + 1);
+        ctx.globalAlpha = 0.3 + 0.7 * Math.log(1 + n) / Math.log(1 + densMax);
+        var y = yb, h;
+        if (fail) { h = Math.max(1, bar * fail / n); ctx.fillStyle = COLORS[1]; ctx.fillRect(x0, y, x1 - x0, h); y += h; }
+        if (info) { h = Math.max(1, bar * info / n); ctx.fillStyle = COLORS[2]; ctx.fillRect(x0, y, x1 - x0, h); y += h; }
+        if (y < yb + bar) { ctx.fillStyle = COLORS[0]; ctx.fillRect(x0, y, x1 - x0, yb + bar - y); }
+        cells++;
+      }
+    }
+    ctx.globalAlpha = 1;
+    return cells;
   }
 
   function fillBar(ctx, c, x0, x1, y, h) {
@@ -178,7 +231,7 @@
     overlay.setAttribute("width", cssW);
     overlay.setAttribute("height", cssH);
     overlay.setAttribute("viewBox", "0 0 " + cssW + " " + cssH);
-    var h = lanes * laneH + TOP;
+    var h = rows * laneH + TOP;
     FLANES.forEach(function (name, i) {
       var bg = document.createElementNS(SVGNS, "rect");
       bg.setAttribute("class", "fault-lane");
@@ -248,14 +301,18 @@
   }
 
   function opAt(px, py) {
-    var l = Math.floor((py - TOP) / laneH);
-    if (l < 0 || l >= lanes || px < GUTTER) { return -1; }
+    var r = Math.floor((py - TOP) / laneH);
+    if (r < 0 || r >= rows || px < GUTTER) { return -1; }
     var tol = 3 * (view.t1 - view.t0) / (cssW - GUTTER);
-    var tm = T(px), arr = laneOps[l];
-    for (var j = firstEndingAfter(arr, tm - tol); j < arr.length; j++) {
-      var k = arr[j];
-      if (call[k] > tm + tol) { break; }
-      return k;
+    var tm = T(px);
+    for (var l = 0; l < lanes; l++) {
+      if (rowOf(l) !== r) { continue; }
+      var arr = laneOps[l];
+      for (var j = firstEndingAfter(arr, tm - tol); j < arr.length; j++) {
+        var k = arr[j];
+        if (call[k] > tm + tol) { break; }
+        return k;
+      }
     }
     return -1;
   }
