@@ -94,3 +94,20 @@ func TestNewNodeRejectsSplitIssuers(t *testing.T) {
 	_, err := NewNode(Config{Dir: t.TempDir(), Bugs: Bugs{SplitIssuers: true}})
 	assert.ErrorContains(t, err, "NewSplitIssuers")
 }
+
+// One way: only the follower opens connections (to ask the leader), so a
+// leader that cannot reach the follower changes nothing, and a follower
+// that cannot reach the leader diverges as under a full cut.
+func TestSplitIssuersOneWay(t *testing.T) {
+	s, leader, follower := startSplit(t)
+	tg := &Target{pair: s}
+	acquireRelease(t, leader, "a") // 1
+	require.NoError(t, tg.Grudge(bg, map[string][]string{"issuer-1": {"issuer-2"}}))
+	assert.Equal(t, uint64(2), acquireRelease(t, follower, "b"), "the follower still reaches the leader")
+	require.NoError(t, tg.Grudge(bg, map[string][]string{"issuer-2": {"issuer-1"}}))
+	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"), "the follower issues 3 from its own copy")
+	assert.Equal(t, uint64(3), acquireRelease(t, leader, "a"), "and so does the leader")
+	assert.ErrorContains(t, tg.Grudge(bg, map[string][]string{"issuer-2": {"n9"}}), "no node")
+	require.NoError(t, tg.HealPartition(bg))
+	assert.Equal(t, uint64(4), acquireRelease(t, follower, "b"))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checkers"
@@ -117,6 +118,27 @@ func (t *Target) Partition(_ context.Context, groups [][]string) error {
 	if lin && fin && lg != fg {
 		t.pair.Cut(true)
 	}
+	return nil
+}
+
+// Grudge implements nemesis.Grudger for split-issuers: grudge[a] names the
+// replicas a cannot reach. Only the follower opens connections (it asks the
+// leader for each token), so the replicas are cut when the follower cannot
+// reach the leader; a leader that cannot reach the follower loses nothing,
+// as on a network whose one-way cut drops the connections one side opens.
+func (t *Target) Grudge(_ context.Context, grudge map[string][]string) error {
+	if t.pair == nil {
+		return errors.New("memory: a single reference node has no links between nodes to cut")
+	}
+	l, f := t.pair.Leader.Name(), t.pair.Follower.Name()
+	for a, bs := range grudge {
+		for _, n := range append([]string{a}, bs...) {
+			if n != l && n != f {
+				return fmt.Errorf("memory has no node %q", n)
+			}
+		}
+	}
+	t.pair.Cut(slices.Contains(grudge[f], l))
 	return nil
 }
 
