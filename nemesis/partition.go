@@ -92,7 +92,8 @@ type partitionParams struct {
 	// OneWay: the first group cannot reach the second (the connections it
 	// opens to them are dropped), while the second's connections to the
 	// first carry on. For TCP a one-way cut is by connection: Grudger says
-	// why.
+	// why. With Links: the nodes' answers are lost, the clients' requests
+	// still act.
 	OneWay bool `json:"one_way,omitempty"`
 	// Bridge (mode bridge) is in no group: it keeps reaching both sides.
 	Bridge string `json:"bridge,omitempty"`
@@ -123,7 +124,9 @@ func (pp *partitionParams) grudge() map[string][]string {
 }
 
 // needsGrudger: a cut a plain Partitioner cannot make.
-func (pp *partitionParams) needsGrudger() bool { return pp.OneWay || pp.Grudge != nil }
+func (pp *partitionParams) needsGrudger() bool {
+	return (pp.OneWay && len(pp.Groups) > 0) || pp.Grudge != nil
+}
 
 func (*partition) Params() any { return &partitionParams{} }
 
@@ -150,7 +153,7 @@ func (pt *partition) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, 
 		return Plan{Nodes: slices.Compact(nodes), Outage: true,
 			Params: &partitionParams{Mode: p.mode, Groups: p.groups, OneWay: p.oneWay, Bridge: p.bridge, Grudge: p.grudge}}, nil
 	}
-	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links}}, nil
+	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links, OneWay: p.oneWay}}, nil
 }
 
 func (*partition) CheckPlan(env *Env, p Plan) error {
@@ -163,7 +166,7 @@ func (*partition) CheckPlan(env *Env, p Plan) error {
 		return errors.New("a partition cuts groups of nodes or black-holes links, not both")
 	case len(pp.Groups) > 0 && pp.Grudge != nil:
 		return errors.New("a partition cuts groups of nodes or follows a grudge, not both")
-	case pp.OneWay && len(pp.Groups) != 2:
+	case pp.OneWay && len(pp.Groups) != 2 && len(pp.Links) == 0:
 		return errors.New("a one-way cut needs two groups: the first cannot reach the second")
 	case len(pp.Groups) > 0 || pp.Grudge != nil:
 		if _, ok := env.Target.(Partitioner); !ok {
@@ -252,13 +255,18 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	if !ok || len(pp.Links) == 0 {
 		return nil, errors.New("nothing to partition")
 	}
+	set, groups := ls.SetBlackhole, [][]string{{ClientGroup}, linkTargets(env, pp.Links)}
+	if pp.OneWay {
+		set, groups = ls.SetAnswersLost, [][]string{groups[1], groups[0]}
+		details["one_way"] = true
+	}
 	on := func(v bool) error {
-		return forEachLink(pp.Links, func(n string) error { return ls.SetBlackhole(n, v) })
+		return forEachLink(pp.Links, func(n string) error { return set(n, v) })
 	}
 	if err := on(true); err != nil {
 		return nil, applyFailed(pp.Mode, p.Nodes, errors.Join(err, on(false)))
 	}
-	details["groups"] = [][]string{{ClientGroup}, linkTargets(env, pp.Links)}
+	details["groups"] = groups
 	details["links"] = pp.Links
 	return &Fault{Nodes: p.Nodes, Details: details, Stop: func(context.Context) error { return on(false) }}, nil
 }
@@ -270,7 +278,9 @@ func (partition) Heal(ctx context.Context, env *Env) error {
 		errs = append(errs, pt.HealPartition(ctx))
 	}
 	if ls, ok := linkSet(env); ok {
-		errs = append(errs, forEachLink(linkNames(ls.Links()), func(n string) error { return ls.SetBlackhole(n, false) }))
+		errs = append(errs, forEachLink(linkNames(ls.Links()), func(n string) error {
+			return errors.Join(ls.SetBlackhole(n, false), ls.SetAnswersLost(n, false))
+		}))
 	}
 	return errors.Join(errs...)
 }
@@ -464,7 +474,7 @@ func partitionNodes(env *Env) []Node {
 
 // linkPlans black-hole clients' links: from one node, from every resource
 // node, from every issuer node (deduplicated: on a single reference node they
-// are one cut).
+// are one cut); or lose one node's answers.
 func linkPlans(env *Env) []partitionPlan {
 	links := clientLinks(env)
 	if len(links) == 0 {
@@ -501,6 +511,18 @@ func linkPlans(env *Env) []partitionPlan {
 	sort.Strings(tos)
 	for _, to := range tos {
 		add("clients-from-node", func(l proxy.Info) bool { return l.To == to })
+	}
+	// One way: a node's answers to the clients are lost while their
+	// requests still act (the proxies' direction of a link; links between
+	// nodes do not go through them). Keyed apart from the black-holes.
+	for _, to := range tos {
+		var names []string
+		for _, l := range links {
+			if l.To == to {
+				names = append(names, l.Name)
+			}
+		}
+		plans = append(plans, partitionPlan{mode: "answers-from-node", links: names, oneWay: true, weight: 1})
 	}
 	add("clients-from-resource", func(l proxy.Info) bool { r, ok := roles[l.To]; return ok && servesResource(r) })
 	add("clients-from-issuer", func(l proxy.Info) bool { r, ok := roles[l.To]; return ok && servesIssuer(r) })

@@ -155,7 +155,9 @@ func TestPartitionSplitsClientsFromResourceOrIssuerNodes(t *testing.T) {
 	}
 	assert.Contains(t, got, "clients-from-node:clients->issuer-a")
 	assert.Contains(t, got, "clients-from-node:clients->n1")
-	assert.Len(t, plans, 2, "resource and issuer cuts equal the per-node cuts here: deduplicated")
+	assert.Contains(t, got, "answers-from-node:clients->issuer-a")
+	assert.Contains(t, got, "answers-from-node:clients->n1")
+	assert.Len(t, plans, 4, "resource and issuer cuts equal the per-node cuts here: deduplicated")
 }
 
 func TestPartitionAlternatesNodeCutsAndBlackholesNodeCutsFirst(t *testing.T) {
@@ -227,7 +229,7 @@ func TestPartitionFailuresAreCountedByMode(t *testing.T) {
 			assert.Contains(t, mc.Error, "cannot open", mode)
 			failedModes += mc.Failed
 		default:
-			assert.True(t, strings.HasPrefix(mode, "clients-from-"), mode)
+			assert.True(t, strings.HasPrefix(mode, "clients-from-") || mode == "answers-from-node", mode)
 			assert.Zero(t, mc.Failed, mode)
 			startedModes += mc.Started
 		}
@@ -368,4 +370,34 @@ func TestPartitionOneWayReplaysFromTheScheduleFile(t *testing.T) {
 		{"nemesis": "partition", "nodes": ["n1"], "params": {"mode": "one-way", "groups": [["n1"], ["n2"], ["n3"]], "one_way": true}, "duration_ns": 5}]}`))
 	require.NoError(t, err)
 	assert.ErrorContains(t, s.CheckTarget(env, Select([]string{"partition"}, env).Active, nil), "needs two groups")
+}
+
+// One way on a proxied link, seen from both sides: the node's answers are
+// lost, so the client times out, while its write reached the node.
+func TestPartitionAnswersFromNodeLetRequestsAct(t *testing.T) {
+	f := newLinkFixture(t)
+	env := &Env{Target: &fakeCluster{nodes: []Node{{Name: "n1", Role: "reference"}}}, Links: f.set}
+	var plan Plan
+	for _, p := range linkPlans(env) {
+		if p.mode == "answers-from-node" && p.links[0] == "clients->n1" {
+			plan = Plan{Nodes: []string{"n1"}, Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links, OneWay: true}}
+		}
+	}
+	require.NotNil(t, plan.Params)
+	require.NoError(t, (&partition{}).CheckPlan(env, plan))
+	fault, err := (&partition{}).Start(context.Background(), env, plan)
+	require.NoError(t, err)
+	assert.Equal(t, [][]string{{"n1"}, {"clients"}}, fault.Details["groups"], "the node cannot reach the clients")
+	assert.Equal(t, true, fault.Details["one_way"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = putToken(ctx, f.url, "k", "1", "lands")
+	cancel()
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the client hears nothing")
+	assert.Contains(t, f.res.arrived(), "lands", "but its write reached the node")
+
+	require.NoError(t, (&partition{}).Heal(context.Background(), env))
+	code, err := putToken(context.Background(), f.url, "k", "2", "healed")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, code)
 }
