@@ -20,7 +20,7 @@ func init() {
 			if err != nil {
 				return nil, fencing.ServerOptions{}, err
 			}
-			if bugs.Has(memory.SplitIssuers) {
+			if bugs.Has(memory.SplitIssuers) || bugs.Has(memory.OneWayFailover) {
 				return nil, fencing.ServerOptions{}, errors.New("split-issuers runs two replicas in one process: use the embedded memory target")
 			}
 			st, err := memory.OpenStore(cfg.Data, memory.StoreOptions{Clock: cfg.Clock, Bugs: bugs})
