@@ -370,6 +370,12 @@ func TestPartitionOneWayReplaysFromTheScheduleFile(t *testing.T) {
 		{"nemesis": "partition", "nodes": ["n1"], "params": {"mode": "one-way", "groups": [["n1"], ["n2"], ["n3"]], "one_way": true}, "duration_ns": 5}]}`))
 	require.NoError(t, err)
 	assert.ErrorContains(t, s.CheckTarget(env, Select([]string{"partition"}, env).Active, nil), "needs two groups")
+
+	// A grudge names only nodes the target can cut.
+	s, err = ParseSchedule([]byte(`{"schedule_version": 1, "faults": [
+		{"nemesis": "partition", "nodes": ["n1"], "params": {"mode": "ring", "grudge": {"n1": ["n9"]}}, "duration_ns": 5}]}`))
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.CheckTarget(env, Select([]string{"partition"}, env).Active, nil), "n9, which is not a node")
 }
 
 // One way on a proxied link, seen from both sides: the node's answers are
