@@ -406,8 +406,9 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 12})
 		if oneWay {
 			// One side of the replicas cannot reach the other, which
-			// still reaches it: a failover that trusts one direction.
-			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: [][]string{a, b}, oneWay: true, weight: 6})
+			// still reaches it: a failover that trusts one direction. As
+			// likely as the split itself: each is a cut real replicas meet.
+			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: [][]string{a, b}, oneWay: true, weight: 12})
 		}
 	}
 	return plans
