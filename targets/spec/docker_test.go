@@ -248,3 +248,41 @@ func TestImageNodeOnLayer(t *testing.T) {
 	require.Equal(t, fencing.Ok, rd.Outcome, "%+v", rd)
 	assert.Equal(t, "v", string(rd.Value), "what the node fsynced survives the power loss")
 }
+
+// Jepsen's majorities ring on three image nodes, seen from every side: each
+// node reaches the one before it and not the one after (a one-way cycle),
+// asked from inside each container's namespace.
+func TestImageNodesRing(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
+	require.NoError(t, err)
+	var table []any
+	for _, name := range []string{"a", "b", "c"} {
+		table = append(table, map[string]any{"name": name, "roles": []string{"issuer", "resource"}, "image": tags[docker.ImageFenced], "port": 7000,
+			"data": "/data", "clock": "none", "command": []string{"/usr/local/bin/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"}})
+	}
+	b, err := json.Marshal(map[string]any{"name": "three-images", "nodes": table})
+	require.NoError(t, err)
+	s, err := Parse(b)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tg := New(s, Options{NoPreflight: true})
+	_, err = tg.Start(ctx, harness.Env{RunID: "spec-image-ring-" + filepath.Base(dir), Dir: dir})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	p := tg.(*Target)
+	addr := func(n string) string {
+		a, err := p.NetAddr(n, "")
+		require.NoError(t, err)
+		return a
+	}
+	require.NoError(t, tg.(nemesis.Grudger).Grudge(ctx, map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}))
+	for _, pair := range [][2]string{{"a", "b"}, {"b", "c"}, {"c", "a"}} {
+		assert.Error(t, askFrom(p.Runtime(), pair[0], addr(pair[1])), "%s cannot reach %s", pair[0], pair[1])
+		assert.NoError(t, askFrom(p.Runtime(), pair[1], addr(pair[0])), "%s reaches %s", pair[1], pair[0])
+	}
+	require.NoError(t, tg.(nemesis.Partitioner).HealPartition(ctx))
+	assert.NoError(t, askFrom(p.Runtime(), "a", addr("b")), "healed")
+}
