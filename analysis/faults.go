@@ -76,7 +76,8 @@ func (f Fault) Label() string {
 
 // what names the fault in a sentence: "the pause (holder) of client"; a
 // partition by its sides, "the partition (issuers) {issuer-1} | {issuer-2,
-// etcd-1}", as its start event's groups say.
+// etcd-1}", as its start event's groups say; a one-way cut with an arrow
+// from the side that cannot reach, "{issuer-2} -/-> {issuer-1}".
 func (f Fault) what() string {
 	s := "the " + f.Nemesis
 	if m := f.Mode(); m != "" {
@@ -87,7 +88,11 @@ func (f Fault) what() string {
 		for i, g := range sides {
 			parts[i] = "{" + strings.Join(g, ", ") + "}"
 		}
-		return s + " " + strings.Join(parts, " | ")
+		sep := " | "
+		if string(bytes.TrimSpace(f.Details["one_way"])) == "true" {
+			sep = " -/-> "
+		}
+		return s + " " + strings.Join(parts, sep)
 	}
 	if f.Node != "" {
 		s += " of " + f.Node

@@ -79,6 +79,18 @@ type Partitioner interface {
 	HealPartition(ctx context.Context) error
 }
 
+// Grudger is a Partitioner that also cuts one way: grudge[a] names the
+// nodes a cannot reach. A grudge each way is a cut both ways; a grudge one
+// way drops the connections a opens to b while b's connections to a carry
+// on (for TCP a one-way cut is by connection: dropping every packet one way
+// would kill b's connections too, whose handshakes need a's answers). The
+// nodes are those of PartitionNodes; Grudge replaces every earlier cut,
+// and HealPartition lifts it.
+type Grudger interface {
+	Partitioner
+	Grudge(ctx context.Context, grudge map[string][]string) error
+}
+
 // ClockSkewer shifts a node's wall clock by offset relative to real time
 // (0 resets it). Targets whose nodes cannot be skewed leave those nodes out of
 // ClockNodes.

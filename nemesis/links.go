@@ -21,6 +21,7 @@ const ClientGroup = "clients"
 type LinkSet interface {
 	Links() []proxy.Info
 	SetBlackhole(link string, on bool) error
+	SetAnswersLost(link string, on bool) error
 	SetStrip(link string, share float64) error
 	SetDelay(link string, share float64, bound time.Duration) error
 }

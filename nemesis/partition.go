@@ -16,10 +16,14 @@ import (
 
 // partition cuts the network. Where the target can cut links between its
 // nodes (Partitioner) it isolates one node, the leader, a minority from a
-// majority, or issuer replicas from each other; where the harness put proxies
-// between clients and nodes it black-holes clients from a node, from the
-// resource, or from the issuer. A black-holed request is never answered: the
-// client times out and records info, since the request may have arrived.
+// majority, or issuer replicas from each other, or leaves a bridge node
+// that reaches two halves; where it can also cut one way (Grudger), one
+// node, the leader or issuer replicas lose one direction, and in a
+// majorities ring every node sees a majority, each a different one. Where
+// the harness put proxies between clients and nodes it black-holes clients
+// from a node, from the resource, or from the issuer, or loses a node's
+// answers (one way). A black-holed request is never answered: the client
+// times out and records info, since the request may have arrived.
 //
 // Cuts between nodes and client black-holes alternate, node cuts first, so
 // that every run exercises both kinds whatever its seed; within a kind the
@@ -71,19 +75,58 @@ type partitionPlan struct {
 	links  []string
 	// bridge is the node in no group that reaches both (mode bridge).
 	bridge string
+	// oneWay: the first group cannot reach the second, which reaches it.
+	oneWay bool
+	// grudge: each node's nodes it cannot reach (mode ring).
+	grudge map[string][]string
 	// weight makes some plans likelier (splitting issuer replicas is the
 	// cut that split-brain bugs need).
 	weight int
 }
 
-// partitionParams: Groups are cut apart by the target's Partitioner;
-// otherwise the clients' Links are black-holed.
+// partitionParams: Groups are cut apart by the target's Partitioner, or
+// each node is cut from the nodes its Grudge names; otherwise the clients'
+// Links are black-holed.
 type partitionParams struct {
 	Mode   string     `json:"mode"`
 	Groups [][]string `json:"groups,omitempty"`
+	// OneWay: the first group cannot reach the second (the connections it
+	// opens to them are dropped), while the second's connections to the
+	// first carry on. For TCP a one-way cut is by connection: Grudger says
+	// why. With Links: the nodes' answers are lost, the clients' requests
+	// still act.
+	OneWay bool `json:"one_way,omitempty"`
 	// Bridge (mode bridge) is in no group: it keeps reaching both sides.
-	Bridge string   `json:"bridge,omitempty"`
-	Links  []string `json:"links,omitempty"`
+	Bridge string `json:"bridge,omitempty"`
+	// Grudge (mode ring) names, for each node, the nodes it cannot reach:
+	// a grudge each way is a cut both ways.
+	Grudge map[string][]string `json:"grudge,omitempty"`
+	Links  []string            `json:"links,omitempty"`
+}
+
+// grudge is the cut pp makes between the target's nodes, as a Grudger
+// takes it.
+func (pp *partitionParams) grudge() map[string][]string {
+	if pp.Grudge != nil {
+		return pp.Grudge
+	}
+	g := map[string][]string{}
+	for i, a := range pp.Groups {
+		for j, b := range pp.Groups {
+			if i == j || (pp.OneWay && i != 0) {
+				continue
+			}
+			for _, n := range a {
+				g[n] = append(g[n], b...)
+			}
+		}
+	}
+	return g
+}
+
+// needsGrudger: a cut a plain Partitioner cannot make.
+func (pp *partitionParams) needsGrudger() bool {
+	return (pp.OneWay && len(pp.Groups) > 0) || pp.Grudge != nil
 }
 
 func (*partition) Params() any { return &partitionParams{} }
@@ -99,14 +142,19 @@ func (pt *partition) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, 
 	}
 	pt.started++
 	p := pickPlan(plans, rng)
-	if p.groups != nil {
+	if p.groups != nil || p.grudge != nil {
 		var nodes []string
 		for _, g := range p.groups {
 			nodes = append(nodes, g...)
 		}
-		return Plan{Nodes: nodes, Outage: true, Params: &partitionParams{Mode: p.mode, Groups: p.groups, Bridge: p.bridge}}, nil
+		for n := range p.grudge {
+			nodes = append(nodes, n)
+		}
+		sort.Strings(nodes)
+		return Plan{Nodes: slices.Compact(nodes), Outage: true,
+			Params: &partitionParams{Mode: p.mode, Groups: p.groups, OneWay: p.oneWay, Bridge: p.bridge, Grudge: p.grudge}}, nil
 	}
-	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links}}, nil
+	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links, OneWay: p.oneWay}}, nil
 }
 
 func (*partition) CheckPlan(env *Env, p Plan) error {
@@ -115,23 +163,34 @@ func (*partition) CheckPlan(env *Env, p Plan) error {
 		return err
 	}
 	switch {
-	case len(pp.Groups) > 0 && len(pp.Links) > 0:
+	case (len(pp.Groups) > 0 || pp.Grudge != nil) && len(pp.Links) > 0:
 		return errors.New("a partition cuts groups of nodes or black-holes links, not both")
-	case len(pp.Groups) > 0:
+	case len(pp.Groups) > 0 && pp.Grudge != nil:
+		return errors.New("a partition cuts groups of nodes or follows a grudge, not both")
+	case pp.OneWay && len(pp.Groups) != 2 && len(pp.Links) == 0:
+		return errors.New("a one-way cut needs two groups: the first cannot reach the second")
+	case len(pp.Groups) > 0 || pp.Grudge != nil:
 		if _, ok := env.Target.(Partitioner); !ok {
 			return errors.New("the target cannot cut links between its nodes (groups); black-hole clients' links instead")
 		}
-		if len(pp.Groups) < 2 {
+		if _, ok := env.Target.(Grudger); !ok && pp.needsGrudger() {
+			return errors.New("the target cannot cut links between its nodes one way (one_way, grudge)")
+		}
+		if pp.Grudge == nil && len(pp.Groups) < 2 {
 			return errors.New("a cut needs at least two groups")
 		}
-		for _, g := range pp.Groups {
+		named := slices.Clone(pp.Groups)
+		for n, ns := range pp.Grudge {
+			named = append(named, append([]string{n}, ns...))
+		}
+		for _, g := range named {
 			for _, n := range g {
 				if !hasNode(nodesOf(env), n) {
 					return fmt.Errorf("group names %s, which is not a node of the target", n)
 				}
 			}
 		}
-		for _, g := range pp.Groups {
+		for _, g := range named {
 			for _, n := range g {
 				if !hasNode(partitionNodes(env), n) {
 					return fmt.Errorf("group names %s, a node whose links the target cannot cut (a host process, or a single node)", n)
@@ -152,6 +211,24 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return nil, err
 	}
 	details := map[string]any{history.ExtraMode: pp.Mode}
+	if pp.needsGrudger() {
+		cutter, ok := env.Target.(Grudger)
+		if !ok {
+			return nil, errors.New("the target cannot cut links between its nodes one way")
+		}
+		if err := cutter.Grudge(ctx, pp.grudge()); err != nil {
+			return nil, applyFailed(pp.Mode, p.Nodes, errors.Join(err, cutter.HealPartition(context.WithoutCancel(ctx))))
+		}
+		if len(pp.Groups) > 0 {
+			details["groups"] = pp.Groups
+			details["one_way"] = pp.OneWay
+		}
+		if pp.Grudge != nil {
+			details["grudge"] = pp.Grudge
+		}
+		return &Fault{Nodes: p.Nodes, Details: details,
+			Stop: func(ctx context.Context) error { return cutter.HealPartition(ctx) }}, nil
+	}
 	if len(pp.Groups) > 0 {
 		cutter, ok := env.Target.(Partitioner)
 		if !ok {
@@ -172,13 +249,18 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	if !ok || len(pp.Links) == 0 {
 		return nil, errors.New("nothing to partition")
 	}
+	set, groups := ls.SetBlackhole, [][]string{{ClientGroup}, linkTargets(env, pp.Links)}
+	if pp.OneWay {
+		set, groups = ls.SetAnswersLost, [][]string{groups[1], groups[0]}
+		details["one_way"] = true
+	}
 	on := func(v bool) error {
-		return forEachLink(pp.Links, func(n string) error { return ls.SetBlackhole(n, v) })
+		return forEachLink(pp.Links, func(n string) error { return set(n, v) })
 	}
 	if err := on(true); err != nil {
 		return nil, applyFailed(pp.Mode, p.Nodes, errors.Join(err, on(false)))
 	}
-	details["groups"] = [][]string{{ClientGroup}, linkTargets(env, pp.Links)}
+	details["groups"] = groups
 	details["links"] = pp.Links
 	return &Fault{Nodes: p.Nodes, Details: details, Stop: func(context.Context) error { return on(false) }}, nil
 }
@@ -190,7 +272,9 @@ func (partition) Heal(ctx context.Context, env *Env) error {
 		errs = append(errs, pt.HealPartition(ctx))
 	}
 	if ls, ok := linkSet(env); ok {
-		errs = append(errs, forEachLink(linkNames(ls.Links()), func(n string) error { return ls.SetBlackhole(n, false) }))
+		errs = append(errs, forEachLink(linkNames(ls.Links()), func(n string) error {
+			return errors.Join(ls.SetBlackhole(n, false), ls.SetAnswersLost(n, false))
+		}))
 	}
 	return errors.Join(errs...)
 }
@@ -233,20 +317,33 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 	}
 	var plans []partitionPlan
 	isolate := func(mode, node string, weight int) {
-		var rest []string
-		for _, n := range names {
-			if n != node {
-				rest = append(rest, n)
-			}
-		}
-		plans = append(plans, partitionPlan{mode: mode, groups: [][]string{{node}, rest}, weight: weight})
+		plans = append(plans, partitionPlan{mode: mode, groups: [][]string{{node}, without(names, node)}, weight: weight})
 	}
-	isolate("one", names[perm(len(names))[0]], 2)
+	_, oneWay := env.Target.(Grudger)
+	coin := func() bool { return rng != nil && rng.IntN(2) == 0 }
+	// oneWayOf: node loses one direction, drawn: it cannot reach the rest
+	// (it hears but cannot speak), or the rest cannot reach it (it speaks
+	// but does not hear: "a member that can send but not receive keeps
+	// granting").
+	oneWayOf := func(mode, node string, weight int) {
+		if !oneWay {
+			return
+		}
+		p := partitionPlan{mode: mode, groups: [][]string{{node}, without(names, node)}, oneWay: true, weight: weight}
+		if coin() {
+			p.groups[0], p.groups[1] = p.groups[1], p.groups[0]
+		}
+		plans = append(plans, p)
+	}
+	one := names[perm(len(names))[0]]
+	isolate("one", one, 2)
+	oneWayOf("one-way", one, 2)
 	if l, ok := env.Target.(Leaderer); ok && rng != nil {
 		// A leader the target cannot cut (a node that shares its host with
 		// another that stands for it) gets no cut of its own.
 		if leader, err := l.Leader(ctx); err == nil && slices.Contains(names, leader) {
 			isolate("leader", leader, 2)
+			oneWayOf("leader-one-way", leader, 2)
 		}
 	}
 	if len(names) >= 3 {
@@ -279,6 +376,9 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		sort.Strings(left)
 		sort.Strings(right)
 		plans = append(plans, partitionPlan{mode: "bridge", groups: [][]string{left, right}, bridge: names[p[0]], weight: 2})
+		if oneWay {
+			plans = append(plans, partitionPlan{mode: "ring", grudge: majoritiesRing(names, perm(len(names))), weight: 2})
+		}
 	}
 	// Issuer replicas: nodes that keep issuer state of their own. Adapters
 	// and the reference also serve the issuer API, but cutting two stateless
@@ -304,8 +404,58 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 		sort.Strings(a)
 		sort.Strings(b)
 		plans = append(plans, partitionPlan{mode: "issuers", groups: [][]string{a, b}, weight: 12})
+		if oneWay {
+			// One side of the replicas cannot reach the other, which
+			// still reaches it: a failover that trusts one direction. As
+			// likely as the split itself: each is a cut real replicas meet.
+			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: [][]string{a, b}, oneWay: true, weight: 12})
+		}
 	}
 	return plans
+}
+
+func without(names []string, node string) []string {
+	var out []string
+	for _, n := range names {
+		if n != node {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// majoritiesRing is Jepsen's majorities ring: the nodes in a ring (the
+// order perm draws), each reaching the majority of nodes around it and
+// none beyond, so that every node sees a majority and no two see the same
+// one. A system that trusts "I see a majority" elects a leader in each.
+// With an odd count the grudges are mutual (cuts both ways); with three
+// nodes or an even count some are one way (with three, each node reaches
+// the one before it but not the one after: a one-way cycle).
+func majoritiesRing(names []string, perm []int) map[string][]string {
+	n := len(names)
+	m := n/2 + 1
+	ring := make([]string, n)
+	for i, j := range perm {
+		ring[i] = names[j]
+	}
+	grudge := map[string][]string{}
+	for i := range ring {
+		// The window of m nodes starting at i stands for its middle node.
+		node := ring[(i+m/2)%n]
+		sees := map[string]bool{}
+		for k := range m {
+			sees[ring[(i+k)%n]] = true
+		}
+		var cannot []string
+		for _, o := range ring {
+			if !sees[o] {
+				cannot = append(cannot, o)
+			}
+		}
+		sort.Strings(cannot)
+		grudge[node] = cannot
+	}
+	return grudge
 }
 
 // partitionNodes are the target's nodes that a group may name, in the
@@ -319,7 +469,7 @@ func partitionNodes(env *Env) []Node {
 
 // linkPlans black-hole clients' links: from one node, from every resource
 // node, from every issuer node (deduplicated: on a single reference node they
-// are one cut).
+// are one cut); or lose one node's answers.
 func linkPlans(env *Env) []partitionPlan {
 	links := clientLinks(env)
 	if len(links) == 0 {
@@ -356,6 +506,18 @@ func linkPlans(env *Env) []partitionPlan {
 	sort.Strings(tos)
 	for _, to := range tos {
 		add("clients-from-node", func(l proxy.Info) bool { return l.To == to })
+	}
+	// One way: a node's answers to the clients are lost while their
+	// requests still act (the proxies' direction of a link; links between
+	// nodes do not go through them). Keyed apart from the black-holes.
+	for _, to := range tos {
+		var names []string
+		for _, l := range links {
+			if l.To == to {
+				names = append(names, l.Name)
+			}
+		}
+		plans = append(plans, partitionPlan{mode: "answers-from-node", links: names, oneWay: true, weight: 1})
 	}
 	add("clients-from-resource", func(l proxy.Info) bool { r, ok := roles[l.To]; return ok && servesResource(r) })
 	add("clients-from-issuer", func(l proxy.Info) bool { r, ok := roles[l.To]; return ok && servesIssuer(r) })

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -154,7 +155,9 @@ func TestPartitionSplitsClientsFromResourceOrIssuerNodes(t *testing.T) {
 	}
 	assert.Contains(t, got, "clients-from-node:clients->issuer-a")
 	assert.Contains(t, got, "clients-from-node:clients->n1")
-	assert.Len(t, plans, 2, "resource and issuer cuts equal the per-node cuts here: deduplicated")
+	assert.Contains(t, got, "answers-from-node:clients->issuer-a")
+	assert.Contains(t, got, "answers-from-node:clients->n1")
+	assert.Len(t, plans, 4, "resource and issuer cuts equal the per-node cuts here: deduplicated")
 }
 
 func TestPartitionAlternatesNodeCutsAndBlackholesNodeCutsFirst(t *testing.T) {
@@ -226,7 +229,7 @@ func TestPartitionFailuresAreCountedByMode(t *testing.T) {
 			assert.Contains(t, mc.Error, "cannot open", mode)
 			failedModes += mc.Failed
 		default:
-			assert.True(t, strings.HasPrefix(mode, "clients-from-"), mode)
+			assert.True(t, strings.HasPrefix(mode, "clients-from-") || mode == "answers-from-node", mode)
 			assert.Zero(t, mc.Failed, mode)
 			startedModes += mc.Started
 		}
@@ -244,4 +247,163 @@ func TestPartitionFailuresAreCountedByMode(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, errorsSeen)
+}
+
+// fakeGrudger can also cut one way: it records each grudge.
+type fakeGrudger struct {
+	fakeCluster
+	grudges []map[string][]string
+}
+
+func (c *fakeGrudger) Grudge(_ context.Context, g map[string][]string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grudges = append(c.grudges, g)
+	return nil
+}
+
+// reaches says whether a can reach b under grudge g.
+func reaches(g map[string][]string, a, b string) bool {
+	for _, n := range g[a] {
+		if n == b {
+			return false
+		}
+	}
+	return true
+}
+
+// Where the target cuts one way, the one-way shapes are drawn too: one
+// node or the leader losing one direction, issuer replicas cut one way, and
+// the majorities ring; each is the grudge handed to the target, and the
+// recorded groups say which side cannot reach.
+func TestPartitionOneWayShapesAndTheMajoritiesRing(t *testing.T) {
+	c := &fakeGrudger{fakeCluster: fakeCluster{leader: "n2", nodes: []Node{
+		{Name: "n1", Role: "etcd"}, {Name: "n2", Role: "etcd"}, {Name: "n3", Role: "etcd"},
+		{Name: "issuer-a", Role: "issuer"}, {Name: "issuer-b", Role: "issuer"},
+	}}}
+	env := &Env{Target: c}
+	rng := rand.New(rand.NewPCG(4, 4))
+	modes := map[string]int{}
+	directions := map[string]bool{}
+	for range 200 {
+		f, err := drawStart(context.Background(), &partition{}, env, rng)
+		require.NoError(t, err)
+		mode := f.Details["mode"].(string)
+		modes[mode]++
+		switch mode {
+		case "one-way", "leader-one-way", "issuers-one-way":
+			g := c.grudges[len(c.grudges)-1]
+			groups := f.Details["groups"].([][]string)
+			assert.Equal(t, true, f.Details["one_way"])
+			for _, a := range groups[0] {
+				for _, b := range groups[1] {
+					assert.False(t, reaches(g, a, b), "%s: %s cannot reach %s", mode, a, b)
+					assert.True(t, reaches(g, b, a), "%s: %s still reaches %s", mode, b, a)
+				}
+			}
+			if mode == "leader-one-way" {
+				directions[fmt.Sprint(groups[0][0] == "n2")] = true
+			}
+		case "ring":
+			g := f.Details["grudge"].(map[string][]string)
+			assert.Equal(t, g, c.grudges[len(c.grudges)-1])
+			seen := map[string]bool{}
+			for _, n := range c.PartitionNodes() {
+				var sees []string
+				for _, o := range c.PartitionNodes() {
+					if reaches(g, n, o) {
+						sees = append(sees, o)
+					}
+				}
+				assert.Len(t, sees, 3, "%s sees a majority of five: %v", n, sees)
+				assert.Contains(t, sees, n)
+				assert.False(t, seen[strings.Join(sees, ",")], "no two nodes see the same majority: %v", g)
+				seen[strings.Join(sees, ",")] = true
+			}
+		}
+		require.NoError(t, f.Stop(context.Background()))
+	}
+	for _, m := range []string{"one", "one-way", "leader", "leader-one-way", "minority", "bridge", "ring", "issuers", "issuers-one-way"} {
+		assert.Positive(t, modes[m], "mode %s used: %v", m, modes)
+	}
+	assert.Len(t, directions, 2, "the leader both cannot reach and cannot be reached")
+}
+
+// Jepsen's ring on three nodes: each reaches the one before it, not the one
+// after, a one-way cycle; on five, every cut is both ways.
+func TestMajoritiesRing(t *testing.T) {
+	assert.Equal(t, map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}},
+		majoritiesRing([]string{"a", "b", "c"}, []int{0, 1, 2}))
+	g := majoritiesRing([]string{"a", "b", "c", "d", "e"}, []int{0, 1, 2, 3, 4})
+	assert.Equal(t, []string{"c", "d"}, g["a"])
+	for a, bs := range g {
+		for _, b := range bs {
+			assert.False(t, reaches(g, b, a), "%s and %s are cut both ways", a, b)
+		}
+	}
+}
+
+// A one-way cut and a ring go through schedule.json as data, and replay
+// as the same grudge; a target that cannot cut one way refuses them.
+func TestPartitionOneWayReplaysFromTheScheduleFile(t *testing.T) {
+	c := &fakeGrudger{fakeCluster: fakeCluster{nodes: []Node{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}}}
+	env := &Env{Target: c}
+	s, err := ParseSchedule([]byte(`{"schedule_version": 1, "faults": [
+		{"nemesis": "partition", "nodes": ["n1", "n2", "n3"], "params": {"mode": "one-way", "groups": [["n1"], ["n2", "n3"]], "one_way": true}, "duration_ns": 5},
+		{"nemesis": "partition", "nodes": ["n1", "n2", "n3"], "params": {"mode": "ring", "grudge": {"n1": ["n2"], "n2": ["n3"], "n3": ["n1"]}}, "start_ns": 10, "duration_ns": 5}]}`))
+	require.NoError(t, err)
+	sel := Select([]string{"partition"}, env)
+	require.NoError(t, s.CheckTarget(env, sel.Active, sel.NotApplicable))
+	for _, f := range s.Faults {
+		_, err := (&partition{}).Start(context.Background(), env, f.Plan())
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []map[string][]string{{"n1": {"n2", "n3"}}, {"n1": {"n2"}, "n2": {"n3"}, "n3": {"n1"}}}, c.grudges)
+	b, err := s.Marshal()
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"one_way": true`)
+
+	plain := &Env{Target: &fakeCluster{nodes: c.nodes}}
+	sel = Select([]string{"partition"}, plain)
+	assert.ErrorContains(t, s.CheckTarget(plain, sel.Active, sel.NotApplicable), "cannot cut links between its nodes one way")
+	s, err = ParseSchedule([]byte(`{"schedule_version": 1, "faults": [
+		{"nemesis": "partition", "nodes": ["n1"], "params": {"mode": "one-way", "groups": [["n1"], ["n2"], ["n3"]], "one_way": true}, "duration_ns": 5}]}`))
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.CheckTarget(env, Select([]string{"partition"}, env).Active, nil), "needs two groups")
+
+	// A grudge names only nodes the target can cut.
+	s, err = ParseSchedule([]byte(`{"schedule_version": 1, "faults": [
+		{"nemesis": "partition", "nodes": ["n1"], "params": {"mode": "ring", "grudge": {"n1": ["n9"]}}, "duration_ns": 5}]}`))
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.CheckTarget(env, Select([]string{"partition"}, env).Active, nil), "n9, which is not a node")
+}
+
+// One way on a proxied link, seen from both sides: the node's answers are
+// lost, so the client times out, while its write reached the node.
+func TestPartitionAnswersFromNodeLetRequestsAct(t *testing.T) {
+	f := newLinkFixture(t)
+	env := &Env{Target: &fakeCluster{nodes: []Node{{Name: "n1", Role: "reference"}}}, Links: f.set}
+	var plan Plan
+	for _, p := range linkPlans(env) {
+		if p.mode == "answers-from-node" && p.links[0] == "clients->n1" {
+			plan = Plan{Nodes: []string{"n1"}, Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links, OneWay: true}}
+		}
+	}
+	require.NotNil(t, plan.Params)
+	require.NoError(t, (&partition{}).CheckPlan(env, plan))
+	fault, err := (&partition{}).Start(context.Background(), env, plan)
+	require.NoError(t, err)
+	assert.Equal(t, [][]string{{"n1"}, {"clients"}}, fault.Details["groups"], "the node cannot reach the clients")
+	assert.Equal(t, true, fault.Details["one_way"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = putToken(ctx, f.url, "k", "1", "lands")
+	cancel()
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the client hears nothing")
+	assert.Contains(t, f.res.arrived(), "lands", "but its write reached the node")
+
+	require.NoError(t, (&partition{}).Heal(context.Background(), env))
+	code, err := putToken(context.Background(), f.url, "k", "2", "healed")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, code)
 }

@@ -92,6 +92,13 @@ var Rows = []Row{
 		Mode: "acknowledged before durable: each commit answered, then fsynced 2 ms later"},
 	{Name: "ack-before-fsync-random", Bug: "ack-before-fsync", Nemesis: "clock,delay,disk-slow,partition,pause,power-loss,restart,strip", Needs: []string{"power-loss"},
 		Mode: "the same, under all without crash-on-ack (faults at random times)"},
+	// Issuer replicas safe against a cut both ways, a restart and a pause,
+	// and not against a cut one way: only the partition nemesis's one-way
+	// shapes show it.
+	{Name: "one-way-failover", Bug: "one-way-failover", Needs: []string{"partition"},
+		Mode: "failover on a one-way cut: a follower that cannot reach its leader issues, the leader still reaching it issues the same tokens"},
+	{Name: "one-way-failover-partition", Bug: "one-way-failover", Nemesis: "partition", Needs: []string{"partition"},
+		Mode: "the same, under the partition nemesis alone"},
 	{Name: "reference", Mode: "correct"},
 	{Name: "reference-power-loss", Nemesis: "power-loss", Mode: "correct, under power loss"},
 	{Name: "reference-sealed", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "correct, sealed tokens, forger writing"},

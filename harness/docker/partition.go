@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/fencecheck/fencecheck/nemesis/netcut"
 )
 
 // PartitionChain is the iptables chain, inside a container's own network
@@ -33,21 +34,47 @@ func PartitionTools() error {
 	return nil
 }
 
+// Cut is what one node drops: every packet from and to the Both peers,
+// and, one way, the connections it opens to the To peers (the first packet
+// and everything after, both ways), while the To peers' own connections to
+// it carry on, its answers included. Conntrack tells the two apart (the
+// direction of the side that opened the connection): dropping every packet
+// one way would also kill the other side's TCP connections, whose
+// handshakes need answers, a two-way cut in all but name. For UDP the side
+// that cannot reach may still answer datagrams the other sent first.
+type Cut struct {
+	Both, To []string
+}
+
+func (c Cut) empty() bool { return len(c.Both) == 0 && len(c.To) == 0 }
+
 // Partition makes node drop every packet from and to the given peer IPs
-// (replacing any earlier set for that node). It is idempotent, and Start
-// re-applies it after a restart, because a stopped container's namespace and
-// its rules are gone.
+// (replacing any earlier cut of that node).
 func (r *Runtime) Partition(ctx context.Context, node string, peerIPs []string) error {
-	peers := slices.Clone(peerIPs)
-	slices.Sort(peers)
-	peers = slices.Compact(peers)
+	return r.SetCut(ctx, node, Cut{Both: peerIPs})
+}
+
+// SetCut makes node drop exactly c (replacing any earlier cut of that
+// node). It is idempotent, and Start re-applies it after a restart,
+// because a stopped container's namespace and its rules are gone.
+func (r *Runtime) SetCut(ctx context.Context, node string, c Cut) error {
+	c = Cut{Both: sortedIPs(c.Both), To: sortedIPs(c.To)}
 	r.mu.Lock()
 	if r.blocked == nil {
-		r.blocked = map[string][]string{}
+		r.blocked = map[string]Cut{}
 	}
-	r.blocked[node] = peers
+	r.blocked[node] = c
 	r.mu.Unlock()
-	return r.applyPartition(ctx, node, peers)
+	return r.applyPartition(ctx, node, c)
+}
+
+func sortedIPs(ips []string) []string {
+	if len(ips) == 0 {
+		return nil
+	}
+	out := slices.Clone(ips)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Heal removes node's partition rules (flushes our chain in its namespace).
@@ -55,7 +82,7 @@ func (r *Runtime) Heal(ctx context.Context, node string) error {
 	r.mu.Lock()
 	delete(r.blocked, node)
 	r.mu.Unlock()
-	return r.applyPartition(ctx, node, nil)
+	return r.applyPartition(ctx, node, Cut{})
 }
 
 // HealAll heals every node that has partition rules.
@@ -75,33 +102,39 @@ func (r *Runtime) HealAll(ctx context.Context) error {
 	return firstErr
 }
 
-// Blocked returns the peer IPs node currently drops.
+// Blocked returns the peer IPs node currently drops both ways.
 func (r *Runtime) Blocked(node string) []string {
+	return r.CutOf(node).Both
+}
+
+// CutOf returns what node currently drops.
+func (r *Runtime) CutOf(node string) Cut {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.blocked[node])
+	c := r.blocked[node]
+	return Cut{Both: slices.Clone(c.Both), To: slices.Clone(c.To)}
 }
 
 func (r *Runtime) reapplyPartition(ctx context.Context, node string) error {
-	peers := r.Blocked(node)
-	if len(peers) == 0 {
+	c := r.CutOf(node)
+	if c.empty() {
 		return nil
 	}
-	return r.applyPartition(ctx, node, peers)
+	return r.applyPartition(ctx, node, c)
 }
 
-// applyPartition sets node's cut to exactly peers, from this machine or
+// applyPartition sets node's cut to exactly c, from this machine or
 // through a helper (faultpath.go). A node that is not running has no
 // namespace; its rules are applied when it starts. A node that another
 // fault stops or restarts while the rules go in (its namespace gone under
 // nsenter) is looked at again: stopped, its start applies them; started
 // anew, they go into its new namespace.
-func (r *Runtime) applyPartition(ctx context.Context, node string, peers []string) error {
+func (r *Runtime) applyPartition(ctx context.Context, node string, cut Cut) error {
 	c, st, err := r.inspect(ctx, node)
 	if err != nil {
 		return err
 	}
-	return onTheNodesProcess(st, func(st *container.State) error { return r.partitionNamespace(ctx, node, c, st, peers) },
+	return onTheNodesProcess(st, func(st *container.State) error { return r.partitionNamespace(ctx, node, c, st, cut) },
 		func() (*container.State, error) { return r.State(ctx, node) }, hostProcessGone)
 }
 
@@ -157,43 +190,44 @@ func hostProcessGone(pid int) bool {
 }
 
 // partitionNamespace sets the cut in the namespace of the process st names.
-func (r *Runtime) partitionNamespace(ctx context.Context, node string, c *Container, st *container.State, peers []string) error {
+func (r *Runtime) partitionNamespace(ctx context.Context, node string, c *Container, st *container.State, cut Cut) error {
 	if r.faultPath(faultPartition, c, st.Pid) == PathAPI {
-		return r.helperPartition(ctx, node, c, st.StartedAt, peers)
+		return r.helperPartition(ctx, node, c, st.StartedAt, cut)
 	}
 	if err := PartitionTools(); err != nil {
 		return err
 	}
-	if err := hostPartition(ctx, st.Pid, peers); err != nil {
+	if err := hostPartition(ctx, st.Pid, cut); err != nil {
 		return fmt.Errorf("partition %s: %w", node, err)
 	}
 	return nil
 }
 
-// helperPartition hands the peers to node's netcut helper. A heal needs no
+// helperPartition hands the cut to node's netcut helper. A heal needs no
 // helper where none joined the namespace the node runs in now: nothing
 // was cut there.
-func (r *Runtime) helperPartition(ctx context.Context, node string, c *Container, started string, peers []string) error {
-	if len(peers) == 0 && !r.joined(ImageNetcut, node, c, started) {
+func (r *Runtime) helperPartition(ctx context.Context, node string, c *Container, started string, cut Cut) error {
+	if cut.empty() && !r.joined(ImageNetcut, node, c, started) {
 		return nil
 	}
 	h, err := r.helperFor(ctx, ImageNetcut, node, c, started)
 	if err != nil {
 		return fmt.Errorf("partition %s: %w", node, err)
 	}
-	ans, err := h.ask(ctx, strings.TrimSpace("drop "+strings.Join(peers, " ")))
+	ans, err := h.ask(ctx, netcut.Command(cut.Both, cut.To))
 	if err != nil {
 		return fmt.Errorf("partition %s: %w", node, err)
 	}
-	if want := fmt.Sprintf("dropping=%d", len(peers)); ans != want {
+	if want := netcut.Counts(len(cut.Both), len(cut.To)); ans != want {
 		return fmt.Errorf("partition %s: the helper answered %q, want %q", node, ans, want)
 	}
 	return nil
 }
 
 // hostPartition sets the chain in the network namespace of host pid to
-// exactly peers, with nsenter and iptables.
-func hostPartition(ctx context.Context, pid int, peers []string) error {
+// exactly cut, with nsenter and iptables (a one-way cut with the conntrack
+// match: --ctdir ORIGINAL is the side that opened the connection).
+func hostPartition(ctx context.Context, pid int, cut Cut) error {
 	ipt := func(args ...string) error { return nsIptables(ctx, pid, args...) }
 	// Create the chain once; "already exists" is the idempotent case, also
 	// when another change of the same namespace created it between our
@@ -213,11 +247,21 @@ func hostPartition(ctx context.Context, pid int, peers []string) error {
 	if err := ipt("-F", PartitionChain); err != nil {
 		return err
 	}
-	for _, ip := range peers {
+	for _, ip := range cut.Both {
 		if err := ipt("-A", PartitionChain, "-s", ip, "-j", "DROP"); err != nil {
 			return err
 		}
 		if err := ipt("-A", PartitionChain, "-d", ip, "-j", "DROP"); err != nil {
+			return err
+		}
+	}
+	for _, ip := range cut.To {
+		// What this node sends in the connections it opened, and the
+		// answers to them; the peer's connections pass both ways.
+		if err := ipt("-A", PartitionChain, "-d", ip, "-m", "conntrack", "--ctdir", "ORIGINAL", "-j", "DROP"); err != nil {
+			return err
+		}
+		if err := ipt("-A", PartitionChain, "-s", ip, "-m", "conntrack", "--ctdir", "REPLY", "-j", "DROP"); err != nil {
 			return err
 		}
 	}

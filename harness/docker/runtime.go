@@ -79,7 +79,7 @@ type Runtime struct {
 	mu         sync.Mutex
 	network    *Network
 	containers map[string]*Container // by node name
-	blocked    map[string][]string   // node -> peer IPs it drops (re-applied at Start)
+	blocked    map[string]Cut        // node -> what it drops (re-applied at Start)
 	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node

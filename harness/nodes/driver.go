@@ -34,9 +34,11 @@ type driver interface {
 	// patched again into its new programs).
 	afterStart(m *member) error
 	// cutWhy says why the node cannot be placed in a partition group ("":
-	// it can); cut drops the node's traffic with peers.
+	// it can); cut drops the node's traffic with the both peers, and the
+	// connections it opens to the to peers (one way: theirs to it carry
+	// on), replacing its earlier cut.
 	cutWhy(m *member) string
-	cut(ctx context.Context, m *member, peers []*member) error
+	cut(ctx context.Context, m *member, both, to []*member) error
 	// healCuts lifts every cut the driver made.
 	healCuts(ctx context.Context) error
 	// layerWhy says why a lazyfs layer over the node's data would not
@@ -83,7 +85,7 @@ func (unreachable) afterStart(*member) error { return nil }
 func (unreachable) cutWhy(m *member) string {
 	return fmt.Sprintf("node %s is a %s node: only containers and ssh hosts can be partitioned (the proxies cut clients from any node)", m.Name, m.Kind())
 }
-func (unreachable) cut(_ context.Context, m *member, _ []*member) error {
+func (unreachable) cut(_ context.Context, m *member, _, _ []*member) error {
 	return fmt.Errorf("%s", unreachable{}.cutWhy(m))
 }
 func (unreachable) healCuts(context.Context) error { return nil }

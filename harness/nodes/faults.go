@@ -211,37 +211,82 @@ func CheckGroups(groups [][]string, allow func(node string) error) (map[string]i
 // harness's clients reach nodes through published ports, which no rule
 // touches.
 func (c *Cluster) Partition(ctx context.Context, groups [][]string) error {
-	group, err := CheckGroups(groups, func(name string) error {
-		m, err := c.startedNode(name)
-		if err != nil {
-			return err
+	if _, err := CheckGroups(groups, c.cuttable); err != nil {
+		return err
+	}
+	return c.Grudge(ctx, GroupsGrudge(groups))
+}
+
+// GroupsGrudge is the grudge of a cut between groups (checked by
+// CheckGroups): every node cannot reach the nodes of the other groups.
+func GroupsGrudge(groups [][]string) map[string][]string {
+	grudge := map[string][]string{}
+	for i, g := range groups {
+		for _, n := range g {
+			for j, o := range groups {
+				if j != i {
+					grudge[n] = append(grudge[n], o...)
+				}
+			}
 		}
-		if why := m.drv.cutWhy(m); why != "" {
-			return errors.New(why)
-		}
-		return nil
-	})
+	}
+	return grudge
+}
+
+// cuttable says why name cannot be in a cut (nil: it can).
+func (c *Cluster) cuttable(name string) error {
+	m, err := c.startedNode(name)
 	if err != nil {
 		return err
+	}
+	if why := m.drv.cutWhy(m); why != "" {
+		return errors.New(why)
+	}
+	return nil
+}
+
+// Grudge implements nemesis.Grudger: grudge[a] names the nodes a cannot
+// reach. A pair with a grudge each way is cut both ways (every packet
+// dropped); a grudge one way drops the connections a opens to b, with
+// rules on a's side only, while b's connections to a carry on (docker.Cut
+// says why a one-way cut is by connection). It replaces every earlier cut.
+func (c *Cluster) Grudge(ctx context.Context, grudge map[string][]string) error {
+	cannot := map[string]map[string]bool{}
+	for a, bs := range grudge {
+		if err := c.cuttable(a); err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if b == a {
+				return fmt.Errorf("node %s cannot be cut from itself", a)
+			}
+			if err := c.cuttable(b); err != nil {
+				return err
+			}
+			if cannot[a] == nil {
+				cannot[a] = map[string]bool{}
+			}
+			cannot[a][b] = true
+		}
 	}
 	if err := c.HealPartition(ctx); err != nil {
 		return err
 	}
 	for _, m := range c.members {
-		gi, in := group[m.Name]
-		if !in {
-			continue
-		}
-		var peers []*member
+		var both, to []*member
 		for _, o := range c.members {
-			if gj, ok := group[o.Name]; ok && gj != gi {
-				peers = append(peers, o)
+			switch {
+			case !cannot[m.Name][o.Name]:
+			case cannot[o.Name][m.Name]:
+				both = append(both, o)
+			default:
+				to = append(to, o)
 			}
 		}
-		if len(peers) == 0 {
+		if len(both) == 0 && len(to) == 0 {
 			continue
 		}
-		if err := m.drv.cut(ctx, m, peers); err != nil {
+		if err := m.drv.cut(ctx, m, both, to); err != nil {
 			return err
 		}
 	}

@@ -472,19 +472,30 @@ func (d *hosts) cutWhy(m *member) string {
 
 // cut drops the host's traffic with the peers' hosts, in the run's own
 // nftables table there.
-func (d *hosts) cut(ctx context.Context, m *member, peers []*member) error {
-	var addrs []string
-	for _, p := range peers {
-		ip, err := resolveIPv4(ctx, p.host)
-		if err != nil {
-			return fmt.Errorf("cutting %s from %s: %w", m.Name, p.Name, err)
+func (d *hosts) cut(ctx context.Context, m *member, both, to []*member) error {
+	addrs := func(peers []*member) ([]string, error) {
+		var out []string
+		for _, p := range peers {
+			ip, err := resolveIPv4(ctx, p.host)
+			if err != nil {
+				return nil, fmt.Errorf("cutting %s from %s: %w", m.Name, p.Name, err)
+			}
+			if p.host == m.host {
+				return nil, fmt.Errorf("nodes %s and %s share the address %s: a cut cannot separate them", m.Name, p.Name, m.host)
+			}
+			out = append(out, ip)
 		}
-		if p.host == m.host {
-			return fmt.Errorf("nodes %s and %s share the address %s: a cut cannot separate them", m.Name, p.Name, m.host)
-		}
-		addrs = append(addrs, ip)
+		return out, nil
 	}
-	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpCut, Peers: addrs})
+	b, err := addrs(both)
+	if err != nil {
+		return err
+	}
+	t, err := addrs(to)
+	if err != nil {
+		return err
+	}
+	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpCut, Peers: b, To: t})
 	return err
 }
 

@@ -171,7 +171,7 @@ func (a *agent) do(req Request) Response {
 		return Response{Hello: a.hello()}
 	}
 	if req.Op == OpCut {
-		return Response{Error: errText(a.setCut(req.Peers))}
+		return Response{Error: errText(a.setCut(req.Peers, req.To))}
 	}
 	// A layer at given folders needs no prepare (a local agent's nodes).
 	n, err := a.node(req.Node, req.Op == OpPrepare || req.Op == OpLayer && req.Backing != "")
@@ -231,10 +231,11 @@ func netfilter() (*nftables.Conn, error) {
 	return conn, nil
 }
 
-// setCut drops every packet between this host and peers, in the run's own
+// setCut drops every packet between this host and peers, and the
+// connections it opens to the to peers (netcut.Cut), in the run's own
 // table; no peers heals. The controller's own address is never cut: the
 // run would lose the host.
-func (a *agent) setCut(peers []string) error {
+func (a *agent) setCut(peers, to []string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.nftOK != nil {
@@ -244,15 +245,19 @@ func (a *agent) setCut(peers []string) error {
 	if err != nil {
 		return err
 	}
+	toAddrs, err := netcut.ParsePeers(to)
+	if err != nil {
+		return err
+	}
 	if c := a.hello().Controller; c != "" {
-		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+		if ca, err := netip.ParseAddr(c); err == nil && (slices.Contains(addrs, ca) || slices.Contains(toAddrs, ca)) {
 			return fmt.Errorf("peer %s is the controller's own address: cutting it would cut fencecheck off from this host", c)
 		}
 	}
-	if err := netcut.SetIn(a.nft, a.table, addrs); err != nil {
+	if err := netcut.SetCutIn(a.nft, a.table, netcut.Cut{Both: addrs, To: toAddrs}); err != nil {
 		return err
 	}
-	a.cut = len(addrs) > 0
+	a.cut = len(addrs) > 0 || len(toAddrs) > 0
 	return nil
 }
 
@@ -265,7 +270,7 @@ func (a *agent) end() error {
 	cut := a.cut
 	a.mu.Unlock()
 	if cut {
-		errs = append(errs, a.setCut(nil))
+		errs = append(errs, a.setCut(nil, nil))
 	}
 	a.mu.Lock()
 	nodes := make([]*node, 0, len(a.nodes))

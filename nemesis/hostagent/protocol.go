@@ -79,8 +79,9 @@ type Request struct {
 	Grace time.Duration `json:"grace_ns,omitempty"`
 	// clock, clock-file
 	Offset time.Duration `json:"offset_ns,omitempty"`
-	// cut
+	// cut: Peers both ways, To one way (netcut.Cut)
 	Peers []string `json:"peers,omitempty"`
+	To    []string `json:"to,omitempty"`
 	// tail
 	Lines int `json:"lines,omitempty"`
 	// layer: the backing folder and mount point to use instead of the

@@ -1,5 +1,6 @@
 // Package netcut cuts one network namespace off from a set of peer
-// addresses: every IPv4 packet from or to a peer is dropped, by an nftables
+// addresses: every IPv4 packet from or to a peer is dropped, or, one way,
+// the connections the namespace opens to a peer (Cut), by an nftables
 // table of the project's own in that namespace. It is the partition fault
 // for a container whose namespace fencecheck cannot enter from its own
 // machine (Docker Desktop, a rootless or remote engine): cmd/netcut runs it
@@ -13,9 +14,11 @@
 // iptables and its libraries and plugins copied out of this machine (which
 // a macOS or Windows host running Docker Desktop does not have).
 //
-// The table (family ip, named Table) holds a set of the peers and two base
-// chains, on the input and output hooks, that drop packets whose source
-// (input) or destination (output) is in the set. Set replaces the whole
+// The table (family ip, named Table) holds a set of the peers, a set of the
+// peers cut one way, and two base chains, on the input and output hooks,
+// that drop packets whose source (input) or destination (output) is in the
+// first set, or in the second with the conntrack direction of a connection
+// this side opened. Set replaces the whole
 // table in one netlink batch, so a change is atomic and a heal leaves
 // nothing behind: the namespace's other rules (Docker's own DNS rules) are
 // never touched. A drop in any base chain is final, whatever the other
@@ -63,45 +66,80 @@ func ParsePeers(addrs []string) ([]netip.Addr, error) {
 	return slices.Compact(out), nil
 }
 
+// Cut is what one namespace drops. Both: every packet from and to these
+// peers. To: the peers it cannot reach, one way: the connections it opens
+// to them are dropped (their first packet and everything after, both ways),
+// while the connections they open to it carry on as before, its answers
+// included. A one-way cut is by connection, not by packet, because of TCP:
+// dropping every packet one way would also kill the other side's
+// connections (their handshakes need answers), which is a two-way cut in
+// all but name. Conntrack tells the two apart (ct direction original is the
+// side that opened the connection); for UDP a "connection" is a flow of
+// datagrams, so the side that cannot reach may still answer datagrams the
+// other side sent first.
+type Cut struct {
+	Both, To []netip.Addr
+}
+
 // Set makes the namespace of conn drop every packet from and to peers,
 // replacing what it dropped before; no peers heals (removes the table).
 func Set(conn *nftables.Conn, peers []netip.Addr) error { return SetIn(conn, Table, peers) }
 
 // SetIn is Set on the table named name.
 func SetIn(conn *nftables.Conn, name string, peers []netip.Addr) error {
+	return SetCutIn(conn, name, Cut{Both: peers})
+}
+
+// SetCutIn makes the namespace of conn drop exactly c, replacing what it
+// dropped before; an empty cut heals (removes the table).
+func SetCutIn(conn *nftables.Conn, name string, c Cut) error {
 	table := tableNamed(name)
 	// "add table" is a no-op when it exists, so the delete that follows
 	// never fails: the nft command's own way to replace a table atomically.
 	conn.AddTable(table)
 	conn.DelTable(table)
-	if len(peers) > 0 {
+	if len(c.Both) > 0 || len(c.To) > 0 {
 		conn.AddTable(table)
-		set := &nftables.Set{Table: table, Name: setName, KeyType: nftables.TypeIPAddr}
-		elems := make([]nftables.SetElement, len(peers))
-		for i, p := range peers {
-			b := p.As4()
-			elems[i] = nftables.SetElement{Key: b[:]}
+		both, err := addSet(conn, table, setName, c.Both)
+		if err != nil {
+			return err
 		}
-		if err := conn.AddSet(set, elems); err != nil {
-			return fmt.Errorf("netcut: %w", err)
+		to, err := addSet(conn, table, toSetName, c.To)
+		if err != nil {
+			return err
 		}
 		policy := nftables.ChainPolicyAccept
 		for _, hook := range []struct {
 			name   string
 			hook   *nftables.ChainHook
 			offset uint32 // of the address to match in the IPv4 header
+			// dir is the conntrack direction dropped from and to To's
+			// peers: on output, what this side opened; on input, the
+			// answers to it.
+			dir byte
 		}{
-			{"input", nftables.ChainHookInput, 12},   // source
-			{"output", nftables.ChainHookOutput, 16}, // destination
+			{"input", nftables.ChainHookInput, 12, ctDirReply},      // source
+			{"output", nftables.ChainHookOutput, 16, ctDirOriginal}, // destination
 		} {
 			chain := conn.AddChain(&nftables.Chain{Name: hook.name, Table: table, Type: nftables.ChainTypeFilter,
 				Hooknum: hook.hook, Priority: nftables.ChainPriorityFilter, Policy: &policy})
+			addr := &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: hook.offset, Len: 4}
 			conn.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: []expr.Any{
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: hook.offset, Len: 4},
-				&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+				addr,
+				&expr.Lookup{SourceRegister: 1, SetName: both.Name, SetID: both.ID},
 				&expr.Counter{},
 				&expr.Verdict{Kind: expr.VerdictDrop},
 			}})
+			if len(c.To) > 0 {
+				conn.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: []expr.Any{
+					addr,
+					&expr.Lookup{SourceRegister: 1, SetName: to.Name, SetID: to.ID},
+					&expr.Ct{Register: 1, Key: expr.CtKeyDIRECTION},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{hook.dir}},
+					&expr.Counter{},
+					&expr.Verdict{Kind: expr.VerdictDrop},
+				}})
+			}
 		}
 	}
 	if err := conn.Flush(); err != nil {
@@ -110,21 +148,63 @@ func SetIn(conn *nftables.Conn, name string, peers []netip.Addr) error {
 	return nil
 }
 
-// Dropping reads back from the kernel which peers the namespace drops (none
-// when the table is absent).
+// Conntrack's directions (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY).
+const (
+	ctDirOriginal = 0
+	ctDirReply    = 1
+)
+
+const toSetName = "unreachable"
+
+func addSet(conn *nftables.Conn, table *nftables.Table, name string, peers []netip.Addr) (*nftables.Set, error) {
+	set := &nftables.Set{Table: table, Name: name, KeyType: nftables.TypeIPAddr}
+	elems := make([]nftables.SetElement, len(peers))
+	for i, p := range peers {
+		b := p.As4()
+		elems[i] = nftables.SetElement{Key: b[:]}
+	}
+	if err := conn.AddSet(set, elems); err != nil {
+		return nil, fmt.Errorf("netcut: %w", err)
+	}
+	return set, nil
+}
+
+// Dropping reads back from the kernel which peers the namespace drops
+// both ways (none when the table is absent).
 func Dropping(conn *nftables.Conn) ([]netip.Addr, error) { return DroppingIn(conn, Table) }
 
 // DroppingIn is Dropping of the table named name.
 func DroppingIn(conn *nftables.Conn, name string) ([]netip.Addr, error) {
+	c, err := CutIn(conn, name)
+	return c.Both, err
+}
+
+// CutIn reads back from the kernel the cut of the table named name (empty
+// when the table is absent).
+func CutIn(conn *nftables.Conn, name string) (Cut, error) {
 	table := tableNamed(name)
 	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
 	if err != nil {
-		return nil, fmt.Errorf("netcut: listing tables: %w", err)
+		return Cut{}, fmt.Errorf("netcut: listing tables: %w", err)
 	}
 	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == name }) {
-		return nil, nil
+		return Cut{}, nil
 	}
-	set, err := conn.GetSetByName(table, setName)
+	var c Cut
+	if c.Both, err = readSet(conn, table, setName); err != nil {
+		return Cut{}, err
+	}
+	// A table written before one-way cuts has no such set.
+	if sets, err := conn.GetSets(table); err == nil && slices.ContainsFunc(sets, func(s *nftables.Set) bool { return s.Name == toSetName }) {
+		if c.To, err = readSet(conn, table, toSetName); err != nil {
+			return Cut{}, err
+		}
+	}
+	return c, nil
+}
+
+func readSet(conn *nftables.Conn, table *nftables.Table, name string) ([]netip.Addr, error) {
+	set, err := conn.GetSetByName(table, name)
 	if err != nil {
 		return nil, fmt.Errorf("netcut: reading the peer set: %w", err)
 	}

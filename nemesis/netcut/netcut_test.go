@@ -178,10 +178,96 @@ func TestServe(t *testing.T) {
 	assert.True(t, strings.HasPrefix(ask("drop nowhere"), "error peer"))
 	assert.Equal(t, "ok dropping=10.213.0.13", ask("status"), "a bad command changes nothing")
 	assert.True(t, strings.HasPrefix(ask("cut 1.2.3.4"), "error unknown command"))
+	assert.Equal(t, "ok dropping=1 to=2", ask(Command([]string{"10.213.0.13"}, []string{"10.213.0.14", "10.213.0.15"})))
+	assert.Equal(t, "ok dropping=10.213.0.13 to=10.213.0.14,10.213.0.15", ask("status"))
+	assert.Equal(t, "ok dropping=0 to=1", ask(Command(nil, []string{"10.213.0.14"})))
 	// The harness goes away: the helper heals before it returns.
 	require.NoError(t, pw.Close())
 	require.NoError(t, <-done)
 	got, err := Dropping(conn)
 	require.NoError(t, err)
 	assert.Empty(t, got)
+}
+
+// echo listens in ns at addr and echoes each connection's bytes back.
+func echo(t *testing.T, ns int, addr string) string {
+	t.Helper()
+	var l net.Listener
+	var err error
+	inThread(func() {
+		if err = unix.Setns(ns, unix.CLONE_NEWNET); err == nil {
+			l, err = net.Listen("tcp", addr)
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// dialFrom opens a connection from local to addr inside ns.
+func dialFrom(ns int, local, addr string) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	inThread(func() {
+		if err = unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+			return
+		}
+		d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		c, err = d.Dial("tcp", addr)
+	})
+	return c, err
+}
+
+// roundTrip says whether a byte sent on c comes back within 300 ms.
+func roundTrip(c net.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c.Write([]byte{'x'}); err != nil {
+		return false
+	}
+	b := make([]byte, 1)
+	_, err := io.ReadFull(c, b)
+	return err == nil
+}
+
+// A one-way cut measured from both sides: with .2 and .3 standing for two
+// nodes and the cut "cannot reach .3", a connection from .2 to .3 fails
+// and one .2 had opened before dies, while .3's connection to .2 opens and
+// carries bytes both ways.
+func TestSetCutOneWay(t *testing.T) {
+	ns := newNetNS(t)
+	conn, err := nftables.New(nftables.WithNetNSFd(ns))
+	require.NoError(t, err)
+	a, b := echo(t, ns, "127.0.0.2:0"), echo(t, ns, "127.0.0.3:0")
+	before, err := dialFrom(ns, "127.0.0.2", b)
+	require.NoError(t, err)
+	defer before.Close()
+	require.True(t, roundTrip(before))
+
+	require.NoError(t, SetCutIn(conn, Table, Cut{To: []netip.Addr{netip.MustParseAddr("127.0.0.3")}}))
+	got, err := CutIn(conn, Table)
+	require.NoError(t, err)
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("127.0.0.3")}, got.To)
+	assert.Empty(t, got.Both)
+
+	_, err = dialFrom(ns, "127.0.0.2", b)
+	assert.Error(t, err, ".2 cannot open a connection to .3")
+	assert.False(t, roundTrip(before), "nor use one it opened before the cut")
+	back, err := dialFrom(ns, "127.0.0.3", a)
+	require.NoError(t, err, ".3 still opens connections to .2")
+	defer back.Close()
+	assert.True(t, roundTrip(back), "and .2's answers on it reach .3")
+
+	require.NoError(t, SetCutIn(conn, Table, Cut{}))
+	c, err := dialFrom(ns, "127.0.0.2", b)
+	require.NoError(t, err, "healed")
+	c.Close()
 }

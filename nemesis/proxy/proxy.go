@@ -7,6 +7,10 @@
 //     may not have arrived). When the black-hole is lifted, the requests it
 //     held are dropped (the connection is reset), as packets lost in a
 //     partition are.
+//   - answers lost: one way, the node's side of the link is cut: requests
+//     are forwarded and act, their answers are swallowed as by a
+//     black-hole. The client cannot tell it from a black-hole; the node's
+//     state can (every write landed).
 //   - strip: on a seeded share of writes (PUT /v1/resources/{key}) the
 //     Fencing-Token header is removed, emptied or garbled. Each tampering is
 //     recorded in the history before the write is forwarded, so the checker
@@ -107,8 +111,8 @@ type link struct {
 	transport *http.Transport
 
 	// Guarded by set.mu.
-	blackhole  bool
-	healed     chan struct{} // closed when the current black-hole is lifted
+	cut        cutMode
+	healed     chan struct{} // closed when the current cut is lifted or changed
 	stripShare float64
 	delayShare float64
 	delayBound time.Duration
@@ -210,28 +214,53 @@ func (s *Set) get(name string) (*link, error) {
 	return l, nil
 }
 
+// cutMode is what a link drops.
+type cutMode int
+
+const (
+	cutNone    cutMode = iota
+	cutBoth            // black-hole: requests and answers
+	cutAnswers         // one way: answers only
+)
+
 // SetBlackhole cuts (on) or restores (off) a link in both directions.
 // Lifting it drops every request the black-hole was holding.
 func (s *Set) SetBlackhole(name string, on bool) error {
+	return s.setCut(name, on, cutBoth)
+}
+
+// SetAnswersLost cuts (on) or restores (off) a link one way, from the node
+// to the clients: requests are forwarded and act, answers are swallowed
+// (held, then dropped when the cut lifts, as by a black-hole).
+func (s *Set) SetAnswersLost(name string, on bool) error {
+	return s.setCut(name, on, cutAnswers)
+}
+
+func (s *Set) setCut(name string, on bool, mode cutMode) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, err := s.get(name)
 	if err != nil {
 		return err
 	}
-	l.setBlackholeLocked(on)
+	switch {
+	case on:
+		l.setCutLocked(mode)
+	case l.cut == mode:
+		l.setCutLocked(cutNone)
+	}
 	return nil
 }
 
-func (l *link) setBlackholeLocked(on bool) {
-	if on == l.blackhole {
+func (l *link) setCutLocked(c cutMode) {
+	if c == l.cut {
 		return
 	}
-	l.blackhole = on
-	if !on {
+	if l.cut != cutNone {
 		close(l.healed)
 		l.healed = make(chan struct{})
 	}
+	l.cut = c
 }
 
 // SetStrip makes the link tamper with the token of the given share (0..1) of
@@ -275,7 +304,7 @@ func (s *Set) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, l := range s.links {
-		l.setBlackholeLocked(false)
+		l.setCutLocked(cutNone)
 		l.stripShare = 0
 		l.setDelayLocked(0, 0)
 	}
@@ -319,14 +348,14 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 		// The request never fully arrived: as if the connection broke.
 		panic(http.ErrAbortHandler)
 	}
-	l.dropIfBlackholed(r.Context())
+	l.dropIfBlackholed(r.Context(), false)
 
 	header := r.Header.Clone()
 	key, isWrite := writeKey(r)
 	if isWrite {
 		l.maybeStrip(key, body, header)
 		l.maybeDelay(r.Context(), key, header)
-		l.dropIfBlackholed(r.Context())
+		l.dropIfBlackholed(r.Context(), false)
 	}
 
 	// Detached from the client: a request that reached the proxy reaches the
@@ -346,7 +375,7 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 		if refusedDial(err) {
 			// Nothing was sent to the node: say so, so the client records
 			// a definite failure as it would when dialing the node itself.
-			l.dropIfBlackholed(r.Context())
+			l.dropIfBlackholed(r.Context(), true)
 			w.Header().Set(fencing.ProxyHeader, fencing.ProxyRefused)
 			http.Error(w, "connection to the node refused", http.StatusBadGateway)
 			return
@@ -366,7 +395,7 @@ func (l *link) serve(w http.ResponseWriter, r *http.Request) {
 	// The answer travels back over the same link: a black-hole that began
 	// meanwhile swallows it, and the client cannot tell whether its write
 	// landed.
-	l.dropIfBlackholed(r.Context())
+	l.dropIfBlackholed(r.Context(), true)
 
 	l.set.mu.Lock()
 	l.stats.Forwarded++
@@ -388,11 +417,12 @@ func refusedDial(err error) bool {
 	return errors.As(err, &opErr) && opErr.Op == "dial" && errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// dropIfBlackholed holds the request while the link is black-holed, and
-// then drops it: it returns only when the link is not black-holed.
-func (l *link) dropIfBlackholed(ctx context.Context) {
+// dropIfBlackholed holds the request (or, answer set, its answer) while the
+// link drops it, and then drops it: it returns only when the link lets it
+// through.
+func (l *link) dropIfBlackholed(ctx context.Context, answer bool) {
 	l.set.mu.Lock()
-	if !l.blackhole {
+	if l.cut == cutNone || (l.cut == cutAnswers && !answer) {
 		l.set.mu.Unlock()
 		return
 	}

@@ -524,3 +524,27 @@ func TestTokenNumberReadsTheOneGrammar(t *testing.T) {
 		assert.False(t, ok, "%q is not a token", tok)
 	}
 }
+
+// One way, seen from both sides: with the node's answers lost, a client's
+// write times out at the client but lands at the node (its high-water
+// moves); lifting the cut answers again, and a black-hole lift does not
+// lift it.
+func TestAnswersLostForwardsTheRequestAndSwallowsTheAnswer(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, f.set.SetAnswersLost("clients->n1", true))
+	require.NoError(t, f.set.SetBlackhole("clients->n1", false), "lifting another cut changes nothing")
+	short := &http.Client{Timeout: 300 * time.Millisecond}
+	_, err := put(t, short, f.url, "k", "1", "c1-1")
+	require.Error(t, err)
+	assert.True(t, isTimeout(err), "the client times out: %v", err)
+	f.res.mu.Lock()
+	assert.EqualValues(t, 1, f.res.hw["k"], "the write reached the node")
+	f.res.mu.Unlock()
+	st, _ := f.set.Stats("clients->n1")
+	assert.EqualValues(t, 1, st.Dropped, "its answer was dropped")
+
+	require.NoError(t, f.set.SetAnswersLost("clients->n1", false))
+	code, err := put(t, short, f.url, "k", "2", "c1-2")
+	require.NoError(t, err, "healed")
+	assert.Equal(t, http.StatusNoContent, code)
+}

@@ -33,6 +33,14 @@ const (
 	// through a leader while they can reach each other and issue from their
 	// own copies when they cannot (see NewSplitIssuers).
 	SplitIssuers Bug = "split-issuers"
+	// OneWayFailover: the same two replicas, safe against a cut both ways:
+	// the leader confirms each token with the follower and issues nothing
+	// while it cannot, the follower issues from its copy only when it
+	// cannot connect to the leader. The leader takes the follower's copy
+	// only when it reconnects, so a follower that cannot reach a leader
+	// that still reaches it issues the leader's next tokens: only a one-way
+	// cut shows it (see NewSplitIssuers).
+	OneWayFailover Bug = "one-way-failover"
 	// AcceptForged: tokens are sealed but the resource does not verify the
 	// seal (server layer).
 	AcceptForged Bug = "accept-forged"
@@ -74,7 +82,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, OneWayFailover, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.

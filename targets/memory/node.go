@@ -63,6 +63,9 @@ type Node struct {
 	// leader's counter endpoint); upstream feeds StoreOptions.Upstream.
 	extra    func(mux *http.ServeMux, st *Store)
 	upstream func(ctx context.Context, lock string) (uint64, error)
+	// confirmer makes StoreOptions.Confirm for each start (the
+	// one-way-failover leader's).
+	confirmer func() func(ctx context.Context, lock string, n uint64) (uint64, error)
 
 	mu   sync.Mutex
 	addr string
@@ -82,8 +85,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("memory: Config.Dir is required")
 	}
-	if cfg.Bugs.Has(SplitIssuers) {
-		return nil, errors.New("memory: split-issuers needs two nodes: use NewSplitIssuers")
+	if cfg.Bugs.Has(SplitIssuers) || cfg.Bugs.Has(OneWayFailover) {
+		return nil, errors.New("memory: split-issuers and one-way-failover need two nodes: use NewSplitIssuers")
 	}
 	if cfg.Name == "" {
 		cfg.Name = "reference"
@@ -147,7 +150,11 @@ func (n *Node) Start(addr string) (string, error) {
 }
 
 func (n *Node) startLocked(addr string) error {
-	st, err := OpenStore(n.cfg.Dir, StoreOptions{Clock: n.storeClock(), Bugs: n.cfg.Bugs, Upstream: n.upstream})
+	opts := StoreOptions{Clock: n.storeClock(), Bugs: n.cfg.Bugs, Upstream: n.upstream}
+	if n.confirmer != nil {
+		opts.Confirm = n.confirmer()
+	}
+	st, err := OpenStore(n.cfg.Dir, opts)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,23 @@ import (
 // API v1 and exists only on a split-issuers leader.
 const nextTokenPath = "/v1/internal/next-token/"
 
+// The one-way-failover bug: the same two replicas, made safe against a cut
+// both ways, and not against a cut one way. The leader confirms each token
+// with the follower before issuing it (the follower's copy then holds
+// every token the leader issued), and issues nothing while it cannot; the
+// follower issues from its copy only when it cannot connect to the leader
+// (a leader that answers slowly is waited for, never replaced). When the
+// leader reconnects after a failed confirmation, or starts, it takes the
+// follower's copy if that is ahead. The flaw: connected all along, it
+// ignores the follower's copy. So a follower that cannot reach a leader
+// that still reaches it issues from its copy, and the leader issues the
+// same tokens after it. A cut both ways stops the leader; a restart or a
+// pause breaks its connection; only a one-way cut shows it.
+
+// confirmPath is the follower's endpoint where a one-way-failover leader
+// confirms a token: ?n=N, answered with the follower's copy before it.
+const confirmPath = "/v1/internal/confirm-token/"
+
 // DefaultPeerTimeout bounds the follower's request to the leader: past it,
 // the leader counts as unreachable (a black-holed link never answers).
 const DefaultPeerTimeout = 250 * time.Millisecond
@@ -41,9 +60,17 @@ type IssuerPair struct {
 	Leader, Follower *Node
 
 	peerURL atomic.Pointer[string]
-	cut     atomic.Bool
-	timeout atomic.Int64
-	hc      *http.Client
+	// cut: the follower cannot reach the leader; leaderCut: the leader
+	// cannot reach the follower (one-way-failover only: only its leader
+	// opens connections to the follower).
+	cut       atomic.Bool
+	leaderCut atomic.Bool
+	timeout   atomic.Int64
+	hc        *http.Client
+	// failover is the one-way-failover bug; followerURL is where its
+	// leader confirms tokens.
+	failover    bool
+	followerURL atomic.Pointer[string]
 
 	mu          sync.Mutex
 	peerFetches int // successful follower→leader token fetches, for tests and logs
@@ -64,6 +91,7 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if leader.Dir == "" || follower.Dir == "" || leader.Dir == follower.Dir {
 		return nil, errors.New("memory: split issuers need two distinct data dirs")
 	}
+	failover := leader.Bugs.Has(OneWayFailover) || follower.Bugs.Has(OneWayFailover)
 	leader.Bugs, follower.Bugs = withoutSplit(leader.Bugs), withoutSplit(follower.Bugs)
 	l, err := NewNode(leader)
 	if err != nil {
@@ -73,7 +101,13 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient()}
+	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient(), failover: failover}
+	if failover {
+		// A connection per request: the follower tells a leader it cannot
+		// reach (the dial fails) from one that does not answer, which a
+		// kept-alive connection to a killed leader would blur.
+		s.hc.Transport.(*http.Transport).DisableKeepAlives = true
+	}
 	s.timeout.Store(int64(DefaultPeerTimeout))
 	l.extra = func(mux *http.ServeMux, st *Store) {
 		mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
@@ -92,13 +126,96 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 		})
 	}
 	f.upstream = s.fetchToken
+	if failover {
+		l.confirmer = s.newConfirm
+		f.extra = func(mux *http.ServeMux, st *Store) {
+			mux.HandleFunc("POST "+confirmPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
+				lock := r.PathValue("lock")
+				n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
+				if !fencing.ValidName(lock) || err != nil {
+					http.Error(w, "bad lock name or token", http.StatusBadRequest)
+					return
+				}
+				prior, err := st.Observe(lock, n)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(prior)})
+			})
+		}
+	}
 	return s, nil
+}
+
+// newConfirm is the leader's Confirm for one start of its store: a start
+// counts as a reconnection. After a reconnection the leader takes the
+// follower's copy of each lock's counter once, at its first confirmation.
+func (s *IssuerPair) newConfirm() func(ctx context.Context, lock string, n uint64) (uint64, error) {
+	var mu sync.Mutex
+	synced := map[string]bool{} // locks confirmed since the last reconnection
+	return func(ctx context.Context, lock string, n uint64) (uint64, error) {
+		have, err := s.confirmToken(ctx, lock, n)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			clear(synced)
+			return 0, fmt.Errorf("the follower did not confirm token %d: %w", n, err)
+		}
+		if !synced[lock] {
+			synced[lock] = true
+			return have, nil
+		}
+		// The bug: connected all along, the leader takes it that the
+		// follower issued nothing of its own.
+		return 0, nil
+	}
+}
+
+func (s *IssuerPair) confirmToken(ctx context.Context, lock string, n uint64) (uint64, error) {
+	if s.leaderCut.Load() {
+		return 0, errors.New("replicas partitioned")
+	}
+	u := s.followerURL.Load()
+	if u == nil {
+		return 0, errors.New("the follower has not started")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *u+confirmPath+url.PathEscape(lock)+"?n="+strconv.FormatUint(n, 10), nil)
+	if err != nil {
+		return 0, err
+	}
+	return s.tokenAnswer(req)
+}
+
+// tokenAnswer sends req and reads the token its answer names.
+func (s *IssuerPair) tokenAnswer(req *http.Request) (uint64, error) {
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s answered %s: %s", req.URL.Host, resp.Status, b)
+	}
+	var lr fencing.LockResponse
+	if err := json.Unmarshal(b, &lr); err != nil {
+		return 0, err
+	}
+	n, _, err := history.SplitToken(lr.Token)
+	return n, err
 }
 
 func withoutSplit(b Bugs) Bugs {
 	out := Bugs{}
 	for k, v := range b {
-		if k != SplitIssuers {
+		if k != SplitIssuers && k != OneWayFailover {
 			out[k] = v
 		}
 	}
@@ -118,6 +235,7 @@ func (s *IssuerPair) Start() (leaderURL, followerURL string, err error) {
 		s.Leader.Stop()
 		return "", "", err
 	}
+	s.followerURL.Store(&followerURL)
 	return leaderURL, followerURL, nil
 }
 
@@ -129,6 +247,10 @@ func (s *IssuerPair) Stop() error {
 // SetPeerURL is where the follower reaches the leader: the leader's URL, or
 // a proxy in front of it that a partition nemesis can black-hole.
 func (s *IssuerPair) SetPeerURL(u string) { s.peerURL.Store(&u) }
+
+// SetFollowerURL is where a one-way-failover leader reaches the follower
+// (Start sets it to the follower's URL).
+func (s *IssuerPair) SetFollowerURL(u string) { s.followerURL.Store(&u) }
 
 // PeerURL is where the follower reaches the leader.
 func (s *IssuerPair) PeerURL() string {
@@ -143,8 +265,16 @@ func (s *IssuerPair) SetPeerTimeout(d time.Duration) { s.timeout.Store(int64(d))
 
 // Cut partitions the replicas in process (true) or heals them (false),
 // without a proxy: the follower's requests to the leader fail at once, as
-// on a refused connection.
-func (s *IssuerPair) Cut(on bool) { s.cut.Store(on) }
+// on a refused connection (and, under one-way-failover, the leader's to
+// the follower).
+func (s *IssuerPair) Cut(on bool) { s.CutOneWay(on, on) }
+
+// CutOneWay cuts each direction apart: the connections the follower opens
+// to the leader, and those the leader opens to the follower.
+func (s *IssuerPair) CutOneWay(followerToLeader, leaderToFollower bool) {
+	s.cut.Store(followerToLeader)
+	s.leaderCut.Store(leaderToFollower)
+}
 
 // Counts reports how many tokens the follower got from the leader and how
 // many it issued from its own copy.
@@ -173,22 +303,18 @@ func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err
 	if err != nil {
 		return 0, err
 	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return 0, err
+	n, err = s.tokenAnswer(req)
+	if err != nil && s.failover && !dialFailed(err) {
+		// Connected, and no answer in time or a refusal: the leader is
+		// alive and may still issue, so the follower must not.
+		return 0, fmt.Errorf("%w: %v", ErrNoFailover, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("leader answered %s: %s", resp.Status, b)
-	}
-	var lr fencing.LockResponse
-	if err := json.Unmarshal(b, &lr); err != nil {
-		return 0, err
-	}
-	n, _, err = history.SplitToken(lr.Token)
 	return n, err
+}
+
+// dialFailed says whether err is a failure to connect (refused, or no
+// route): the one-way-failover follower's sign that the leader is gone.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -94,3 +94,100 @@ func TestNewNodeRejectsSplitIssuers(t *testing.T) {
 	_, err := NewNode(Config{Dir: t.TempDir(), Bugs: Bugs{SplitIssuers: true}})
 	assert.ErrorContains(t, err, "NewSplitIssuers")
 }
+
+// One way: only the follower opens connections (to ask the leader), so a
+// leader that cannot reach the follower changes nothing, and a follower
+// that cannot reach the leader diverges as under a full cut.
+func TestSplitIssuersOneWay(t *testing.T) {
+	s, leader, follower := startSplit(t)
+	tg := &Target{pair: s}
+	acquireRelease(t, leader, "a") // 1
+	require.NoError(t, tg.Grudge(bg, map[string][]string{"issuer-1": {"issuer-2"}}))
+	assert.Equal(t, uint64(2), acquireRelease(t, follower, "b"), "the follower still reaches the leader")
+	require.NoError(t, tg.Grudge(bg, map[string][]string{"issuer-2": {"issuer-1"}}))
+	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"), "the follower issues 3 from its own copy")
+	assert.Equal(t, uint64(3), acquireRelease(t, leader, "a"), "and so does the leader")
+	assert.ErrorContains(t, tg.Grudge(bg, map[string][]string{"issuer-2": {"n9"}}), "no node")
+	require.NoError(t, tg.HealPartition(bg))
+	assert.Equal(t, uint64(4), acquireRelease(t, follower, "b"))
+}
+
+func startFailover(t *testing.T) (*IssuerPair, *fencing.Client, *fencing.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := NewSplitIssuers(Config{Dir: filepath.Join(dir, "a")}, Config{Dir: filepath.Join(dir, "b"), Bugs: Bugs{OneWayFailover: true}})
+	require.NoError(t, err)
+	lu, fu, err := s.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Stop() })
+	return s, fencing.NewClient(lu, nil), fencing.NewClient(fu, nil)
+}
+
+// refused: an acquire on c is not granted (a 5xx: the client records info).
+func refused(t *testing.T, c *fencing.Client) {
+	t.Helper()
+	r := c.Acquire(bg, "l", "x", time.Minute)
+	assert.NotEqual(t, fencing.Ok, r.Outcome, "%+v", r)
+}
+
+// Connected, one sequence; cut both ways, only the follower issues, and
+// the leader takes up after the follower's tokens when it reconnects.
+func TestOneWayFailoverIsSafeUnderACutBothWays(t *testing.T) {
+	s, leader, follower := startFailover(t)
+	assert.Equal(t, []uint64{1, 2, 3}, []uint64{acquireRelease(t, leader, "a"), acquireRelease(t, follower, "b"), acquireRelease(t, leader, "a")})
+	s.Cut(true)
+	refused(t, leader)
+	assert.Equal(t, uint64(4), acquireRelease(t, follower, "b"), "the follower issues from its copy, which holds every token the leader issued")
+	s.Cut(false)
+	assert.Equal(t, uint64(5), acquireRelease(t, leader, "a"), "reconnected, the leader takes the follower's copy")
+
+	// The leader cannot reach the follower: it issues nothing, and the
+	// follower, which still reaches it, is refused by it and waits.
+	s.CutOneWay(false, true)
+	refused(t, leader)
+	refused(t, follower)
+	s.CutOneWay(false, false)
+	assert.Equal(t, uint64(6), acquireRelease(t, follower, "b"))
+}
+
+// A restart of the leader or a pause: the follower fails over only on a
+// leader it cannot connect to, and the restarted leader takes its copy.
+func TestOneWayFailoverIsSafeUnderRestartAndPause(t *testing.T) {
+	s, leader, follower := startFailover(t)
+	acquireRelease(t, leader, "a") // 1
+	require.NoError(t, s.Leader.Kill())
+	assert.Equal(t, uint64(2), acquireRelease(t, follower, "b"), "the leader is gone: the follower issues")
+	require.NoError(t, s.Leader.Restart(false))
+	require.NoError(t, leader.Health(bg))
+	assert.Equal(t, uint64(3), acquireRelease(t, leader, "a"), "a start is a reconnection")
+
+	// Another lock: the restarted leader takes the follower's copy of each.
+	r := follower.Acquire(bg, "m", "b", time.Minute)
+	require.Equal(t, fencing.Ok, r.Outcome)
+	require.NoError(t, s.Leader.Kill())
+	r2 := follower.Acquire(bg, "m", "b", time.Minute)
+	require.Equal(t, fencing.Ok, r2.Outcome, "the leader is gone: the follower issues for m")
+	require.NoError(t, s.Leader.Restart(false))
+	require.NoError(t, leader.Health(bg))
+	acquireRelease(t, leader, "a") // l first: m's copy is taken at m's first confirmation
+	r3 := leader.Acquire(bg, "m", "b", time.Minute)
+	require.Equal(t, fencing.Ok, r3.Outcome)
+	assert.NotEqual(t, r2.Token, r3.Token)
+
+	s.Leader.Pause()
+	refused(t, follower)
+	s.Leader.Resume()
+	assert.Equal(t, uint64(5), acquireRelease(t, follower, "b"))
+}
+
+// The bug: the follower cannot reach the leader, which still reaches it.
+// The follower fails over and issues the leader's next token; the leader,
+// connected all along, issues it again.
+func TestOneWayFailoverDuplicatesUnderACutOneWay(t *testing.T) {
+	s, leader, follower := startFailover(t)
+	acquireRelease(t, leader, "a")   // 1
+	acquireRelease(t, follower, "b") // 2
+	s.CutOneWay(true, false)
+	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"))
+	assert.Equal(t, uint64(3), acquireRelease(t, leader, "a"), "the same token twice")
+}

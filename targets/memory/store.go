@@ -81,6 +81,24 @@ type StoreOptions struct {
 	// split-issuers follower asking its leader); when it fails the store
 	// issues from its own copy of the counter.
 	Upstream func(ctx context.Context, lock string) (uint64, error)
+	// Confirm, when set, is told each new token before it is issued (the
+	// one-way-failover leader telling its follower), and answers the
+	// follower's copy of the counter; a copy at or past the token makes
+	// the store take it and try the next. An error refuses the token.
+	Confirm func(ctx context.Context, lock string, n uint64) (uint64, error)
+}
+
+// ErrNoFailover is an Upstream error that makes the store refuse the token
+// rather than issue from its own copy (the one-way-failover follower when
+// its leader answers slowly or not at all on an open connection).
+var ErrNoFailover = errors.New("memory: the leader did not answer, and it is not unreachable")
+
+// upstreamAnswer is what Upstream said, asked before the store's lock is
+// taken (a follower holding its lock while it asks would block the leader's
+// Confirm, which needs it).
+type upstreamAnswer struct {
+	n   uint64
+	err error
 }
 
 // Store is the reference's durable fencing.Store. It is safe for concurrent
@@ -363,42 +381,87 @@ func (s *Store) do(fn func() (changed bool, err error)) error {
 	return err
 }
 
-// nextTokenLocked issues the next token for lock.
-func (s *Store) nextTokenLocked(ctx context.Context, lock string) uint64 {
+// upstream asks Upstream, if any, for lock's next token.
+func (s *Store) upstream(ctx context.Context, lock string) upstreamAnswer {
+	if s.opts.Upstream == nil || s.opts.Bugs.Has(WallclockTokens) {
+		return upstreamAnswer{}
+	}
+	n, err := s.opts.Upstream(ctx, lock)
+	return upstreamAnswer{n: n, err: err}
+}
+
+// nextTokenLocked issues the next token for lock, given what Upstream said.
+func (s *Store) nextTokenLocked(ctx context.Context, lock string, up upstreamAnswer) (uint64, error) {
 	if s.opts.Bugs.Has(WallclockTokens) {
-		return uint64(s.opts.Clock.Now().UnixMilli())
+		return uint64(s.opts.Clock.Now().UnixMilli()), nil
 	}
 	if s.opts.Upstream != nil {
-		if n, err := s.opts.Upstream(ctx, lock); err == nil {
-			if n > s.counters[lock] {
-				s.counters[lock] = n
+		if up.err == nil {
+			if up.n > s.counters[lock] {
+				s.counters[lock] = up.n
 			}
-			return n
+			return up.n, nil
+		}
+		if errors.Is(up.err, ErrNoFailover) {
+			return 0, up.err
 		}
 	}
+	if s.opts.Confirm != nil {
+		for range 3 {
+			n := s.counters[lock] + 1
+			have, err := s.opts.Confirm(ctx, lock, n)
+			if err != nil {
+				return 0, err
+			}
+			if have < n {
+				s.counters[lock] = n
+				return n, nil
+			}
+			s.counters[lock] = have
+		}
+		return 0, errors.New("memory: the follower kept issuing past the leader")
+	}
 	s.counters[lock]++
-	return s.counters[lock]
+	return s.counters[lock], nil
 }
 
 // NextToken issues a token for lock without taking the lock: the
 // split-issuers leader's side of the shared counter.
 func (s *Store) NextToken(ctx context.Context, lock string) (token uint64, err error) {
+	up := s.upstream(ctx, lock)
 	err = s.do(func() (bool, error) {
-		token = s.nextTokenLocked(ctx, lock)
-		return true, nil
+		token, err = s.nextTokenLocked(ctx, lock, up)
+		return err == nil, err
 	})
 	return token, err
+}
+
+// Observe raises lock's counter to n if it is lower, durably, and returns
+// what it was: the one-way-failover follower's side of a confirmation.
+func (s *Store) Observe(lock string, n uint64) (prior uint64, err error) {
+	err = s.do(func() (bool, error) {
+		prior = s.counters[lock]
+		if n > prior {
+			s.counters[lock] = n
+			return true, nil
+		}
+		return false, nil
+	})
+	return prior, err
 }
 
 // Acquire implements fencing.Store: the lock is free, expired, or already
 // the owner's (a re-acquire gets a fresh token and lease).
 func (s *Store) Acquire(ctx context.Context, lock, owner string, ttl time.Duration) (token uint64, err error) {
+	up := s.upstream(ctx, lock)
 	err = s.do(func() (bool, error) {
 		now := s.now()
 		if h, ok := s.locks[lock]; ok && h.Owner != owner && now < h.Expires {
 			return false, fencing.ErrHeld
 		}
-		token = s.nextTokenLocked(ctx, lock)
+		if token, err = s.nextTokenLocked(ctx, lock, up); err != nil {
+			return false, err
+		}
 		s.locks[lock] = holder{Owner: owner, Token: token, Expires: now + int64(ttl)}
 		return true, nil
 	})

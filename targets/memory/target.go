@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checkers"
@@ -45,7 +46,7 @@ func NewTarget(opts TargetOptions) (*Target, error) {
 			Server: &nodes.Server{New: t.server}}
 	}
 	table := []nodes.Node{node("reference", true, "reference")}
-	if bugs.Has(SplitIssuers) {
+	if bugs.Has(SplitIssuers) || bugs.Has(OneWayFailover) {
 		table = []nodes.Node{node("issuer-1", true, "issuer"), node("issuer-2", false, "issuer")}
 	}
 	t.Cluster, err = nodes.New("memory", t.semantics(), table, nodes.Options{})
@@ -67,7 +68,7 @@ func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 	cfg := func(w nodes.Workspace) Config {
 		return Config{Name: w.Name, Dir: w.Data, Addr: w.Addr, SealKey: []byte(t.opts.SealKey), Bugs: t.bugs, Log: w.Log}
 	}
-	if !t.bugs.Has(SplitIssuers) {
+	if !t.bugs.Has(SplitIssuers) && !t.bugs.Has(OneWayFailover) {
 		return NewNode(cfg(w))
 	}
 	if t.pair == nil {
@@ -80,6 +81,7 @@ func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 			return nil, err
 		}
 		pair.SetPeerURL("http://" + w.Addr)
+		pair.SetFollowerURL("http://" + follower.Addr)
 		t.pair = pair
 	}
 	if w.Name == t.pair.Leader.Name() {
@@ -117,6 +119,29 @@ func (t *Target) Partition(_ context.Context, groups [][]string) error {
 	if lin && fin && lg != fg {
 		t.pair.Cut(true)
 	}
+	return nil
+}
+
+// Grudge implements nemesis.Grudger for the issuer replicas: grudge[a]
+// names the replicas a cannot reach, each direction cut apart: the
+// follower's requests to the leader (it asks for each token) and, under
+// one-way-failover, the leader's to the follower (it confirms each token).
+// Under split-issuers the leader opens no connection, so a leader that
+// cannot reach the follower loses nothing, as on a network whose one-way
+// cut drops the connections one side opens.
+func (t *Target) Grudge(_ context.Context, grudge map[string][]string) error {
+	if t.pair == nil {
+		return errors.New("memory: a single reference node has no links between nodes to cut")
+	}
+	l, f := t.pair.Leader.Name(), t.pair.Follower.Name()
+	for a, bs := range grudge {
+		for _, n := range append([]string{a}, bs...) {
+			if n != l && n != f {
+				return fmt.Errorf("memory has no node %q", n)
+			}
+		}
+	}
+	t.pair.CutOneWay(slices.Contains(grudge[f], l), slices.Contains(grudge[l], f))
 	return nil
 }
 

@@ -1,13 +1,19 @@
 package spec
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,6 +95,50 @@ func TestImageNodesPartition(t *testing.T) {
 	})
 }
 
+// askFrom asks addr for its health from inside node's network namespace,
+// within 700 ms. The connection is opened on a locked thread that joins
+// the namespace and exits afterwards (a socket stays in the namespace it
+// was made in).
+func askFrom(rt *docker.Runtime, node, addr string) error {
+	pid, err := rt.PID(context.Background(), node)
+	if err != nil {
+		return err
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	deadline := time.Now().Add(700 * time.Millisecond)
+	var c net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err = unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err == nil {
+			c, err = net.DialTimeout("tcp", addr, time.Until(deadline))
+		}
+	}()
+	<-done
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(deadline)
+	if _, err := fmt.Fprintf(c, "GET /v1/health HTTP/1.0\r\nHost: %s\r\n\r\n", addr); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health answered %s", resp.Status)
+	}
+	return nil
+}
+
 func imageNodesPartition(t *testing.T, path string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -124,6 +174,22 @@ func imageNodesPartition(t *testing.T, path string) {
 	assert.Error(t, pt.Partition(ctx, [][]string{{"a"}, {"zz"}}))
 	require.NoError(t, pt.HealPartition(ctx))
 	assert.Empty(t, rt.Blocked("a"))
+
+	// One way, seen from both sides: a cannot reach b (its requests time
+	// out), while b's requests to a are answered.
+	addr := func(n string) string {
+		a, err := p.NetAddr(n, "")
+		require.NoError(t, err)
+		return a
+	}
+	require.NoError(t, askFrom(rt, "a", addr("b")), "before the cut")
+	require.NoError(t, tg.(nemesis.Grudger).Grudge(ctx, map[string][]string{"a": {"b"}}))
+	assert.Equal(t, docker.Cut{To: []string{ip("b")}}, rt.CutOf("a"))
+	assert.Empty(t, rt.CutOf("b"), "the rules are on the side that cannot reach")
+	assert.Error(t, askFrom(rt, "a", addr("b")), "a's request to b is dropped")
+	assert.NoError(t, askFrom(rt, "b", addr("a")), "b's request to a is answered")
+	require.NoError(t, pt.HealPartition(ctx))
+	assert.NoError(t, askFrom(rt, "a", addr("b")), "healed")
 
 	cs := tg.(nemesis.ClockSkewer)
 	assert.Equal(t, []string{"a", "b"}, cs.ClockNodes())
@@ -181,4 +247,42 @@ func TestImageNodeOnLayer(t *testing.T) {
 	rd := c.Read(opCtx(t, 5*time.Second), "k")
 	require.Equal(t, fencing.Ok, rd.Outcome, "%+v", rd)
 	assert.Equal(t, "v", string(rd.Value), "what the node fsynced survives the power loss")
+}
+
+// Jepsen's majorities ring on three image nodes, seen from every side: each
+// node reaches the one before it and not the one after (a one-way cycle),
+// asked from inside each container's namespace.
+func TestImageNodesRing(t *testing.T) {
+	dockertest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
+	require.NoError(t, err)
+	var table []any
+	for _, name := range []string{"a", "b", "c"} {
+		table = append(table, map[string]any{"name": name, "roles": []string{"issuer", "resource"}, "image": tags[docker.ImageFenced], "port": 7000,
+			"data": "/data", "clock": "none", "command": []string{"/usr/local/bin/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"}})
+	}
+	b, err := json.Marshal(map[string]any{"name": "three-images", "nodes": table})
+	require.NoError(t, err)
+	s, err := Parse(b)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tg := New(s, Options{NoPreflight: true})
+	_, err = tg.Start(ctx, harness.Env{RunID: "spec-image-ring-" + filepath.Base(dir), Dir: dir})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	p := tg.(*Target)
+	addr := func(n string) string {
+		a, err := p.NetAddr(n, "")
+		require.NoError(t, err)
+		return a
+	}
+	require.NoError(t, tg.(nemesis.Grudger).Grudge(ctx, map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}))
+	for _, pair := range [][2]string{{"a", "b"}, {"b", "c"}, {"c", "a"}} {
+		assert.Error(t, askFrom(p.Runtime(), pair[0], addr(pair[1])), "%s cannot reach %s", pair[0], pair[1])
+		assert.NoError(t, askFrom(p.Runtime(), pair[1], addr(pair[0])), "%s reaches %s", pair[1], pair[0])
+	}
+	require.NoError(t, tg.(nemesis.Partitioner).HealPartition(ctx))
+	assert.NoError(t, askFrom(p.Runtime(), "a", addr("b")), "healed")
 }

@@ -144,6 +144,25 @@ func TestSSHFaultsTakeEffectOnTheHost(t *testing.T) {
 		assert.Empty(t, left.Tables, "host %s after the heal", h)
 	}
 
+	// One way, seen from both hosts: n1 cannot reach n2 (the rules are on
+	// host-1 only), while n2's requests to n1 are answered.
+	addr := func(n string) string {
+		a, err := tg.(*Target).NetAddr(n, "")
+		require.NoError(t, err)
+		return a
+	}
+	require.NoError(t, askFrom(lab.Runtime(), "host-1", addr("n2")), "before the cut")
+	require.NoError(t, tg.(nemesis.Grudger).Grudge(ctx, map[string][]string{"n1": {"n2"}}))
+	for h, want := range map[string]bool{"host-1": true, "host-2": false} {
+		left, err := lab.Leftovers(ctx, h, "")
+		require.NoError(t, err)
+		assert.Equal(t, want, slices.Contains(left.Tables, "ip "+netcut.TableOf(run)), "host %s", h)
+	}
+	assert.Error(t, askFrom(lab.Runtime(), "host-1", addr("n2")), "n1's request to n2 is dropped")
+	assert.NoError(t, askFrom(lab.Runtime(), "host-2", addr("n1")), "n2's request to n1 is answered")
+	require.NoError(t, pt.HealPartition(ctx))
+	assert.NoError(t, askFrom(lab.Runtime(), "host-1", addr("n2")), "healed")
+
 	// power loss: host-1's layer; host-2 cannot mount one, and says why.
 	pw := tg.(nemesis.PowerCutter)
 	assert.Equal(t, []string{"n1"}, pw.PowerNodes())
