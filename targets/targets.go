@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/targets/mysql"
 	"github.com/fencecheck/fencecheck/targets/postgres"
 	"github.com/fencecheck/fencecheck/targets/redis"
+	"github.com/fencecheck/fencecheck/targets/s3"
 	"github.com/fencecheck/fencecheck/targets/spec"
 	"github.com/fencecheck/fencecheck/targets/zookeeper"
 )
@@ -76,6 +77,16 @@ var table = []entry{
 	{name: "mysql",
 		describe: "MariaDB 10.11 (InnoDB, every commit fsynced) + 2 fenced adapters in containers (a lock row per lock, one conditional upsert per write)",
 		open:     func(harness.Config) (harness.Target, error) { return mysql.New(), nil }},
+	{name: "s3", members: true,
+		describe: "3 etcd members (--members) issue the tokens; SeaweedFS (master, volume server, filer with its S3 gateway, built from source) holds the values; 2 adapters write each object with If-Match on the ETag they read (docs/s3.md)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return s3.New(s3.Options{Members: cfg.Members}), nil
+		}},
+	{name: "s3-unconditional", members: true,
+		describe: "s3 with the same token check followed by a plain PUT: the check-then-act race (expected invalid when a pause or a concurrent writer lands between the check and the PUT)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return s3.New(s3.Options{Mode: s3.Unconditional, Members: cfg.Members}), nil
+		}},
 }
 
 // SpecPrefix selects a target described by a spec file: spec:PATH.
@@ -115,7 +126,7 @@ func open(cfg harness.Config, so spec.Options) (harness.Target, error) {
 			return nil, fmt.Errorf("--version applies to the targets whose server is built from source here (etcd, etcd-mutex), not %s: its server is the installed Debian package, and the run says which version it used", e.name)
 		}
 		if cfg.Members != 0 && !e.members {
-			return nil, fmt.Errorf("--members applies to the targets that run a cluster (etcd, etcd-mutex, zookeeper), not %s", e.name)
+			return nil, fmt.Errorf("--members applies to the targets that run a cluster (etcd, etcd-mutex, zookeeper, s3, s3-unconditional), not %s", e.name)
 		}
 		return e.open(cfg)
 	}
