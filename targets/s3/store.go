@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencecheck/fencecheck/fencing"
@@ -90,7 +91,17 @@ type Bucket struct {
 
 	mu      sync.Mutex
 	created bool
+
+	// lostRaces counts conditional PUTs the store refused.
+	lostRaces atomic.Int64
+	// beforePut, when set (tests), runs between a write's check and its
+	// PUT: where a concurrent writer's PUT lands in the race.
+	beforePut func(key string)
 }
+
+// LostRaces is how many conditional PUTs the store has refused (412): each
+// a write that another overtook between its read and its PUT, read again.
+func (b *Bucket) LostRaces() int64 { return b.lostRaces.Load() }
 
 // BucketOptions configure NewBucket.
 type BucketOptions struct {
@@ -266,10 +277,14 @@ func (b *Bucket) Write(ctx context.Context, key string, token uint64, value []by
 		if read.exists && token <= read.token {
 			return &fencing.StaleError{HighWater: read.token}
 		}
+		if b.beforePut != nil {
+			b.beforePut(key)
+		}
 		err = b.put(ctx, key, token, value, read)
 		if !errors.Is(err, errLostRace) {
 			return err
 		}
+		b.lostRaces.Add(1)
 		if ctx.Err() != nil {
 			return fmt.Errorf("s3 write %s: %d lost races, then %w", key, races+1, ctx.Err())
 		}
