@@ -54,8 +54,10 @@ type Resource struct {
 	// reaches Nodes).
 	Name, Backend string
 	Args          []string
-	// Nodes are the resource's rows of the table.
-	Nodes []nodes.Node
+	// Nodes are the resource's rows of the table; AdapterWaitFor names
+	// those that must answer before the adapters start.
+	Nodes          []nodes.Node
+	AdapterWaitFor []string
 	// System names the resource's release for the run.
 	System string
 }
@@ -94,9 +96,9 @@ func New(opts Options) harness.Target {
 	if opts.Mutex {
 		name, backend = "etcd-mutex", "etcd-mutex"
 	}
-	var extra []string
+	var extra, waitFor []string
 	if r := opts.Resource; r != nil {
-		name, backend, extra = r.Name, r.Backend, r.Args
+		name, backend, extra, waitFor = r.Name, r.Backend, r.Args, r.AdapterWaitFor
 	}
 	var table []nodes.Node
 	endpoints := make([]string, len(t.members))
@@ -121,7 +123,7 @@ func New(opts Options) harness.Target {
 	table = append(table, adapted.Adapters{Count: opts.Adapters,
 		Args:   append([]string{"--backend", backend, "--etcd-endpoints", strings.Join(endpoints, ",")}, extra...),
 		Clock:  nodes.Clock{Via: nodes.ClockProcesses},
-		Health: nodes.Health{Timeout: 30 * time.Second, Quorum: true}}.Nodes()...)
+		Health: nodes.Health{Timeout: 30 * time.Second, Quorum: true}, WaitFor: waitFor}.Nodes()...)
 	t.Cluster = nodes.Must(nodes.New(name, Semantics, table, nodes.Options{Log: opts.Log}))
 	return t
 }

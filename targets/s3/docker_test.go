@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type hostAddrer interface {
 func startTarget(t *testing.T, o Options) (harness.Target, harness.Endpoints) {
 	t.Helper()
 	dockertest.Require(t)
+	if testing.Short() {
+		t.Skip("SeaweedFS (compiled from source the first time: about 11 minutes on two cores) and etcd; make check runs it")
+	}
 	o.Log = logWriter{t}
 	target := New(o)
 	env := harness.Env{RunID: fmt.Sprintf("test-%s-%d", target.Name(), time.Now().UnixNano()%1e9), Dir: t.TempDir(), Log: logWriter{t}}
@@ -67,7 +71,7 @@ func opCtx(t *testing.T) context.Context {
 // from this process, then the adapters' Fencing API.
 func TestSeaweedFS(t *testing.T) {
 	target, eps := startTarget(t, Options{Members: 1})
-	addr, err := target.(hostAddrer).HostAddr(FilerNode, "")
+	addr, err := target.(hostAddrer).HostAddr(FilerNode, "s3")
 	require.NoError(t, err)
 	endpoint := "http://" + addr
 	buckets := 0
@@ -79,6 +83,19 @@ func TestSeaweedFS(t *testing.T) {
 		require.NoError(t, b.Health(opCtx(t)))
 		return b
 	}
+
+	// SeaweedFS syncs nothing by default; the target's filer holds the rule
+	// that syncs every write under /buckets/.
+	t.Run("the filer syncs the buckets", func(t *testing.T) {
+		filer, err := target.(hostAddrer).HostAddr(FilerNode, "")
+		require.NoError(t, err)
+		resp, err := http.Get("http://" + filer + "/etc/seaweedfs/filer.conf")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.JSONEq(t, filerConf, string(b))
+	})
 
 	// What the target stands on: a PUT whose If-Match names another ETag
 	// is refused with 412, as is If-None-Match: * on a key that exists.

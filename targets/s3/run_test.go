@@ -38,6 +38,9 @@ func run(t *testing.T, o Options, nemesis string, seed uint64, d time.Duration) 
 // s3, whose PUT names the ETag it read, never does.
 func TestRaceFoundOnlyWithoutIfMatch(t *testing.T) {
 	dockertest.Require(t)
+	if testing.Short() {
+		t.Skip("two fault-injected runs of 15 s; make check runs them")
+	}
 	const d = 15 * time.Second
 	t.Run("s3-unconditional is invalid", func(t *testing.T) {
 		v := run(t, Options{Mode: Unconditional, Members: 1}, "pause", 1, d)

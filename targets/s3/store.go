@@ -205,10 +205,12 @@ func (b *Bucket) get(ctx context.Context, key string) (object, error) {
 	if err != nil {
 		return object{}, fmt.Errorf("s3 get %s: %w", key, err)
 	}
-	switch resp.StatusCode {
-	case http.StatusNotFound:
+	switch {
+	case noSuchBucket(resp, body):
+		return object{}, b.bucketGone("get " + key)
+	case resp.StatusCode == http.StatusNotFound:
 		return object{}, nil
-	case http.StatusOK:
+	case resp.StatusCode == http.StatusOK:
 	default:
 		return object{}, fmt.Errorf("s3 get %s: %s: %s", key, resp.Status, abbrev(body))
 	}
@@ -221,6 +223,21 @@ func (b *Bucket) get(ctx context.Context, key string) (object, error) {
 		return object{}, fmt.Errorf("s3 get %s: the answer has no ETag: a conditional write needs one", key)
 	}
 	return object{exists: true, etag: etag, token: token, value: value}, nil
+}
+
+// noSuchBucket tells a missing bucket from a missing key (both 404).
+func noSuchBucket(resp *http.Response, body []byte) bool {
+	return resp.StatusCode == http.StatusNotFound && bytes.Contains(body, []byte("<Code>NoSuchBucket</Code>"))
+}
+
+// bucketGone notes that the store has lost the bucket (a store that lost
+// its namespace at a crash): the next operation creates it again, empty,
+// and the checker sees what went with it. This one fails (5xx).
+func (b *Bucket) bucketGone(what string) error {
+	b.mu.Lock()
+	b.created = false
+	b.mu.Unlock()
+	return fmt.Errorf("s3 %s: bucket %s does not exist (any more)", what, b.bucket)
 }
 
 // errLostRace is a conditional PUT the store refused: someone wrote (or
@@ -241,6 +258,9 @@ func (b *Bucket) put(ctx context.Context, key string, token uint64, value []byte
 	resp, body, err := b.do(ctx, http.MethodPut, b.objectURL(key), frame(token, value), h)
 	if err != nil {
 		return fmt.Errorf("s3 put %s: %w", key, err)
+	}
+	if noSuchBucket(resp, body) {
+		return b.bucketGone("put " + key)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -318,6 +338,9 @@ func (b *Bucket) Health(ctx context.Context) error {
 	resp, body, err := b.do(ctx, http.MethodHead, b.endpoint+"/"+url.PathEscape(b.bucket), nil, nil)
 	if err != nil {
 		return fmt.Errorf("s3 health: %w", err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return b.bucketGone("health")
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("s3 health: bucket %s: %s: %s", b.bucket, resp.Status, abbrev(body))

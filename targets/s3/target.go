@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencecheck/fencecheck/harness"
@@ -86,16 +87,70 @@ func New(o Options) harness.Target {
 			Data: data, Clock: clock, Health: health("/status", true), WaitFor: []string{MasterNode},
 			Container: weed("volume", "-port="+strconv.Itoa(volumePort), "-dir={data}", "-max=0",
 				"-master="+master, "-preStopSeconds=0")},
-		{Name: FilerNode, Role: "seaweedfs-filer", Ports: []nodes.Port{{Number: S3Port}, {Name: "filer", Number: filerPort}, grpc(filerPort)},
-			Data: data, Clock: clock, Health: health("/", true), WaitFor: []string{MasterNode},
+		{Name: FilerNode, Role: "seaweedfs-filer", Ports: []nodes.Port{{Number: filerPort}, {Name: "s3", Number: S3Port}, grpc(filerPort)},
+			Data: data, Clock: clock, WaitFor: []string{MasterNode},
+			Health: nodes.Health{Probe: nodes.Probe{Func: filerDurable}, Timeout: 90 * time.Second, Quorum: true},
 			Container: weed("filer", "-port="+strconv.Itoa(filerPort), "-master="+master, "-defaultStoreDir={data}",
 				"-s3", "-s3.port="+strconv.Itoa(S3Port))},
 	}
 	return etcd.New(etcd.Options{Members: o.Members, Log: o.Log, Resource: &etcd.Resource{
 		Name: o.Name(), Backend: "s3", Nodes: seaweed,
-		Args:   []string{"--s3-endpoint", "http://{addr:" + FilerNode + "}", "--s3-write", string(o.Mode)},
-		System: "SeaweedFS " + Version + " (master, volume server, filer with its S3 gateway; " + string(o.Mode) + " writes)",
+		Args: []string{"--s3-endpoint", "http://{addr:" + FilerNode + ":s3}", "--s3-write", string(o.Mode)},
+		// The adapters create the bucket: only once the filer syncs what
+		// is written under /buckets/.
+		AdapterWaitFor: []string{FilerNode},
+		System:         "SeaweedFS " + Version + " (master, volume server, filer with its S3 gateway; " + string(o.Mode) + " writes)",
 	}})
+}
+
+// filerConf is SeaweedFS's per-path storage configuration: every entry
+// under /buckets/ (the S3 buckets, their objects' metadata) is written to
+// the filer's store with a sync, and every chunk of their data is written
+// to the volume server with fsync=true, before the PUT is answered.
+// SeaweedFS's default is neither: an acknowledged object can vanish at a
+// power loss. The target runs it the way a user who needs acknowledged
+// writes to last must configure it, as the postgres target runs with
+// fsync on.
+const filerConf = `{"version":2,"locations":[{"locationPrefix":"/buckets/","fsync":true}]}`
+
+// filerDurable is the filer's health: it answers, and its configuration
+// holds filerConf, written (itself with fsync) the first time and after a
+// wipe. The configuration lives in the filer's own namespace
+// (/etc/seaweedfs/filer.conf), which the filer watches and reloads.
+func filerDurable(ctx context.Context, addr string) error {
+	u := "http://" + addr + "/etc/seaweedfs/filer.conf"
+	client := &http.Client{Timeout: 2 * time.Second}
+	get := func() (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	code, body, err := get()
+	if err != nil {
+		return err
+	}
+	if code == http.StatusOK && body == filerConf {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u+"?fsync=true", strings.NewReader(filerConf))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return fmt.Errorf("the filer's configuration was %d %.80q: wrote the fsync rule (%s), to be read back", code, body, resp.Status)
 }
 
 // httpOK probes a SeaweedFS server: GET path answers 200.
