@@ -8,6 +8,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/fencecheck/fencecheck/fencing"
 )
@@ -81,13 +86,16 @@ func unframe(body []byte) (uint64, []byte, error) {
 }
 
 // Bucket is the resource half of a fencing.Store: values and their marks as
-// objects of one bucket, reached over plain HTTP (path-style, anonymous:
-// the gateway here has no identities configured).
+// objects of one bucket, reached over HTTP, path-style: anonymous (the
+// gateway here has no identities configured), or signed with SigV4 when
+// given credentials (a store of one's own).
 type Bucket struct {
 	endpoint, bucket string
 	mode             WriteMode
 	client           *http.Client
 	timeout          time.Duration
+	creds            *Credentials
+	signer           *v4.Signer
 
 	mu      sync.Mutex
 	created bool
@@ -114,7 +122,16 @@ type BucketOptions struct {
 	// (default 3 s). An operation that times out is an error, which the
 	// server turns into 5xx (info): its PUT may still land.
 	Timeout time.Duration
-	_       struct{}
+	// Credentials, when set, sign every request (AWS Signature Version 4).
+	Credentials *Credentials
+	_           struct{}
+}
+
+// Credentials sign requests for a store that requires it.
+type Credentials struct {
+	AccessKeyID, SecretAccessKey, SessionToken string
+	// Region is the signing region (default us-east-1).
+	Region string
 }
 
 // NewBucket makes the resource without contacting the gateway.
@@ -134,9 +151,18 @@ func NewBucket(o BucketOptions) (*Bucket, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 3 * time.Second
 	}
-	return &Bucket{endpoint: strings.TrimRight(o.Endpoint, "/"), bucket: o.Bucket, mode: o.Mode,
+	b := &Bucket{endpoint: strings.TrimRight(o.Endpoint, "/"), bucket: o.Bucket, mode: o.Mode,
 		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}},
-		timeout: o.Timeout}, nil
+		timeout: o.Timeout}
+	if o.Credentials != nil {
+		c := *o.Credentials
+		b.creds = &c
+		if b.creds.Region == "" {
+			b.creds.Region = "us-east-1"
+		}
+		b.signer = v4.NewSigner()
+	}
+	return b, nil
 }
 
 // objectURL is the key's path-style URL (each segment escaped).
@@ -160,6 +186,15 @@ func (b *Bucket) do(ctx context.Context, method, u string, body []byte, header h
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
+	}
+	if b.signer != nil {
+		sum := sha256.Sum256(body)
+		payload := hex.EncodeToString(sum[:])
+		req.Header.Set("X-Amz-Content-Sha256", payload)
+		c := aws.Credentials{AccessKeyID: b.creds.AccessKeyID, SecretAccessKey: b.creds.SecretAccessKey, SessionToken: b.creds.SessionToken}
+		if err := b.signer.SignHTTP(ctx, c, req, payload, "s3", b.creds.Region, time.Now()); err != nil {
+			return nil, nil, fmt.Errorf("signing: %w", err)
+		}
 	}
 	resp, err := b.client.Do(req)
 	if err != nil {

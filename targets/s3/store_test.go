@@ -110,3 +110,25 @@ func TestOvertakenWrite(t *testing.T) {
 	assert.NoError(t, err)
 	assert.EqualValues(t, 8, token)
 }
+
+// With credentials every request carries a SigV4 signature over its body's
+// hash; without, none (the anonymous gateway of the target).
+func TestSigning(t *testing.T) {
+	var mu sync.Mutex
+	var auths []string
+	g := &fakeGateway{objects: map[string][]byte{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auths = append(auths, r.Header.Get("Authorization")+" "+r.Header.Get("X-Amz-Content-Sha256"))
+		mu.Unlock()
+		g.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	b, err := NewBucket(BucketOptions{Endpoint: srv.URL, Bucket: "b", Credentials: &Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}})
+	require.NoError(t, err)
+	require.NoError(t, b.Write(t.Context(), "k", 1, []byte("v")))
+	require.NotEmpty(t, auths)
+	for _, a := range auths {
+		assert.Regexp(t, `^AWS4-HMAC-SHA256 Credential=AKID/\d{8}/us-east-1/s3/aws4_request, SignedHeaders=\S+, Signature=[0-9a-f]{64} [0-9a-f]{64}$`, a)
+	}
+}
