@@ -26,7 +26,7 @@ const (
 	masterPort = 9333
 	volumePort = 8080
 	filerPort  = 8888
-	// S3Port is the gateway's port, the filer node's main port.
+	// S3Port is the gateway's port, the filer node's port "s3".
 	S3Port = 8333
 	// grpcOffset: SeaweedFS reaches a server's gRPC at its HTTP port +
 	// 10000 unless told otherwise.
