@@ -35,7 +35,9 @@ func run(t *testing.T, o Options, nemesis string, seed uint64, d time.Duration) 
 // The check-then-act race, end to end: under pauses (an adapter frozen
 // between its read and its PUT, a holder that wakes while the next one
 // writes) s3-unconditional lets an older token overwrite a newer one, and
-// s3, whose PUT names the ETag it read, never does.
+// s3, whose PUT names the ETag it read, never does. The race shows in some
+// seeds' timing and not others (docs/s3.md): seed 1 on one hot key was
+// invalid in each of 5 runs here.
 func TestRaceFoundOnlyWithoutIfMatch(t *testing.T) {
 	dockertest.Require(t)
 	if testing.Short() {
