@@ -221,7 +221,11 @@ func (b *Bucket) ensureBucket(ctx context.Context) error {
 		return fmt.Errorf("s3 create bucket %s: %w", b.bucket, err)
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
-		return fmt.Errorf("s3 create bucket %s: %s: %s", b.bucket, resp.Status, abbrev(body))
+		// A key that may not create buckets may still use one that exists.
+		head, _, herr := b.do(ctx, http.MethodHead, b.endpoint+"/"+url.PathEscape(b.bucket), nil, nil)
+		if herr != nil || head.StatusCode != http.StatusOK {
+			return fmt.Errorf("s3 create bucket %s: %s: %s", b.bucket, resp.Status, abbrev(body))
+		}
 	}
 	b.created = true
 	return nil

@@ -22,6 +22,9 @@ type fakeGateway struct {
 	mu               sync.Mutex
 	objects          map[string][]byte
 	ignoreConditions bool
+	// denyCreate refuses to create the bucket (403), as a store does to a
+	// key without that right; the bucket exists all the same.
+	denyCreate bool
 }
 
 func etagOf(b []byte) string { s := md5.Sum(b); return `"` + hex.EncodeToString(s[:]) + `"` }
@@ -40,6 +43,9 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(cur)
 	case http.MethodPut:
 		if r.URL.Path == "/b" {
+			if g.denyCreate {
+				w.WriteHeader(http.StatusForbidden)
+			}
 			return
 		}
 		if !g.ignoreConditions {
@@ -131,4 +137,11 @@ func TestSigning(t *testing.T) {
 	for _, a := range auths {
 		assert.Regexp(t, `^AWS4-HMAC-SHA256 Credential=AKID/\d{8}/us-east-1/s3/aws4_request, SignedHeaders=\S+, Signature=[0-9a-f]{64} [0-9a-f]{64}$`, a)
 	}
+}
+
+// A key that may not create the bucket uses the one that exists.
+func TestExistingBucket(t *testing.T) {
+	b := fakeBucket(t, &fakeGateway{denyCreate: true}, Conditional)
+	require.NoError(t, b.Write(t.Context(), "k", 1, []byte("v")))
+	require.NoError(t, b.Health(t.Context()))
 }
