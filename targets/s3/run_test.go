@@ -35,23 +35,29 @@ func run(t *testing.T, o Options, nemesis string, seed uint64, d time.Duration) 
 // The check-then-act race, end to end: under pauses (an adapter frozen
 // between its read and its PUT, a holder that wakes while the next one
 // writes) s3-unconditional lets an older token overwrite a newer one, and
-// s3, whose PUT names the ETag it read, never does. The race shows in some
-// seeds' timing and not others (docs/s3.md): seed 1 on one hot key was
-// invalid in each of 5 runs here.
+// s3, whose PUT names the ETag it read, never does. Whether a run's writers
+// meet between a check and a PUT is down to its timing (docs/s3.md): 15 s
+// on one hot key under pause was invalid in 5 of 6 runs of seed 1 here, so
+// the race must show within three runs (seeds 1-3), stopping at the first.
 func TestRaceFoundOnlyWithoutIfMatch(t *testing.T) {
 	dockertest.Require(t)
 	if testing.Short() {
-		t.Skip("two fault-injected runs of 15 s; make check runs them")
+		t.Skip("fault-injected runs of 15 s; make check runs them")
 	}
 	const d = 15 * time.Second
 	t.Run("s3-unconditional is invalid", func(t *testing.T) {
-		v := run(t, Options{Mode: Unconditional, Members: 1}, "pause", 1, d)
-		kinds := map[string]int{}
-		for _, a := range v.Anomalies() {
-			kinds[a.Kind]++
+		for seed := uint64(1); seed <= 3; seed++ {
+			v := run(t, Options{Mode: Unconditional, Members: 1}, "pause", seed, d)
+			kinds := map[string]int{}
+			for _, a := range v.Anomalies() {
+				kinds[a.Kind]++
+			}
+			t.Logf("seed %d: %s; anomalies: %v; gate: %v", seed, v.Verdict, kinds, v.GateReasons)
+			if v.Verdict == checkers.Invalid {
+				return
+			}
 		}
-		t.Logf("anomalies: %v", kinds)
-		assert.Equal(t, checkers.Invalid, v.Verdict, "gate: %v", v.GateReasons)
+		t.Error("no run of three found the check-then-act race")
 	})
 	t.Run("s3 is valid", func(t *testing.T) {
 		v := run(t, Options{Members: 1}, "pause", 1, d)
