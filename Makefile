@@ -23,7 +23,7 @@ all: build
 help:
 	@echo "make test   [TARGET=memory|etcd|redis|postgres|mysql|...|spec:FILE] [TIME=30s] [NEMESIS=all|pause,restart,...] [SEED=N] [VERSION=3.5] [MEMBERS=1|3|5] [STORE=store] [ARGS='--bug accept-equal']"
 	@echo "make check  run the project's own tests (vet, gofmt, go test incl. Docker-backed tests)"
-	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb, the fault helpers)"
+	@echo "make images build the container images (etcd, adapter, redis, postgres, mariadb, seaweedfs, the fault helpers; compiling seaweedfs takes about 11 min the first time)"
 	@echo "make matrix the detection matrix (every bug x seeds) -> docs/detection.md (long); SHARD=I/N: part I of N -> RESULTS (docs/scaling.md)"
 	@echo "make track-record [ROWS=a,b] [SEEDS=3] [TIME=20s]  real systems at real releases re-finding published bugs -> docs/track-record.md; fails when a row changes"
 	@echo "make matrix-merge RESULTS='matrix-shard-*.json'  the N parts' results -> docs/detection.md"

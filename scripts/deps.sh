@@ -3,7 +3,7 @@
 # root or sudo). It never changes host firewall rules or anything else.
 #
 #   deps.sh TARGET   what `make test TARGET=...` needs for that target alone:
-#                    memory and spec:FILE need nothing; etcd, etcd-mutex:
+#                    memory and spec:FILE need nothing; etcd, etcd-mutex, s3*:
 #                    iptables, util-linux, fuse3; redis*: those, redis-server
 #                    and gcc; postgres*: iptables, util-linux, postgresql-15,
 #                    gcc; mysql: iptables, util-linux, mariadb-server, gcc;
@@ -50,7 +50,7 @@ browser()   { want 'command -v chromium' chromium; }
 
 case "$what" in
   memory|spec:*) ;;
-  etcd|etcd-mutex) net; fuse ;;
+  etcd|etcd-mutex|s3|s3-unconditional) net; fuse ;;
   redis|redis-volatile|redis-everysec) net; fuse; cc; redis ;;
   postgres|postgres-trigger|postgres-async) net; cc; postgres ;;
   mysql) net; cc; mariadb ;;

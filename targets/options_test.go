@@ -23,10 +23,17 @@ func TestVersionAndMembersReachOnlyTheirTargets(t *testing.T) {
 	assert.ErrorContains(t, err, "3.5")
 	_, err = New(harness.Config{Target: "zookeeper", Members: 1})
 	assert.NoError(t, err)
-	for _, name := range []string{"memory", "redis", "postgres", "mysql", "zookeeper"} {
+	for _, name := range []string{"memory", "redis", "postgres", "mysql", "zookeeper", "s3"} {
 		_, err := New(harness.Config{Target: name, Version: "7.2"})
 		assert.ErrorContains(t, err, "--version", name)
 	}
+	_, err = New(harness.Config{Target: "s3-unconditional", Version: "3.80"})
+	assert.ErrorContains(t, err, "one build of SeaweedFS")
+	tg, err := New(harness.Config{Target: "s3", Members: 1})
+	require.NoError(t, err)
+	sys, err := tg.(harness.Systemer).System(t.Context())
+	require.NoError(t, err)
+	assert.Contains(t, sys, "etcd v3.7.3, 1 member; SeaweedFS v0.0.0-")
 	for _, name := range []string{"memory", "redis", "redis-everysec", "postgres", "mysql"} {
 		_, err := New(harness.Config{Target: name, Members: 3})
 		assert.ErrorContains(t, err, "--members", name)

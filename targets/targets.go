@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/targets/mysql"
 	"github.com/fencecheck/fencecheck/targets/postgres"
 	"github.com/fencecheck/fencecheck/targets/redis"
+	"github.com/fencecheck/fencecheck/targets/s3"
 	"github.com/fencecheck/fencecheck/targets/spec"
 	"github.com/fencecheck/fencecheck/targets/zookeeper"
 )
@@ -29,7 +30,10 @@ type entry struct {
 	// version and members mark the targets that take --version (a server
 	// built from source here) and --members (a cluster of its own).
 	version, members bool
-	open             func(cfg harness.Config) (harness.Target, error)
+	// noVersion says why --version is refused, when not because the server
+	// is the host's Debian package.
+	noVersion string
+	open      func(cfg harness.Config) (harness.Target, error)
 }
 
 var table = []entry{
@@ -76,7 +80,20 @@ var table = []entry{
 	{name: "mysql",
 		describe: "MariaDB 10.11 (InnoDB, every commit fsynced) + 2 fenced adapters in containers (a lock row per lock, one conditional upsert per write)",
 		open:     func(harness.Config) (harness.Target, error) { return mysql.New(), nil }},
+	{name: "s3", members: true, noVersion: s3NoVersion,
+		describe: "3 etcd members (--members) issue the tokens; SeaweedFS (master, volume server, filer with its S3 gateway, built from source) holds the values; 2 adapters write each object with If-Match on the ETag they read (docs/s3.md)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return s3.New(s3.Options{Members: cfg.Members}), nil
+		}},
+	{name: "s3-unconditional", members: true, noVersion: s3NoVersion,
+		describe: "s3 with the same token check followed by a plain PUT: the check-then-act race (expected invalid when a pause or a concurrent writer lands between the check and the PUT)",
+		open: func(cfg harness.Config) (harness.Target, error) {
+			return s3.New(s3.Options{Mode: s3.Unconditional, Members: cfg.Members}), nil
+		}},
 }
+
+// s3NoVersion: SeaweedFS is compiled here, but at one build only.
+const s3NoVersion = "the Go module proxy serves one build of SeaweedFS, pinned at " + s3.Version + " (docs/s3.md)"
 
 // SpecPrefix selects a target described by a spec file: spec:PATH.
 const SpecPrefix = "spec:"
@@ -112,10 +129,14 @@ func open(cfg harness.Config, so spec.Options) (harness.Target, error) {
 			return nil, fmt.Errorf("--bug and --seal-key apply to the memory reference only, not %s", e.name)
 		}
 		if cfg.Version != "" && !e.version {
-			return nil, fmt.Errorf("--version applies to the targets whose server is built from source here (etcd, etcd-mutex), not %s: its server is the installed Debian package, and the run says which version it used", e.name)
+			why := "its server is the installed Debian package, and the run says which version it used"
+			if e.noVersion != "" {
+				why = e.noVersion
+			}
+			return nil, fmt.Errorf("--version applies to the targets whose server is built from source here (etcd, etcd-mutex), not %s: %s", e.name, why)
 		}
 		if cfg.Members != 0 && !e.members {
-			return nil, fmt.Errorf("--members applies to the targets that run a cluster (etcd, etcd-mutex, zookeeper), not %s", e.name)
+			return nil, fmt.Errorf("--members applies to the targets that run a cluster (etcd, etcd-mutex, zookeeper, s3, s3-unconditional), not %s", e.name)
 		}
 		return e.open(cfg)
 	}

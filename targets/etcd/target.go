@@ -38,9 +38,28 @@ type Options struct {
 	// Mutex makes the adapters take locks through etcd's own client lock
 	// (MutexStore, backend etcd-mutex): the target "etcd-mutex".
 	Mutex bool
+	// Resource, when set, makes the members the issuer of another target:
+	// its nodes join the table and the adapters serve its backend (the s3
+	// target: tokens from etcd, values in an object store).
+	Resource *Resource
 	// Log receives setup messages (default: the run's log).
 	Log io.Writer
 	_   struct{}
+}
+
+// Resource is the other half of a target whose issuer is etcd.
+type Resource struct {
+	// Name is the target's name; Backend is fenced's backend, which takes
+	// --etcd-endpoints for its locks, and Args are its own flags ({addr:NODE}
+	// reaches Nodes).
+	Name, Backend string
+	Args          []string
+	// Nodes are the resource's rows of the table; AdapterWaitFor names
+	// those that must answer before the adapters start.
+	Nodes          []nodes.Node
+	AdapterWaitFor []string
+	// System names the resource's release for the run.
+	System string
 }
 
 // Target is etcd members and adapters (the fenced server with the etcd
@@ -49,8 +68,9 @@ type Options struct {
 // member comes back (removed from the cluster and added again).
 type Target struct {
 	*nodes.Cluster
-	members []string
-	release string
+	members  []string
+	release  string
+	resource *Resource
 }
 
 var (
@@ -64,7 +84,7 @@ func New(opts Options) harness.Target {
 	if opts.Members <= 0 {
 		opts.Members = 3
 	}
-	t := &Target{}
+	t := &Target{resource: opts.Resource}
 	var err error
 	if t.release, err = Release(opts.Version); err != nil {
 		t.release = DefaultVersion
@@ -75,6 +95,10 @@ func New(opts Options) harness.Target {
 	name, backend := "etcd", "etcd"
 	if opts.Mutex {
 		name, backend = "etcd-mutex", "etcd-mutex"
+	}
+	var extra, waitFor []string
+	if r := opts.Resource; r != nil {
+		name, backend, extra, waitFor = r.Name, r.Backend, r.Args, r.AdapterWaitFor
 	}
 	var table []nodes.Node
 	endpoints := make([]string, len(t.members))
@@ -90,13 +114,16 @@ func New(opts Options) harness.Target {
 			Health:    nodes.Health{Probe: nodes.Probe{Func: memberHealth}, Timeout: 60 * time.Second, Quorum: true},
 			Container: &nodes.Container{Build: t.image(), Cmd: t.memberCmd(m, "new")}})
 	}
+	if opts.Resource != nil {
+		table = append(table, opts.Resource.Nodes...)
+	}
 	// Everything starts at once: the adapters connect to etcd lazily and
 	// report healthy only once a quorum answers them. The etcd backend
 	// reads no adapter clock, so a step there must change nothing.
 	table = append(table, adapted.Adapters{Count: opts.Adapters,
-		Args:   []string{"--backend", backend, "--etcd-endpoints", strings.Join(endpoints, ",")},
+		Args:   append([]string{"--backend", backend, "--etcd-endpoints", strings.Join(endpoints, ",")}, extra...),
 		Clock:  nodes.Clock{Via: nodes.ClockProcesses},
-		Health: nodes.Health{Timeout: 30 * time.Second, Quorum: true}}.Nodes()...)
+		Health: nodes.Health{Timeout: 30 * time.Second, Quorum: true}, WaitFor: waitFor}.Nodes()...)
 	t.Cluster = nodes.Must(nodes.New(name, Semantics, table, nodes.Options{Log: opts.Log}))
 	return t
 }

@@ -68,5 +68,8 @@ func (t *Target) System(context.Context) (string, error) {
 	if len(t.members) != 1 {
 		s += "s"
 	}
+	if t.resource != nil && t.resource.System != "" {
+		s += "; " + t.resource.System
+	}
 	return s, nil
 }
