@@ -16,7 +16,7 @@ GO      ?= go
 BIN     := bin/fencecheck
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help shrink-demo releases
+.PHONY: all build test check vet fmt-check unit images deps deps-docker bench perf serve clean help shrink-demo releases s3-check
 
 all: build
 
@@ -31,6 +31,7 @@ help:
 	@echo "make guided-vs-random [COMPARE_SEEDS=10]  the bugs under all, --nemesis-mode guided and random side by side -> docs/guided-vs-random.md (long)"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
 	@echo "make releases  etcd at another release (3.5, built from the module proxy: minutes the first time) at 1 and 3 members, valid under restart"
+	@echo "make s3-check  the S3 target against real SeaweedFS (built from source: about 11 minutes the first time)"
 	@echo "make bench  checker and clock-injector benchmarks; make perf -> docs/performance.md"
 	@echo "make serve  browse the run store; make clean  remove leftovers and bin/"
 
@@ -87,6 +88,12 @@ shrink-demo: build
 # make check (which stays near 15 minutes on 2 cores), run before a release.
 releases:
 	$(GO) test -count=1 -tags releases -run TestRunAtOtherReleases -timeout 30m ./targets/etcd/
+
+# The S3 target against real SeaweedFS (compiled from the module proxy the
+# first time: about 11 minutes on two cores, then cached): the gateway's
+# conditional writes, and s3-unconditional found invalid where s3 is valid.
+s3-check:
+	$(GO) test -count=1 -tags seaweedfs -timeout 40m ./targets/s3/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./checkers/... ./analysis/ ./nemesis/timewarp

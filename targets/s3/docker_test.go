@@ -1,3 +1,5 @@
+//go:build seaweedfs
+
 package s3
 
 import (
@@ -38,7 +40,7 @@ func startTarget(t *testing.T, o Options) (harness.Target, harness.Endpoints) {
 	t.Helper()
 	dockertest.Require(t)
 	if testing.Short() {
-		t.Skip("SeaweedFS (compiled from source the first time: about 11 minutes on two cores) and etcd; make check runs it")
+		t.Skip("SeaweedFS (compiled from source the first time: about 11 minutes on two cores) and etcd; make s3-check runs it")
 	}
 	o.Log = logWriter{t}
 	target := New(o)

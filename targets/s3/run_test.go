@@ -1,3 +1,5 @@
+//go:build seaweedfs
+
 package s3
 
 import (
@@ -42,7 +44,7 @@ func run(t *testing.T, o Options, nemesis string, seed uint64, d time.Duration) 
 func TestRaceFoundOnlyWithoutIfMatch(t *testing.T) {
 	dockertest.Require(t)
 	if testing.Short() {
-		t.Skip("fault-injected runs of 15 s; make check runs them")
+		t.Skip("fault-injected runs of 15 s; make s3-check runs them")
 	}
 	const d = 15 * time.Second
 	t.Run("s3-unconditional is invalid", func(t *testing.T) {
