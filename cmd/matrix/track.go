@@ -58,6 +58,15 @@ var TrackRows = []TrackRow{
 	{Row: Row{Name: "etcd-lock-3.7", Target: "etcd", Nemesis: "pause",
 		Mode: "etcd with its lease-bound lock key and one Txn per write"},
 		Reproduces: "the counterpart: the same cluster, fencing checked in the same transaction as the write"},
+	// An object store as the resource (docs/s3.md): the check is a
+	// conditional PUT on the ETag read, or it is a race. One hot key, so
+	// writers meet between a check and a PUT.
+	{Row: Row{Name: "s3-unconditional", Target: "s3-unconditional", Broken: true, Nemesis: "pause", Args: []string{"--keys=1"},
+		Mode: "SeaweedFS's S3 gateway, token compared then a plain PUT: a paused or slower writer overwrites a newer token's object"},
+		Reproduces: "Kleppmann, [How to do distributed locking](https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html) (2016): a storage service that does not check the token itself cannot be fenced; [Amazon S3 conditional writes](https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html) (`If-Match` on PUT, 2024) are the check"},
+	{Row: Row{Name: "s3-if-match", Target: "s3", Nemesis: "pause", Args: []string{"--keys=1"},
+		Mode: "the same store, each PUT conditional on the ETag its check read (a 412 read again, never accepted)"},
+		Reproduces: "the counterpart of `s3-unconditional`"},
 }
 
 // selectTrackRows are the track rows named (nil: all of them).
