@@ -227,6 +227,10 @@ func (l *Lab) start(ctx context.Context, opts Options, image string) error {
 			}
 			pid, err := l.rt.PID(gctx, h.Name)
 			if err != nil {
+				// An sshd that cannot start may exit before its pid is read.
+				if st, serr := l.rt.State(gctx, h.Name); serr == nil && !st.Running {
+					return fmt.Errorf("%s: sshd exited (status %d) as it started\n%s", h.Name, st.ExitCode, l.containerLog(gctx, h.Name))
+				}
 				return fmt.Errorf("%s: %w\n%s", h.Name, err, l.containerLog(gctx, h.Name))
 			}
 			h.PID = pid
