@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -418,7 +419,7 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 		s.record(l.nem.Name(), history.FaultStopFailed, id, l.fault.Nodes, map[string]any{history.ExtraError: err.Error()})
 		return err
 	}
-	var details map[string]any
+	details := maps.Clone(l.fault.StopDetails)
 	if err != nil {
 		details = map[string]any{history.ExtraError: err.Error()}
 		err = fmt.Errorf("%s of %s could not be undone: %w", l.nem.Name(), strings.Join(l.fault.Nodes, ","), err)
