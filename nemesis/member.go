@@ -14,6 +14,8 @@ import (
 // others (their member list no longer has it), stops it and empties its data
 // folder; AddMember adds it back as a new member and starts it on the empty
 // folder, returning once the others list it as started and it serves.
+// RemoveMember that the cluster refused, with nothing changed (a cluster
+// that cannot prove the change safe now), wraps ErrRefusedNow.
 // AddMember of a member already back only waits for it to serve. Each says
 // the member's id as the cluster names it (the one removed, the new one),
 // for the history. ReplaceableMembers are the members either may name: a
@@ -96,7 +98,13 @@ func (m *memberReplace) Start(ctx context.Context, env *Env, p Plan) (*Fault, er
 	m.out[node] = true
 	m.mu.Unlock()
 	removed, err := mr.RemoveMember(ctx, node)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrRefusedNow):
+		// Left marked: an earlier try whose answer was lost may have
+		// removed it after all, and the heal's add of a member that is in
+		// only waits for it.
+		return nil, err
+	case err != nil:
 		return nil, applyFailed("", p.Nodes, err)
 	}
 	f := &Fault{Nodes: p.Nodes, Details: map[string]any{"removed_id": removed}, StopDetails: map[string]any{}}

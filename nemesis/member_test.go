@@ -19,6 +19,7 @@ import (
 // adding it back gives it a new id. addFails makes the next adds fail.
 type fakeMembers struct {
 	mu       sync.Mutex
+	refuse   bool
 	names    []string
 	ids      map[string]int
 	next     int
@@ -45,6 +46,9 @@ func (f *fakeMembers) ReplaceableMembers() []string { return f.names }
 func (f *fakeMembers) RemoveMember(_ context.Context, n string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refuse {
+		return "", fmt.Errorf("removing %s: %w: unhealthy cluster", n, ErrRefusedNow)
+	}
 	id, ok := f.ids[n]
 	if !ok {
 		return "", errors.New("no such member")
@@ -135,4 +139,22 @@ func TestMemberReplaceAppliesWhereMembersCanBeReplaced(t *testing.T) {
 	ok, _ = (&memberReplace{}).Applicable(&Env{Target: &fakeCluster{nodes: []Node{{Name: "n1"}}}})
 	assert.False(t, ok)
 	assert.Error(t, (&memberReplace{}).CheckPlan(&Env{Target: newFakeMembers("etcd-1", "etcd-2")}, Plan{Nodes: []string{"adapter-1"}}))
+}
+
+// A removal the cluster refused with nothing changed (etcd: a member
+// reconnected in the last 5 s) is no failure and no fault: nothing is
+// recorded, the node is free again, and the heal finds the cluster whole.
+func TestMemberReplaceRefusedIsNotAFailure(t *testing.T) {
+	f := newFakeMembers("etcd-1", "etcd-2", "etcd-3")
+	f.refuse = true
+	var buf bytes.Buffer
+	nem := &memberReplace{}
+	s := NewScheduler(&Env{Target: f}, history.NewRecorder(&buf), 1, []Nemesis{nem})
+	ctx := context.Background()
+	assert.EqualValues(t, -1, s.attempt(ctx, nem, rand.New(rand.NewPCG(1, 2))))
+	assert.Zero(t, s.Counts[MemberReplace].Failed)
+	assert.Zero(t, s.Counts[MemberReplace].Started)
+	assert.NotContains(t, buf.String(), `"f":"member-replace"`)
+	require.NoError(t, s.Heal(ctx))
+	assert.Equal(t, 3, f.size())
 }

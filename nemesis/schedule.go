@@ -361,6 +361,10 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
 	f, err := n.Start(sctx, s.Env, p)
+	if errors.Is(err, ErrRefusedNow) {
+		s.Env.claims.release(claim)
+		return -1, 0
+	}
 	if err != nil {
 		s.Env.claims.release(claim)
 		s.failed(ctx, n, err)

@@ -256,7 +256,7 @@ func (t *Target) replaceMember(ctx context.Context, name string) error {
 		return fmt.Errorf("replacing %s: %w", name, err)
 	}
 	defer cli.Close()
-	if _, err := t.removeFromCluster(ctx, cli, name); err != nil {
+	if _, err := t.removeFromCluster(ctx, cli, name, 30*time.Second); err != nil {
 		return fmt.Errorf("replacing %s: %w", name, err)
 	}
 	_, err = t.addBack(ctx, cli, name)
@@ -286,19 +286,22 @@ func findMember(list []*etcdserverpb.Member, name, peer string) *etcdserverpb.Me
 	return nil
 }
 
+// errStillListed is a removal not yet seen in the member list.
+var errStillListed = errors.New("removed, still in the member list")
+
 // removeFromCluster removes name from the member list through cli (the
 // others) and returns the id it had (0: it was no member). etcd refuses
 // membership changes while it cannot prove quorum is safe ("unhealthy
 // cluster": e.g. a peer reconnected less than 5 s ago), so the step is
 // retried for a while. A retried step whose first reply was lost finds its
 // work done: that counts as success.
-func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, name string) (uint64, error) {
+func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, name string, limit time.Duration) (uint64, error) {
 	peer, err := t.peerURL(name)
 	if err != nil {
 		return 0, err
 	}
 	var removed uint64
-	err = retryFor(ctx, 30*time.Second, func(ctx context.Context) error {
+	err = retryFor(ctx, limit, func(ctx context.Context) error {
 		list, err := cli.MemberList(ctx)
 		if err != nil {
 			return err
@@ -311,7 +314,8 @@ func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, na
 			return err
 		}
 		removed = m.ID
-		return nil
+		// Done once the list no longer has it (the next try).
+		return errStillListed
 	})
 	if err != nil {
 		return 0, fmt.Errorf("member remove: %w", err)
@@ -390,7 +394,13 @@ func (t *Target) RemoveMember(ctx context.Context, name string) (string, error) 
 		return "", err
 	}
 	defer cli.Close()
-	id, err := t.removeFromCluster(ctx, cli, name)
+	// 10 s, not 30: while another fault keeps a member cut off or
+	// restarting, etcd refuses the removal, and a run's end waits for this
+	// start before it heals that fault.
+	id, err := t.removeFromCluster(ctx, cli, name, 10*time.Second)
+	if errors.Is(err, rpctypes.ErrUnhealthy) {
+		return "", fmt.Errorf("removing %s: %w: %w", name, nemesis.ErrRefusedNow, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("removing %s: %w", name, err)
 	}
