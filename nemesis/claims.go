@@ -19,6 +19,12 @@ var ErrBusy = errors.New("every node is held by another live fault")
 // tries again after its next quiet period.
 var errNotNow = errors.New("no fault fits now")
 
+// ErrRefusedNow is a target's refusal that changed nothing and may pass (etcd
+// refuses a membership change while a member reconnected in the last 5 s):
+// a Start that returns it is, like errNotNow, neither a failure nor a
+// fault; the nemesis tries again after its next quiet period.
+var ErrRefusedNow = errors.New("refused for now")
+
 // claims says which fault holds which node. The scheduler claims the nodes
 // of a plan that takes them over (Plan.TakesOver) before it starts the
 // fault, and releases them when the fault stops or fails to start.

@@ -52,6 +52,10 @@ type Fault struct {
 	Details map[string]any
 	// Stop undoes the fault. It must be safe to call after Heal.
 	Stop func(ctx context.Context) error
+	// StopDetails are recorded with the stop event, as Details are with the
+	// start: what only undoing the fault learns (a re-added member's new
+	// id). Stop may fill them in.
+	StopDetails map[string]any
 }
 
 // Nemesis is one kind of fault. Choosing a fault and injecting it are two
@@ -141,6 +145,7 @@ var table = []func() Nemesis{
 	func() Nemesis { return &pause{} },
 	func() Nemesis { return restart{} },
 	func() Nemesis { return restart{wipe: true} },
+	func() Nemesis { return &memberReplace{} },
 	func() Nemesis { return powerLoss{} },
 	func() Nemesis { return clock{} },
 	func() Nemesis { return &partition{} },

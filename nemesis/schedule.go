@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -360,6 +361,10 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
 	f, err := n.Start(sctx, s.Env, p)
+	if errors.Is(err, ErrRefusedNow) {
+		s.Env.claims.release(claim)
+		return -1, 0
+	}
 	if err != nil {
 		s.Env.claims.release(claim)
 		s.failed(ctx, n, err)
@@ -418,7 +423,7 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 		s.record(l.nem.Name(), history.FaultStopFailed, id, l.fault.Nodes, map[string]any{history.ExtraError: err.Error()})
 		return err
 	}
-	var details map[string]any
+	details := maps.Clone(l.fault.StopDetails)
 	if err != nil {
 		details = map[string]any{history.ExtraError: err.Error()}
 		err = fmt.Errorf("%s of %s could not be undone: %w", l.nem.Name(), strings.Join(l.fault.Nodes, ","), err)

@@ -160,6 +160,82 @@ func TestCluster(t *testing.T) {
 		assert.Equal(t, "during-partition", string(r.Value), "state lives in etcd, not in the adapter")
 	})
 
+	// Seen from the other members: the replaced member (the leader, the
+	// hardest case) leaves their member list and comes back with a new id,
+	// and the two left serve throughout, the member out included in nothing.
+	t.Run("member replace: gone from the others' list, back with a new id", func(t *testing.T) {
+		leader, err := tg.Leader(ctx)
+		require.NoError(t, err)
+		old, _, err := tg.memberStatus(ctx, leader)
+		require.NoError(t, err)
+		others, err := tg.othersClient(leader)
+		require.NoError(t, err)
+		defer others.Close()
+		list := func() map[string]uint64 {
+			c, cancel := opCtx()
+			defer cancel()
+			resp, err := others.MemberList(c)
+			require.NoError(t, err)
+			out := map[string]uint64{}
+			for _, m := range resp.Members {
+				out[m.Name] = m.ID
+			}
+			return out
+		}
+		begin := time.Now()
+		removed, err := tg.RemoveMember(ctx, leader)
+		require.NoError(t, err)
+		t.Logf("RemoveMember took %.1fs", time.Since(begin).Seconds())
+		assert.Equal(t, memberID(old), removed)
+		members := list()
+		assert.Len(t, members, 2, "the cluster is one member smaller: %v", members)
+		assert.NotContains(t, members, leader)
+		for _, id := range members {
+			assert.NotEqual(t, old, id)
+		}
+		hc := &http.Client{Timeout: 700 * time.Millisecond}
+		assert.Error(t, etcdHealth(ctx, hc, tg.memberURL(leader)), "the removed member does not answer")
+		// The two left are a majority of the two: they serve, directly and
+		// through the adapters.
+		c, cancel := opCtx()
+		_, err = others.Put(c, "/member-test/while-out", "v")
+		cancel()
+		require.NoError(t, err, "the others serve a write while the member is out")
+		token := 3000000
+		assert.Eventually(t, func() bool {
+			token++
+			c, cancel := opCtx()
+			defer cancel()
+			return a1.Write(c, "k", fmt.Sprint(token), []byte("member-out")).Outcome == fencing.Ok
+		}, 30*time.Second, 100*time.Millisecond, "the adapters reach the members left")
+
+		begin = time.Now()
+		added, err := tg.AddMember(ctx, leader)
+		require.NoError(t, err)
+		t.Logf("AddMember took %.1fs", time.Since(begin).Seconds())
+		members = list()
+		assert.Len(t, members, 3, "the cluster is back at its size: %v", members)
+		require.Contains(t, members, leader)
+		assert.NotEqual(t, old, members[leader], "the member came back as a new member")
+		assert.Equal(t, memberID(members[leader]), added)
+		for _, m := range tg.members {
+			require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(m), 20*time.Second), m)
+		}
+		// The new member started empty and caught up from the others.
+		back, err := hostClient([]string{tg.memberURL(leader)})
+		require.NoError(t, err)
+		defer back.Close()
+		c, cancel = opCtx()
+		got, err := back.Get(c, "/member-test/while-out")
+		cancel()
+		require.NoError(t, err)
+		require.Len(t, got.Kvs, 1, "the write made while it was out reached the new member")
+		assert.Equal(t, "v", string(got.Kvs[0].Value))
+		again, err := tg.AddMember(ctx, leader)
+		require.NoError(t, err, "adding a member that is back only waits for it")
+		assert.Equal(t, added, again)
+	})
+
 	// etcd is a static Go program: its clock reads never reach libc, and
 	// the runtime patches its vDSO. Its own HTTP Date header shows the step.
 	t.Run("clock: every member and adapter, seen from inside", func(t *testing.T) {
