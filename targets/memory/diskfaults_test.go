@@ -3,6 +3,7 @@ package memory
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,35 +46,57 @@ func TestDiskFull(t *testing.T) {
 	})
 }
 
-// A damaged snapshot stops the reference from starting (a flipped bit
-// included: the checksum); trust-truncated-state starts from nothing.
+// corrupt damages one durable file of n's disk while n is down, as the
+// disk-corrupt nemesis does, and starts n again on it.
+func corrupt(t *testing.T, n *Node, m *lazyfs.Mount, mode string, seed uint64) (lazyfs.Corrupted, error) {
+	t.Helper()
+	require.NoError(t, n.Kill())
+	_, err := m.PowerLoss()
+	require.NoError(t, err)
+	co, err := m.Corrupt(lazyfs.Corruption{Mode: mode, Seed: seed})
+	require.NoError(t, err)
+	_, err = m.PowerLoss() // the layer reads the disk again
+	require.NoError(t, err)
+	return co, n.Restart(false)
+}
+
+// The reference finds a damaged copy of its state (cut short, or a bit
+// flipped: the checksum) and starts from the other; with both damaged it
+// refuses to start. trust-truncated-state keeps one copy and starts from
+// nothing.
 func TestDiskCorrupt(t *testing.T) {
 	for _, mode := range []string{lazyfs.Truncate, lazyfs.BitFlip} {
 		t.Run("reference/"+mode, func(t *testing.T) {
 			n, c, m := startOnLayer(t)
 			seed(t, c)
+			require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
+			hit := map[string]bool{}
+			for s := uint64(1); len(hit) < 2 && s < 40; s++ {
+				co, err := corrupt(t, n, m, mode, s)
+				require.NoError(t, err, "%s damaged", co.File)
+				hit[co.File] = true
+				require.NoError(t, c.Health(bg))
+				assert.Equal(t, "stale", write(c, "k", 3, "old").Error, "%s damaged: the mark is kept", co.File)
+				tok := acquire(t, c, "l", "c4")
+				require.Equal(t, fencing.Ok, c.Release(bg, "l", "c4", strconv.FormatUint(tok, 10)).Outcome)
+				assert.Greater(t, tok, uint64(3), "%s damaged: the counter is kept", co.File)
+			}
+			assert.Equal(t, map[string]bool{snapshotName: true, copyName: true}, hit)
 			require.NoError(t, n.Kill())
+			for _, name := range []string{snapshotName, copyName} {
+				require.NoError(t, os.Truncate(filepath.Join(m.Backing(), name), 10))
+			}
 			_, err := m.PowerLoss()
 			require.NoError(t, err)
-			co, err := m.Corrupt(lazyfs.Corruption{Mode: mode, Seed: 7})
-			require.NoError(t, err)
-			require.Equal(t, snapshotName, co.File)
-			_, err = m.PowerLoss() // drop the layer's cache of the file
-			require.NoError(t, err)
-			err = n.Restart(false)
-			require.ErrorIs(t, err, errCorrupt)
+			assert.ErrorIs(t, n.Restart(false), errCorrupt, "both copies damaged")
 		})
 		t.Run("trust-truncated-state/"+mode, func(t *testing.T) {
 			n, c, m := startOnLayer(t, TrustTruncatedState)
 			seed(t, c)
-			require.NoError(t, n.Kill())
-			_, err := m.PowerLoss()
+			co, err := corrupt(t, n, m, mode, 7)
 			require.NoError(t, err)
-			_, err = m.Corrupt(lazyfs.Corruption{Mode: mode, Seed: 7})
-			require.NoError(t, err)
-			_, err = m.PowerLoss()
-			require.NoError(t, err)
-			restart(t, n, c, false)
+			require.Equal(t, snapshotName, co.File, "its one copy")
+			require.NoError(t, c.Health(bg))
 			assert.Equal(t, uint64(1), acquire(t, c, "l", "c4"), "token 1 again")
 			assert.Equal(t, fencing.Ok, write(c, "k", 1, "old").Outcome, "the mark of 3 is forgotten")
 		})

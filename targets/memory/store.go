@@ -36,8 +36,16 @@ import (
 // newest state for everyone waiting. Reads and rejections wait too: an answer
 // based on a change that is not yet durable could be contradicted after a
 // crash (a read that saw a value the disk never got).
+//
+// Why two copies: a disk can damage a file (a bit flipped, a file cut
+// short: the disk-corrupt nemesis); the checksum finds it, and the other
+// copy, written in full before any answer too, still holds everything
+// acknowledged. The store starts from the newest good copy and rewrites
+// the other; with neither good it refuses to start. A copy costs a second
+// write and fsync per group commit.
 const (
 	snapshotName = "state.json"
+	copyName     = "state.copy.json"
 	formatV1     = 1
 )
 
@@ -143,7 +151,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}, started: time.Now().UnixNano()}
 	s.cond = sync.NewCond(&s.mu)
-	snap, err := readSnapshot(dir)
+	snap, repair, err := loadSnapshot(dir, s.snapshotFiles())
 	switch {
 	case errors.Is(err, errCorrupt) && opts.Bugs.Has(TrustTruncatedState):
 		// trust-truncated-state: a file it cannot read is taken for a
@@ -165,8 +173,21 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	// A temp file left by a crash mid-commit was never renamed, so it was
 	// never acknowledged.
-	for _, tmp := range durable.TempFiles(filepath.Join(dir, snapshotName)) {
-		os.Remove(tmp)
+	for _, name := range s.snapshotFiles() {
+		for _, tmp := range durable.TempFiles(filepath.Join(dir, name)) {
+			os.Remove(tmp)
+		}
+	}
+	if repair {
+		// A copy damaged, missing or behind: both made whole again before
+		// anything is answered, so the next damage finds a good one.
+		err := s.writeSnapshot(s.snapshotLocked())
+		if err == nil && opts.Bugs.Has(AckBeforeFsync) {
+			err = s.syncSnapshot()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory: rewriting the state's copies: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -190,14 +211,48 @@ func encodeSnapshot(snap snapshot) []byte {
 	return mustJSON(envelope{CRC32C: crc32.Checksum(b, castagnoli), State: b})
 }
 
-// readSnapshot reads dir's snapshot: a missing file is an empty state, a
-// damaged one an error wrapping errCorrupt.
-func readSnapshot(dir string) (snapshot, error) {
-	path := filepath.Join(dir, snapshotName)
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return snapshot{}, nil
+// snapshotFiles are the copies of the state the store keeps: one under
+// trust-truncated-state (the sloppy store it is keeps one and trusts it).
+func (s *Store) snapshotFiles() []string {
+	if s.opts.Bugs.Has(TrustTruncatedState) {
+		return []string{snapshotName}
 	}
+	return []string{snapshotName, copyName}
+}
+
+// loadSnapshot reads the copies names in dir and returns the newest good
+// one, and whether another is damaged, missing or behind (to be rewritten).
+// No copy at all is an empty state; none good, an error.
+func loadSnapshot(dir string, names []string) (snap snapshot, repair bool, err error) {
+	var errs []error
+	good := 0
+	for _, name := range names {
+		sn, err := readSnapshot(filepath.Join(dir, name))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			repair = true
+		case err != nil:
+			errs, repair = append(errs, err), true
+		default:
+			if good > 0 && sn.Version != snap.Version {
+				repair = true
+			}
+			if good == 0 || sn.Version > snap.Version {
+				snap = sn
+			}
+			good++
+		}
+	}
+	if good == 0 {
+		return snapshot{}, false, errors.Join(errs...)
+	}
+	return snap, repair, nil
+}
+
+// readSnapshot reads one copy of the snapshot: a missing file is an error
+// wrapping os.ErrNotExist, a damaged one an error wrapping errCorrupt.
+func readSnapshot(path string) (snapshot, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return snapshot{}, err
 	}
@@ -359,18 +414,26 @@ func (s *Store) writeSnapshot(c commit) error {
 			}
 		}
 	}
-	if s.opts.Bugs.Has(AckBeforeFsync) {
-		// Temp file and rename, no fsync yet: syncSnapshot follows the
-		// answers.
-		tmp := filepath.Join(s.dir, "."+snapshotName+"0")
-		if err := os.WriteFile(tmp, c.snapshot, 0o644); err != nil {
+	for _, name := range s.snapshotFiles() {
+		if s.opts.Bugs.Has(AckBeforeFsync) {
+			// Temp file and rename, no fsync yet: syncSnapshot follows the
+			// answers.
+			tmp := filepath.Join(s.dir, "."+name+"0")
+			if err := os.WriteFile(tmp, c.snapshot, 0o644); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		// Temp file, fsync, rename, fsync of the folder: acknowledged state
+		// survives a crash or a power loss.
+		if err := durable.WriteFile(filepath.Join(s.dir, name), c.snapshot, 0o644); err != nil {
 			return err
 		}
-		return os.Rename(tmp, filepath.Join(s.dir, snapshotName))
 	}
-	// Temp file, fsync, rename, fsync of the folder: acknowledged state
-	// survives a crash or a power loss.
-	return durable.WriteFile(filepath.Join(s.dir, snapshotName), c.snapshot, 0o644)
+	return nil
 }
 
 // beforeLateSync, set by a test, runs before ack-before-fsync's late fsync:
@@ -404,7 +467,11 @@ func (s *Store) syncSnapshot() error {
 	// power cut does not. The fsync writes nothing; whether it reached
 	// the disk before the power went is the race a real one runs (on the
 	// layer, an fsync after the cut fails).
-	for _, name := range []string{filepath.Join(s.dir, snapshotName), s.dir} {
+	var names []string
+	for _, name := range s.snapshotFiles() {
+		names = append(names, filepath.Join(s.dir, name))
+	}
+	for _, name := range append(names, s.dir) {
 		if s.dead.Load() {
 			return ErrKilled
 		}
@@ -449,7 +516,7 @@ func (s *Store) do(fn func() (changed bool, err error)) error {
 // snapshot stays as it was, and the next operation reads it: the counter
 // issues its tokens again, the marks and values it acknowledged are gone.
 func (s *Store) doWriteThrough(fn func() (bool, error)) error {
-	snap, err := readSnapshot(s.dir)
+	snap, _, err := loadSnapshot(s.dir, s.snapshotFiles())
 	if err != nil {
 		return err
 	}
