@@ -42,10 +42,10 @@ type causeRule struct {
 }
 
 var (
-	lostState = [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.Separates}}
-	lateWrite = [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.Separates}, {nemesis.Delays}}
+	lostState = [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.FailsWrites}, {nemesis.Separates}}
+	lateWrite = [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.FailsWrites}, {nemesis.Separates}, {nemesis.Delays}}
 
-	issuerRule   = causeRule{tiers: [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.Separates}, {nemesis.SkewsClocks}}, window: "between the acquires"}
+	issuerRule   = causeRule{tiers: [][]nemesis.Effect{{nemesis.LosesState}, {nemesis.FailsWrites}, {nemesis.Separates}, {nemesis.SkewsClocks}}, window: "between the acquires"}
 	readRule     = causeRule{tiers: lostState, window: "since the overwritten write"}
 	writeRule    = causeRule{tiers: lateWrite, window: "since the overwritten write"}
 	strippedRule = causeRule{tamper: true, window: "tampering with this write's token"}

@@ -204,6 +204,24 @@ func TestCausePowerLossBeforeRestart(t *testing.T) {
 	assert.Contains(t, rep.RootCauses[0].Sentence, "a hypothesis: `fencecheck shrink RUN_DIR`")
 }
 
+// A full disk fails the writes: it explains a counter that went back (a
+// store that took a failed write for done), after the faults that lose
+// state and before a pause of a client, which cannot.
+func TestCauseDiskFullFailsWrites(t *testing.T) {
+	b := historytest.New().
+		OnNode("reference").Acquire("l1", 0, 10, "7").
+		Fault("pause", "client", 50, 150).
+		Fault("disk-full", "reference", 100, 600).
+		OnNode("reference").Acquire("l1", 500, 510, "7")
+	rep, err := Check(context.Background(), b.Events(), Options{MinOps: -1})
+	require.NoError(t, err)
+	a := directAnomaly(t, rep, checkers.KindDuplicateToken)
+	require.NotNil(t, a.Cause)
+	assert.True(t, a.Cause.Explains, a.Cause.Text)
+	assert.Equal(t, "disk-full", a.Cause.Nemesis)
+	assert.Empty(t, a.Cause.Also, "the pause cannot explain it")
+}
+
 // A partition is named by its sides, as its start event's groups say.
 func TestCauseNamesAPartitionsSides(t *testing.T) {
 	f := Fault{Nemesis: "partition", Node: "issuer-1,issuer-2,etcd-1",

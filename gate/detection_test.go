@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/analysis"
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/gate"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
 // detectionCase is one row of the fast detection matrix: a bug of the
@@ -26,6 +27,9 @@ type detectionCase struct {
 	named []string
 	// time overrides detectionTime for a bug that needs several faults.
 	time time.Duration
+	// layer: the nemesis needs the lazyfs layer (FUSE), which the test
+	// then demands (lazyfstest.Require).
+	layer bool
 }
 
 // detectionCases is the fast subset of the detection matrix (make matrix
@@ -44,6 +48,10 @@ var detectionCases = []detectionCase{
 	{bug: "split-issuers", nemesis: "partition", time: 16 * time.Second, named: []string{checkers.KindDuplicateToken, checkers.KindTokenRegression}},
 	{bug: "accept-forged", nemesis: "none", sealed: true, forge: true, named: []string{checkers.KindForgedTokenAccepted}},
 	{bug: "no-fencing", nemesis: "pause"},
+	// Disk faults (the lazyfs layer): a full disk's failed writes answered
+	// as done; a damaged state file taken for a fresh one.
+	{bug: "ignore-write-errors", nemesis: "disk-full", layer: true, named: []string{checkers.KindDuplicateToken, checkers.KindTokenRegression}},
+	{bug: "trust-truncated-state", nemesis: "disk-corrupt", layer: true, named: []string{checkers.KindDuplicateToken, checkers.KindTokenRegression}},
 }
 
 const (
@@ -95,6 +103,9 @@ func TestDetectionFast(t *testing.T) {
 	for _, c := range detectionCases {
 		for seed := uint64(1); seed <= detectionSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/%s/seed%d", c.bug, c.nemesis, seed), func(t *testing.T) {
+				if c.layer {
+					lazyfstest.Require(t)
+				}
 				t.Parallel()
 				d := detectionTime
 				if c.time > 0 {

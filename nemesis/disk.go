@@ -46,11 +46,14 @@ func (d disk) Name() string { return d.kind }
 
 func (d disk) OptInOnly() bool { return d.kind != DiskSlowName }
 
-// Effects: a corrupted disk loses state; a slow or full one delays (and
-// fails) what waits for it.
+// Effects: a corrupted disk loses state; a slow or full one delays what
+// waits for it, and a full one fails the writes.
 func (d disk) Effects() []Effect {
-	if d.kind == DiskCorrupt {
+	switch d.kind {
+	case DiskCorrupt:
 		return []Effect{LosesState}
+	case DiskFullName:
+		return []Effect{Delays, FailsWrites}
 	}
 	return []Effect{Delays}
 }

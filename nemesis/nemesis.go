@@ -128,6 +128,11 @@ const (
 	// it wrote but had not fsynced (a power loss): it can explain all a
 	// kill can, and more, so the cause rule names it first.
 	LosesUnsynced Effect = "loses-unsynced"
+	// FailsWrites: the node's writes fail (ENOSPC) while the fault lasts. A
+	// correct store answers them as errors; one that takes a failed write
+	// for done forgets what it acknowledged, as if it had lost state, so
+	// the cause rule names it after the faults that do lose state.
+	FailsWrites Effect = "fails-writes"
 	// LosesDurable: beside LosesState, a node may come back without even
 	// what it made durable (its data wiped): it explains more again.
 	LosesDurable Effect = "loses-durable"

@@ -99,8 +99,18 @@ var Rows = []Row{
 		Mode: "failover on a one-way cut: a follower that cannot reach its leader issues, the leader still reaching it issues the same tokens"},
 	{Name: "one-way-failover-partition", Bug: "one-way-failover", Nemesis: "partition", Needs: []string{"partition"},
 		Mode: "the same, under the partition nemesis alone"},
+	// Disk faults (opt-in, so not under all): a full disk's failed writes
+	// answered as done, forgotten at the next operation; a damaged state
+	// file taken for a fresh one at start. Each against the correct
+	// reference under the same fault.
+	{Name: "ignore-write-errors", Bug: "ignore-write-errors", Nemesis: "disk-full", Needs: []string{"disk-full"},
+		Mode: "counter and high-water reset: writes that failed on a full disk answered as done"},
+	{Name: "trust-truncated-state", Bug: "trust-truncated-state", Nemesis: "disk-corrupt", Needs: []string{"disk-corrupt"},
+		Mode: "counter and high-water reset: a damaged state file taken for a fresh one at start"},
 	{Name: "reference", Mode: "correct"},
 	{Name: "reference-power-loss", Nemesis: "power-loss", Mode: "correct, under power loss"},
+	{Name: "reference-disk-full", Nemesis: "disk-full", Mode: "correct, under a full disk"},
+	{Name: "reference-disk-corrupt", Nemesis: "disk-corrupt", Mode: "correct, under a damaged disk (two checksummed copies of its state)"},
 	{Name: "reference-sealed", Args: []string{"--seal-key=" + matrixSealKey, "--forge"}, Mode: "correct, sealed tokens, forger writing"},
 	// PostgreSQL acknowledging commits before their WAL is written: a kill
 	// -9 loses the last ones, lock grants included. Its durable twin under

@@ -74,6 +74,24 @@ const (
 	// in the few milliseconds of that fsync. A kill -9 keeps it (the page
 	// cache survives it); only a power loss in that window shows it.
 	AckBeforeFsync Bug = "ack-before-fsync"
+	// IgnoreWriteErrors: the store keeps no state between operations (each
+	// reads the snapshot, changes it, writes it back durably, one at a
+	// time) and takes a failed write for done: the error is dropped and
+	// the operation answered as a success. On a full disk every write
+	// fails (the temp file needs new space), so every operation reads the
+	// state from before the disk filled: the issuer hands out the same
+	// token again and again, and the resource forgets the marks and values
+	// it acknowledged. A kill or a power loss finds everything acknowledged
+	// on the disk; only a full disk (or a failing one) shows it.
+	IgnoreWriteErrors Bug = "ignore-write-errors"
+	// TrustTruncatedState: at start a snapshot that cannot be read (cut
+	// short, a bit flipped: its checksum fails, or not JSON) is taken for
+	// a fresh one and the store starts from nothing, where the correct
+	// reference refuses to start on it: tokens start again at 1 and every
+	// mark is forgotten. Only a damaged disk (disk-corrupt) shows it: the
+	// store's writes are atomic, so a crash or a power loss never leaves
+	// such a file.
+	TrustTruncatedState Bug = "trust-truncated-state"
 	// NoFencing: the resource accepts any write that carries a token,
 	// whatever its high-water mark (lease-only safety). It still records the
 	// token of each value.
@@ -82,7 +100,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, OneWayFailover, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, OneWayFailover, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync, IgnoreWriteErrors, TrustTruncatedState}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,8 +36,16 @@ import (
 // newest state for everyone waiting. Reads and rejections wait too: an answer
 // based on a change that is not yet durable could be contradicted after a
 // crash (a read that saw a value the disk never got).
+//
+// Why two copies: a disk can damage a file (a bit flipped, a file cut
+// short: the disk-corrupt nemesis); the checksum finds it, and the other
+// copy, written in full before any answer too, still holds everything
+// acknowledged. The store starts from the newest good copy and rewrites
+// the other; with neither good it refuses to start. A copy costs a second
+// write and fsync per group commit.
 const (
 	snapshotName = "state.json"
+	copyName     = "state.copy.json"
 	formatV1     = 1
 )
 
@@ -142,29 +151,15 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{dir: dir, opts: opts, counters: map[string]uint64{}, locks: map[string]holder{}, keys: map[string]resource{}, started: time.Now().UnixNano()}
 	s.cond = sync.NewCond(&s.mu)
-	b, err := os.ReadFile(filepath.Join(dir, snapshotName))
+	snap, repair, err := loadSnapshot(dir, s.snapshotFiles())
 	switch {
-	case os.IsNotExist(err):
+	case errors.Is(err, errCorrupt) && opts.Bugs.Has(TrustTruncatedState):
+		// trust-truncated-state: a file it cannot read is taken for a
+		// fresh one, and the store starts from nothing.
 	case err != nil:
 		return nil, err
 	default:
-		var snap snapshot
-		if err := json.Unmarshal(b, &snap); err != nil {
-			return nil, fmt.Errorf("memory: %s is corrupt: %w", filepath.Join(dir, snapshotName), err)
-		}
-		if snap.Format != formatV1 {
-			return nil, fmt.Errorf("memory: %s has format %d, want %d", filepath.Join(dir, snapshotName), snap.Format, formatV1)
-		}
-		for k, v := range snap.Counters {
-			s.counters[k] = v
-		}
-		for k, v := range snap.Locks {
-			s.locks[k] = v
-		}
-		for k, v := range snap.Keys {
-			s.keys[k] = v
-		}
-		s.version, s.durable = snap.Version, snap.Version
+		s.setLocked(snap)
 	}
 	if opts.Bugs.Has(CounterNoFsync) {
 		if err := readSide(dir, countersName, &s.counters); err != nil {
@@ -178,10 +173,128 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	// A temp file left by a crash mid-commit was never renamed, so it was
 	// never acknowledged.
-	for _, tmp := range durable.TempFiles(filepath.Join(dir, snapshotName)) {
-		os.Remove(tmp)
+	for _, name := range s.snapshotFiles() {
+		for _, tmp := range durable.TempFiles(filepath.Join(dir, name)) {
+			os.Remove(tmp)
+		}
+	}
+	if repair {
+		// A copy damaged, missing or behind: both made whole again before
+		// anything is answered, so the next damage finds a good one.
+		err := s.writeSnapshot(s.snapshotLocked())
+		if err == nil && opts.Bugs.Has(AckBeforeFsync) {
+			err = s.syncSnapshot()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory: rewriting the state's copies: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// errCorrupt marks a snapshot that cannot be read: cut short, a bit
+// flipped (its checksum), not JSON, or of another format.
+var errCorrupt = errors.New("corrupt")
+
+// envelope is the snapshot file: the state's JSON and its CRC-32C, so a
+// flipped bit in a number or a name is found, not read as another state.
+// A file without it (written before the checksum) is read unchecked.
+type envelope struct {
+	CRC32C uint32          `json:"crc32c"`
+	State  json.RawMessage `json:"state"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeSnapshot(snap snapshot) []byte {
+	b := mustJSON(snap)
+	return mustJSON(envelope{CRC32C: crc32.Checksum(b, castagnoli), State: b})
+}
+
+// snapshotFiles are the copies of the state the store keeps: one under
+// trust-truncated-state (the sloppy store it is keeps one and trusts it).
+func (s *Store) snapshotFiles() []string {
+	if s.opts.Bugs.Has(TrustTruncatedState) {
+		return []string{snapshotName}
+	}
+	return []string{snapshotName, copyName}
+}
+
+// loadSnapshot reads the copies names in dir and returns the newest good
+// one, and whether another is damaged, missing or behind (to be rewritten).
+// No copy at all is an empty state; none good, an error.
+func loadSnapshot(dir string, names []string) (snap snapshot, repair bool, err error) {
+	var errs []error
+	good := 0
+	for _, name := range names {
+		sn, err := readSnapshot(filepath.Join(dir, name))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			repair = true
+		case err != nil:
+			errs, repair = append(errs, err), true
+		default:
+			if good > 0 && sn.Version != snap.Version {
+				repair = true
+			}
+			if good == 0 || sn.Version > snap.Version {
+				snap = sn
+			}
+			good++
+		}
+	}
+	if good == 0 {
+		return snapshot{}, false, errors.Join(errs...)
+	}
+	return snap, repair, nil
+}
+
+// readSnapshot reads one copy of the snapshot: a missing file is an error
+// wrapping os.ErrNotExist, a damaged one an error wrapping errCorrupt.
+func readSnapshot(path string) (snapshot, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return snapshot{}, err
+	}
+	corrupt := func(why string, args ...any) error {
+		return fmt.Errorf("memory: %s is %w: %s", path, errCorrupt, fmt.Sprintf(why, args...))
+	}
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return snapshot{}, corrupt("%v", err)
+	}
+	state := []byte(env.State)
+	switch {
+	case len(state) > 0:
+		if sum := crc32.Checksum(state, castagnoli); sum != env.CRC32C {
+			return snapshot{}, corrupt("checksum %08x, want %08x", sum, env.CRC32C)
+		}
+	default:
+		state = b // written before the checksum
+	}
+	var snap snapshot
+	if err := json.Unmarshal(state, &snap); err != nil {
+		return snapshot{}, corrupt("%v", err)
+	}
+	if snap.Format != formatV1 {
+		return snapshot{}, corrupt("format %d, want %d", snap.Format, formatV1)
+	}
+	return snap, nil
+}
+
+// setLocked makes snap the store's state.
+func (s *Store) setLocked(snap snapshot) {
+	s.counters, s.locks, s.keys = map[string]uint64{}, map[string]holder{}, map[string]resource{}
+	for k, v := range snap.Counters {
+		s.counters[k] = v
+	}
+	for k, v := range snap.Locks {
+		s.locks[k] = v
+	}
+	for k, v := range snap.Keys {
+		s.keys[k] = v
+	}
+	s.version, s.durable = snap.Version, snap.Version
 }
 
 // Dir is the store's data directory.
@@ -220,7 +333,7 @@ func (s *Store) snapshotLocked() commit {
 	case !s.opts.Bugs.Has(ForgetHighwater):
 		snap.Keys = s.keys
 	}
-	c.snapshot = mustJSON(snap)
+	c.snapshot = encodeSnapshot(snap)
 	return c
 }
 
@@ -301,18 +414,26 @@ func (s *Store) writeSnapshot(c commit) error {
 			}
 		}
 	}
-	if s.opts.Bugs.Has(AckBeforeFsync) {
-		// Temp file and rename, no fsync yet: syncSnapshot follows the
-		// answers.
-		tmp := filepath.Join(s.dir, "."+snapshotName+"0")
-		if err := os.WriteFile(tmp, c.snapshot, 0o644); err != nil {
+	for _, name := range s.snapshotFiles() {
+		if s.opts.Bugs.Has(AckBeforeFsync) {
+			// Temp file and rename, no fsync yet: syncSnapshot follows the
+			// answers.
+			tmp := filepath.Join(s.dir, "."+name+"0")
+			if err := os.WriteFile(tmp, c.snapshot, 0o644); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		// Temp file, fsync, rename, fsync of the folder: acknowledged state
+		// survives a crash or a power loss.
+		if err := durable.WriteFile(filepath.Join(s.dir, name), c.snapshot, 0o644); err != nil {
 			return err
 		}
-		return os.Rename(tmp, filepath.Join(s.dir, snapshotName))
 	}
-	// Temp file, fsync, rename, fsync of the folder: acknowledged state
-	// survives a crash or a power loss.
-	return durable.WriteFile(filepath.Join(s.dir, snapshotName), c.snapshot, 0o644)
+	return nil
 }
 
 // beforeLateSync, set by a test, runs before ack-before-fsync's late fsync:
@@ -346,7 +467,11 @@ func (s *Store) syncSnapshot() error {
 	// power cut does not. The fsync writes nothing; whether it reached
 	// the disk before the power went is the race a real one runs (on the
 	// layer, an fsync after the cut fails).
-	for _, name := range []string{filepath.Join(s.dir, snapshotName), s.dir} {
+	var names []string
+	for _, name := range s.snapshotFiles() {
+		names = append(names, filepath.Join(s.dir, name))
+	}
+	for _, name := range append(names, s.dir) {
 		if s.dead.Load() {
 			return ErrKilled
 		}
@@ -371,12 +496,40 @@ func (s *Store) do(fn func() (changed bool, err error)) error {
 	if s.dead.Load() {
 		return ErrKilled
 	}
+	if s.opts.Bugs.Has(IgnoreWriteErrors) {
+		return s.doWriteThrough(fn)
+	}
 	changed, err := fn()
 	if changed {
 		s.version++
 	}
 	if serr := s.settleLocked(s.version); serr != nil {
 		return serr
+	}
+	return err
+}
+
+// doWriteThrough is ignore-write-errors' store, which keeps no state of its
+// own between operations: each reads the snapshot, changes it and writes it
+// back (temp file, fsync, rename), one at a time, and a write that fails is
+// taken for done. On a full disk the temp file cannot be made, the
+// snapshot stays as it was, and the next operation reads it: the counter
+// issues its tokens again, the marks and values it acknowledged are gone.
+func (s *Store) doWriteThrough(fn func() (bool, error)) error {
+	snap, _, err := loadSnapshot(s.dir, s.snapshotFiles())
+	if err != nil {
+		return err
+	}
+	s.setLocked(snap)
+	changed, err := fn()
+	if changed {
+		s.version++
+		werr := s.writeSnapshot(s.snapshotLocked())
+		if errors.Is(werr, ErrKilled) {
+			return werr
+		}
+		// Any other error (ENOSPC, EIO) is answered as success: the bug.
+		s.durable = s.version
 	}
 	return err
 }
