@@ -180,6 +180,25 @@ func TestAGuidedScheduleHasCalmPhasesWithNoNodeFault(t *testing.T) {
 	assert.Positive(t, aimed, "faults aimed at the short situations")
 }
 
+// A guided run opens calm for the shortest first quiet of its nemeses'
+// own draws, so the workload's first cycles (where a bug that needs no
+// fault shows) meet no fault on a node, as under the random draw.
+func TestAGuidedRunOpensCalm(t *testing.T) {
+	sched := guidedRun(t, 1500*time.Millisecond)
+	require.NotEmpty(t, sched.Calm)
+	open := sched.Calm[0]
+	assert.Less(t, open.Start, 10*time.Millisecond, "the first calm phase is the opening")
+	assert.Equal(t, fast{}.Timing(nil).QuietMin, open.Duration)
+	assert.Contains(t, open.Why, "opening")
+	for _, f := range sched.Faults {
+		if f.Error == "" && !onClientsOnly(&pause{}, f.Plan()) {
+			assert.GreaterOrEqual(t, f.Start, open.End(), "%s starts after the opening", f.Describe())
+		}
+	}
+	assert.Equal(t, 20*time.Millisecond, opening(&Env{}, []Nemesis{fast{restart{}}, clock{}}))
+	assert.Equal(t, time.Second, opening(&Env{}, []Nemesis{restart{}, clock{}}))
+}
+
 // A guided run's schedule survives the file (mode, calm phases, each
 // fault's why) and replays: the same faults, each at its time.
 func TestAGuidedScheduleReplays(t *testing.T) {
