@@ -1,7 +1,6 @@
 package docker_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +22,11 @@ import (
 )
 
 // A test binary re-run with layerHarnessEnv plays a harness whose run
-// directory holds a power-loss layer (a FUSE mount it serves), and gets
-// killed; with layerWatchdogEnv its runtime (and watchdog) is Docker's.
+// directory holds a power-loss layer (a FUSE mount it serves itself, as
+// fencecheck did before its local agent), and gets killed; with
+// layerWatchdogEnv its runtime (and watchdog) is Docker's. The layer is
+// served as every test's is (lazyfstest.Serve): should the test binary die
+// before the harness is killed, the harness lets its layer go and ends.
 const (
 	layerHarnessEnv  = "FENCECHECK_TEST_LAYER_HARNESS"
 	layerWatchdogEnv = "FENCECHECK_TEST_LAYER_WATCHDOG"
@@ -32,7 +34,7 @@ const (
 
 func layerHarness(run string, watchdog bool) {
 	fail := func(err error) {
-		fmt.Println("error:", err)
+		fmt.Fprintln(os.Stderr, "layer harness:", err)
 		os.Exit(1)
 	}
 	dir := filepath.Join(os.TempDir(), "fencecheck-run-"+run)
@@ -52,19 +54,15 @@ func layerHarness(run string, watchdog bool) {
 			fail(err)
 		}
 	}
-	m, err := lazyfs.New(filepath.Join(dir, "n1"), filepath.Join(dir, "n1.mnt"), lazyfs.Options{})
-	if err != nil {
+	if err := lazyfstest.Serve(lazyfstest.Spec{Backing: filepath.Join(dir, "n1"), Mount: filepath.Join(dir, "n1.mnt")}); err != nil {
 		fail(err)
 	}
-	if err := os.WriteFile(filepath.Join(m.Dir(), "data"), []byte("x"), 0o644); err != nil {
-		fail(err)
-	}
-	fmt.Println("ready")
-	select {}
+	os.Exit(0)
 }
 
 // startLayerHarness starts one and kills it with SIGKILL once its layer is
-// mounted; it returns the run's directory, whose layer is then dead.
+// mounted and holds a file; it returns the run's directory, whose layer is
+// then dead.
 func startLayerHarness(t *testing.T, run string, watchdog bool) string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -74,14 +72,17 @@ func startLayerHarness(t *testing.T, run string, watchdog bool) string {
 	if watchdog {
 		cmd.Env = append(cmd.Env, layerWatchdogEnv+"=1")
 	}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	require.Equal(t, "ready\n", line)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	cmd.Wait()
-	return filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	layer := lazyfstest.StartCommand(t, cmd)
+	dir := filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	require.Equal(t, filepath.Join(dir, "n1.mnt"), layer.Dir())
+	require.NoError(t, os.WriteFile(filepath.Join(layer.Dir(), "data"), []byte("x"), 0o644))
+	layer.Kill()
+	select {
+	case <-layer.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed harness did not end")
+	}
+	return dir
 }
 
 // issue 23: kill -9 of a harness whose run directory holds a power-loss
