@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -38,9 +39,10 @@ func layerHarness(run string, watchdog bool) {
 		os.Exit(1)
 	}
 	dir := filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	var rt *docker.Runtime
 	if watchdog {
-		rt, err := docker.New(context.Background(), run, docker.Options{})
-		if err != nil {
+		var err error
+		if rt, err = docker.New(context.Background(), run, docker.Options{}); err != nil {
 			fail(err)
 		}
 		if dir, err = rt.RunDir(); err != nil {
@@ -57,6 +59,11 @@ func layerHarness(run string, watchdog bool) {
 	if err := lazyfstest.Serve(lazyfstest.Spec{Backing: filepath.Join(dir, "n1"), Mount: filepath.Join(dir, "n1.mnt")}); err != nil {
 		fail(err)
 	}
+	// The runtime holds the watchdog's pipe: collected while the layer is
+	// served (which allocates, unlike the select{} this was), the pipe's
+	// finalizer would close it, and the watchdog sweep the run under a live
+	// harness (it did: the backing folder removed, the mount point left).
+	runtime.KeepAlive(rt)
 	os.Exit(0)
 }
 
