@@ -51,7 +51,9 @@ func TestKilledTestBinaryLeavesNothing(t *testing.T) {
 		// In a shuffled order, so that the kill finds any test under way.
 		cmd := exec.Command(exe, "-test.count=1", "-test.v", "-test.shuffle="+strconv.FormatUint(rng.Uint64()>>1, 10))
 		cmd.Env = append(os.Environ(), killTestTag+"="+tag, "TMPDIR="+tmp)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// A group of its own, to be killed whole; killed with this test
+		// binary should this one be killed first (scripts/killtests.sh).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Start())
@@ -81,6 +83,7 @@ func TestKilledTestBinaryLeavesNothing(t *testing.T) {
 	tmp := t.TempDir()
 	cmd := exec.Command(exe, "-test.count=1", "-test.skip=^TestKilledTestBinaryLeavesNothing$")
 	cmd.Env = append(os.Environ(), killTestTag+"=next", "TMPDIR="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the next run: %s", b)
 	assert.Empty(t, fuseMountsUnder(t, tmp))
