@@ -96,25 +96,26 @@ type response struct {
 
 // Serve mounts the layer spec names and serves it to the parent process,
 // which drives it over this process's standard input and output (Start,
-// StartCommand), until the parent asks for an unmount or is gone: then the
-// layer is aborted and detached (Mount.Abort) and Serve returns. A test
-// binary re-run by Start calls it on its own; one re-run to play another
-// program that serves a layer (a harness) calls it itself, after its own
-// setup, and exits when it returns. Nothing else may write to the
-// standard output meanwhile.
+// StartCommand). It returns after an unmount the parent asked for (or at
+// once, with the error, when the layer cannot be mounted); when the parent
+// is gone, the layer is aborted and detached (Mount.Abort) and the process
+// exits. A test binary re-run by Start calls it on its own; one re-run to
+// play another program that serves a layer (a harness) calls it itself,
+// after its own setup, and exits when it returns. Nothing else may write to
+// the standard output meanwhile.
 func Serve(spec Spec) error {
 	// A hang-up or a broken pipe (the parent gone) must not end the server
 	// before it lets its layer go.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGINT)
+	// The parent gone: its end of the pipe closes (below), or, should a
+	// dying parent keep it open, it is no longer this process's parent.
+	parent := os.Getppid()
 	out := json.NewEncoder(os.Stdout)
 	m, err := lazyfs.New(spec.Backing, spec.Mount, lazyfs.Options{Strict: spec.Strict})
 	if err != nil {
 		out.Encode(response{Error: err.Error()})
 		return err
 	}
-	// The parent gone: its end of the pipe closes (below), or, should a
-	// dying parent keep it open, it is no longer this process's parent.
-	parent := os.Getppid()
 	abort := func(why string) {
 		if err := m.Abort(); err != nil {
 			fmt.Fprintf(os.Stderr, "lazyfstest: %s: aborting %s: %v\n", why, m.Dir(), err)
