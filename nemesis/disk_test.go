@@ -17,9 +17,10 @@ import (
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
-// layered is a one-node target whose data is a real lazyfs mount.
+// layered is a one-node target whose data is a real lazyfs mount, served by
+// a child process (lazyfstest).
 type layered struct {
-	m       *lazyfs.Mount
+	m       *lazyfstest.Layer
 	started int
 }
 
@@ -32,20 +33,15 @@ func (l *layered) CutPower(context.Context, string) (lazyfs.Loss, error) {
 	return l.m.PowerLoss()
 }
 func (l *layered) SetDiskFaults(_ context.Context, _ string, f lazyfs.Faults) error {
-	l.m.SetFaults(f)
-	return nil
+	return l.m.SetFaults(f)
 }
 func (l *layered) CorruptDisk(_ context.Context, _ string, c lazyfs.Corruption) (lazyfs.Corrupted, error) {
 	return l.m.Corrupt(c)
 }
 
 func newLayered(t *testing.T) *layered {
-	lazyfstest.Require(t)
 	root := t.TempDir()
-	m, err := lazyfs.New(filepath.Join(root, "data"), filepath.Join(root, "mnt"), lazyfs.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Unmount() })
-	return &layered{m: m}
+	return &layered{m: lazyfstest.Start(t, lazyfstest.Spec{Backing: filepath.Join(root, "data"), Mount: filepath.Join(root, "mnt")})}
 }
 
 func timedSync(t *testing.T, path string) (time.Duration, error) {

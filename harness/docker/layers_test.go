@@ -1,13 +1,13 @@
 package docker_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -23,8 +23,11 @@ import (
 )
 
 // A test binary re-run with layerHarnessEnv plays a harness whose run
-// directory holds a power-loss layer (a FUSE mount it serves), and gets
-// killed; with layerWatchdogEnv its runtime (and watchdog) is Docker's.
+// directory holds a power-loss layer (a FUSE mount it serves itself, as
+// fencecheck did before its local agent), and gets killed; with
+// layerWatchdogEnv its runtime (and watchdog) is Docker's. The layer is
+// served as every test's is (lazyfstest.Serve): should the test binary die
+// before the harness is killed, the harness lets its layer go and ends.
 const (
 	layerHarnessEnv  = "FENCECHECK_TEST_LAYER_HARNESS"
 	layerWatchdogEnv = "FENCECHECK_TEST_LAYER_WATCHDOG"
@@ -32,13 +35,14 @@ const (
 
 func layerHarness(run string, watchdog bool) {
 	fail := func(err error) {
-		fmt.Println("error:", err)
+		fmt.Fprintln(os.Stderr, "layer harness:", err)
 		os.Exit(1)
 	}
 	dir := filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	var rt *docker.Runtime
 	if watchdog {
-		rt, err := docker.New(context.Background(), run, docker.Options{})
-		if err != nil {
+		var err error
+		if rt, err = docker.New(context.Background(), run, docker.Options{}); err != nil {
 			fail(err)
 		}
 		if dir, err = rt.RunDir(); err != nil {
@@ -52,19 +56,20 @@ func layerHarness(run string, watchdog bool) {
 			fail(err)
 		}
 	}
-	m, err := lazyfs.New(filepath.Join(dir, "n1"), filepath.Join(dir, "n1.mnt"), lazyfs.Options{})
-	if err != nil {
+	if err := lazyfstest.Serve(lazyfstest.Spec{Backing: filepath.Join(dir, "n1"), Mount: filepath.Join(dir, "n1.mnt")}); err != nil {
 		fail(err)
 	}
-	if err := os.WriteFile(filepath.Join(m.Dir(), "data"), []byte("x"), 0o644); err != nil {
-		fail(err)
-	}
-	fmt.Println("ready")
-	select {}
+	// The runtime holds the watchdog's pipe: collected while the layer is
+	// served (which allocates, unlike the select{} this was), the pipe's
+	// finalizer would close it, and the watchdog sweep the run under a live
+	// harness (it did: the backing folder removed, the mount point left).
+	runtime.KeepAlive(rt)
+	os.Exit(0)
 }
 
 // startLayerHarness starts one and kills it with SIGKILL once its layer is
-// mounted; it returns the run's directory, whose layer is then dead.
+// mounted and holds a file; it returns the run's directory, whose layer is
+// then dead.
 func startLayerHarness(t *testing.T, run string, watchdog bool) string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -74,14 +79,17 @@ func startLayerHarness(t *testing.T, run string, watchdog bool) string {
 	if watchdog {
 		cmd.Env = append(cmd.Env, layerWatchdogEnv+"=1")
 	}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	require.Equal(t, "ready\n", line)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	cmd.Wait()
-	return filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	layer := lazyfstest.StartCommand(t, cmd)
+	dir := filepath.Join(os.TempDir(), "fencecheck-run-"+run)
+	require.Equal(t, filepath.Join(dir, "n1.mnt"), layer.Dir())
+	require.NoError(t, os.WriteFile(filepath.Join(layer.Dir(), "data"), []byte("x"), 0o644))
+	layer.Kill()
+	select {
+	case <-layer.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed harness did not end")
+	}
+	return dir
 }
 
 // issue 23: kill -9 of a harness whose run directory holds a power-loss

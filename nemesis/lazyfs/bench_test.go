@@ -1,28 +1,30 @@
-package lazyfs
+package lazyfs_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
-// BenchmarkLayer: what the layer costs in setup (a mount, and a power loss:
-// unmount and mount again over a small data folder) and per durable write
-// (write a small file and fsync it, with the folder, on a plain folder and
-// on the layer side by side).
+// BenchmarkLayer: what the layer costs in setup (a server started, its
+// mount made and taken down; and a power loss: unmount and mount again over
+// a small data folder) and per durable write (write a small file and fsync
+// it, with the folder, on a plain folder and on the layer side by side). The
+// layer is served by a child process (lazyfstest), as a run's are by its
+// local agent: "mount" includes that process's start.
 //
 //	go test ./nemesis/lazyfs -run '^$' -bench Layer
 func BenchmarkLayer(b *testing.B) {
-	if err := Supported(); err != nil {
+	if err := lazyfs.Supported(); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("mount", func(b *testing.B) {
 		root := b.TempDir()
 		for i := 0; i < b.N; i++ {
-			m, err := New(filepath.Join(root, "backing"), filepath.Join(root, "mnt"), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			m := lazyfstest.Start(b, lazyfstest.Spec{Backing: filepath.Join(root, "backing"), Mount: filepath.Join(root, "mnt")})
 			if err := m.Unmount(); err != nil {
 				b.Fatal(err)
 			}
@@ -30,11 +32,7 @@ func BenchmarkLayer(b *testing.B) {
 	})
 	b.Run("power-loss", func(b *testing.B) {
 		root := b.TempDir()
-		m, err := New(filepath.Join(root, "backing"), filepath.Join(root, "mnt"), Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Unmount()
+		m := lazyfstest.Start(b, lazyfstest.Spec{Backing: filepath.Join(root, "backing"), Mount: filepath.Join(root, "mnt")})
 		for i := 0; i < 10; i++ {
 			if err := syncWrite(filepath.Join(m.Dir(), "f"+string(rune('0'+i))), []byte("state")); err != nil {
 				b.Fatal(err)
@@ -62,12 +60,7 @@ func BenchmarkLayer(b *testing.B) {
 				b.Fatal(err)
 			}
 			if layer {
-				m, err := New(dir, filepath.Join(root, "mnt"), Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer m.Unmount()
-				dir = m.Dir()
+				dir = lazyfstest.Start(b, lazyfstest.Spec{Backing: dir, Mount: filepath.Join(root, "mnt")}).Dir()
 			}
 			data := make([]byte, 512)
 			b.ResetTimer()

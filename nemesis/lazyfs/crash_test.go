@@ -1,4 +1,4 @@
-package lazyfs
+package lazyfs_test
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // pages is n pages of byte c.
-func pages(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n*PageSize) }
+func pages(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n*lazyfs.PageSize) }
 
 // crashWith runs one power loss in state cs over a file of four durable
 // pages of 'a', then unsynced: one write per page (b, c, d, e, in that
@@ -21,7 +23,7 @@ func pages(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n*PageSize) }
 // unsynced new file whose name was never made durable. It returns each
 // page's letter as the disk (backing folder) holds it after the loss, and
 // the loss.
-func crashWith(t *testing.T, cs CrashState, ops string) (string, Loss) {
+func crashWith(t *testing.T, cs lazyfs.CrashState, ops string) (string, lazyfs.Loss) {
 	t.Helper()
 	m := mountT(t, false)
 	path := filepath.Join(m.Dir(), "f")
@@ -31,11 +33,11 @@ func crashWith(t *testing.T, cs CrashState, ops string) (string, Loss) {
 	switch ops {
 	case "pages":
 		for i, c := range []byte("bcde") {
-			_, err = f.WriteAt(pages(c, 1), int64(i)*PageSize)
+			_, err = f.WriteAt(pages(c, 1), int64(i)*lazyfs.PageSize)
 			require.NoError(t, err)
 		}
 	case "one":
-		_, err = f.WriteAt(pages('x', 3), PageSize)
+		_, err = f.WriteAt(pages('x', 3), lazyfs.PageSize)
 		require.NoError(t, err)
 	case "seq":
 		for _, c := range []byte("bcde") {
@@ -53,10 +55,10 @@ func crashWith(t *testing.T, cs CrashState, ops string) (string, Loss) {
 	require.NoError(t, err)
 	got, _ := content(t, path)
 	require.Equal(t, string(b), got, "the new mount shows the disk")
-	require.Len(t, b, 4*PageSize, "no write changed the size")
+	require.Len(t, b, 4*lazyfs.PageSize, "no write changed the size")
 	var letters strings.Builder
 	for i := range 4 {
-		pg := b[i*PageSize : (i+1)*PageSize]
+		pg := b[i*lazyfs.PageSize : (i+1)*lazyfs.PageSize]
 		require.Equal(t, pages(pg[0], 1), pg, "page %d is one write's, whole", i)
 		letters.WriteByte(pg[0])
 	}
@@ -69,8 +71,8 @@ func outcomes(t *testing.T, mode, ops string, n int) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		got, loss := crashWith(t, CrashState{Mode: mode, Seed: seed}, ops)
-		again, _ := crashWith(t, CrashState{Mode: mode, Seed: seed}, ops)
+		got, loss := crashWith(t, lazyfs.CrashState{Mode: mode, Seed: seed}, ops)
+		again, _ := crashWith(t, lazyfs.CrashState{Mode: mode, Seed: seed}, ops)
 		require.Equal(t, got, again, "%s seed %d replays", mode, seed)
 		assert.Equal(t, 2, loss.Files, "f and new had unsynced data")
 		out[got]++
@@ -80,10 +82,10 @@ func outcomes(t *testing.T, mode, ops string, n int) map[string]int {
 }
 
 func TestCrashLoseAllKeepsOnlyWhatWasSynced(t *testing.T) {
-	got, loss := crashWith(t, CrashState{}, "pages")
+	got, loss := crashWith(t, lazyfs.CrashState{}, "pages")
 	assert.Equal(t, "aaaa", got)
 	assert.Zero(t, loss.Kept)
-	got, _ = crashWith(t, CrashState{Mode: LoseAll, Seed: 9}, "one")
+	got, _ = crashWith(t, lazyfs.CrashState{Mode: lazyfs.LoseAll, Seed: 9}, "one")
 	assert.Equal(t, "aaaa", got)
 }
 
@@ -91,7 +93,7 @@ func TestCrashLoseAllKeepsOnlyWhatWasSynced(t *testing.T) {
 // written, never a later one without every earlier one.
 func TestCrashWritebackOrderedKeepsAPrefixOfTheWrites(t *testing.T) {
 	allowed := map[string]bool{"aaaa": true, "baaa": true, "bcaa": true, "bcda": true, "bcde": true}
-	seen := outcomes(t, WritebackOrdered, "pages", 12)
+	seen := outcomes(t, lazyfs.WritebackOrdered, "pages", 12)
 	for got := range seen {
 		assert.True(t, allowed[got], "%s is not a prefix of the order the pages were written in", got)
 	}
@@ -101,7 +103,7 @@ func TestCrashWritebackOrderedKeepsAPrefixOfTheWrites(t *testing.T) {
 // Written back in no order: some seed leaves a later page on disk while an
 // earlier one is not.
 func TestCrashWritebackAnyKeepsPagesOutOfOrder(t *testing.T) {
-	seen := outcomes(t, WritebackAny, "pages", 12)
+	seen := outcomes(t, lazyfs.WritebackAny, "pages", 12)
 	outOfOrder := false
 	for got := range seen {
 		for i, c := range got {
@@ -119,7 +121,7 @@ func TestCrashWritebackAnyKeepsPagesOutOfOrder(t *testing.T) {
 // Torn: one write of three pages is on disk in part, never whole or not at
 // all.
 func TestCrashTornOpKeepsPartOfTheLastWrite(t *testing.T) {
-	seen := outcomes(t, TornOp, "one", 10)
+	seen := outcomes(t, lazyfs.TornOp, "one", 10)
 	for got := range seen {
 		assert.Equal(t, byte('a'), got[0], "page 0 was not written")
 		n := strings.Count(got, "x")
@@ -131,7 +133,7 @@ func TestCrashTornOpKeepsPartOfTheLastWrite(t *testing.T) {
 // Torn sequence: of the last writes, each is on disk whole or not at all,
 // and which is seeded; the disk holds the newest kept one (or the old data).
 func TestCrashTornSeqKeepsWholeWritesOfTheLastOnes(t *testing.T) {
-	seen := outcomes(t, TornSeq, "seq", 12)
+	seen := outcomes(t, lazyfs.TornSeq, "seq", 12)
 	for got := range seen {
 		assert.Contains(t, []string{"aaaa", "bbbb", "cccc", "dddd", "eeee"}, got, "each write is whole or absent")
 	}
@@ -148,7 +150,7 @@ func TestCrashSizeChangesAreOperationsToo(t *testing.T) {
 		path := filepath.Join(m.Dir(), "state")
 		writeFile(t, path, "old durable state, long", true)
 		writeFile(t, path, "new", false) // truncate, then write
-		_, err := m.PowerLossAs(CrashState{Mode: WritebackAny, Seed: seed})
+		_, err := m.PowerLossAs(lazyfs.CrashState{Mode: lazyfs.WritebackAny, Seed: seed})
 		require.NoError(t, err)
 		got, _ := content(t, filepath.Join(m.Backing(), "state"))
 		seen[got]++
@@ -163,7 +165,7 @@ func TestCrashSizeChangesAreOperationsToo(t *testing.T) {
 
 func TestCrashStateIsChecked(t *testing.T) {
 	m := mountT(t, false)
-	_, err := m.PowerLossAs(CrashState{Mode: "melt"})
+	_, err := m.PowerLossAs(lazyfs.CrashState{Mode: "melt"})
 	assert.ErrorContains(t, err, "melt")
-	assert.NoError(t, CrashState{}.Check())
+	assert.NoError(t, lazyfs.CrashState{}.Check())
 }

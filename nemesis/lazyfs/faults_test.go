@@ -1,4 +1,4 @@
-package lazyfs
+package lazyfs_test
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // A slow disk: each fsync takes the delay longer, and reads go on meanwhile.
@@ -24,7 +26,7 @@ func TestFaultsSlowFsync(t *testing.T) {
 	require.NoError(t, f.Sync())
 	healthy := time.Since(start)
 
-	m.SetFaults(Faults{FsyncDelay: 200 * time.Millisecond})
+	require.NoError(t, m.SetFaults(lazyfs.Faults{FsyncDelay: 200 * time.Millisecond}))
 	done := make(chan time.Duration)
 	go func() {
 		start := time.Now()
@@ -40,7 +42,7 @@ func TestFaultsSlowFsync(t *testing.T) {
 	t.Logf("fsync %s healthy, %s slow", healthy, slow)
 	assert.GreaterOrEqual(t, slow, 200*time.Millisecond)
 
-	m.SetFaults(Faults{})
+	require.NoError(t, m.SetFaults(lazyfs.Faults{}))
 	start = time.Now()
 	require.NoError(t, f.Sync())
 	assert.Less(t, time.Since(start), 150*time.Millisecond, "healed")
@@ -53,7 +55,7 @@ func TestFaultsFullDisk(t *testing.T) {
 	d := m.Dir()
 	writeFile(t, filepath.Join(d, "f"), "0123456789", true)
 	writeFile(t, filepath.Join(d, "g"), "gone soon", true)
-	m.SetFaults(Faults{Full: true})
+	require.NoError(t, m.SetFaults(lazyfs.Faults{Full: true}))
 
 	f, err := os.OpenFile(filepath.Join(d, "f"), os.O_RDWR, 0)
 	require.NoError(t, err)
@@ -76,11 +78,11 @@ func TestFaultsFullDisk(t *testing.T) {
 	require.NoError(t, err)
 	_, err = os.Create(filepath.Join(d, "new"))
 	assert.True(t, errors.Is(err, syscall.ENOSPC), "still full after a power loss")
-	m.SetFaults(Faults{})
+	require.NoError(t, m.SetFaults(lazyfs.Faults{}))
 	writeFile(t, filepath.Join(d, "new"), "room again", true)
 }
 
-// Corruption of the disk: one bit of one durable file, or the file cut;
+// lazyfs.Corruption of the disk: one bit of one durable file, or the file cut;
 // hidden by the page cache until the layer reads the disk again.
 func TestFaultsCorrupt(t *testing.T) {
 	m := mountT(t, false)
@@ -91,7 +93,7 @@ func TestFaultsCorrupt(t *testing.T) {
 	got, _ := content(t, filepath.Join(d, "state")) // in the page cache now
 	require.Equal(t, want, got)
 
-	c, err := m.Corrupt(Corruption{Mode: BitFlip, Seed: 3})
+	c, err := m.Corrupt(lazyfs.Corruption{Mode: lazyfs.BitFlip, Seed: 3})
 	require.NoError(t, err)
 	assert.Equal(t, "state", c.File)
 	disk, _ := content(t, filepath.Join(m.Backing(), "state"))
@@ -112,9 +114,9 @@ func TestFaultsCorrupt(t *testing.T) {
 	got, _ = content(t, filepath.Join(d, "state"))
 	assert.Equal(t, disk, got, "read from the disk again, it is there")
 
-	c, err = m.Corrupt(Corruption{Mode: Truncate, Seed: 3})
+	c, err = m.Corrupt(lazyfs.Corruption{Mode: lazyfs.Truncate, Seed: 3})
 	require.NoError(t, err)
-	again, err := m.Corrupt(Corruption{Mode: Truncate, Seed: 3})
+	again, err := m.Corrupt(lazyfs.Corruption{Mode: lazyfs.Truncate, Seed: 3})
 	require.NoError(t, err)
 	assert.Equal(t, c.File, again.File, "the seed picks the file")
 	disk, _ = content(t, filepath.Join(m.Backing(), "state"))
@@ -122,9 +124,9 @@ func TestFaultsCorrupt(t *testing.T) {
 	assert.Less(t, again.Offset, int64(len(want)))
 
 	empty := mountT(t, false)
-	_, err = empty.Corrupt(Corruption{Mode: BitFlip})
+	_, err = empty.Corrupt(lazyfs.Corruption{Mode: lazyfs.BitFlip})
 	assert.ErrorContains(t, err, "no durable file")
-	_, err = empty.Corrupt(Corruption{Mode: "melt"})
+	_, err = empty.Corrupt(lazyfs.Corruption{Mode: "melt"})
 	assert.Error(t, err)
 }
 

@@ -223,6 +223,42 @@ func (m *Mount) Unmount() error {
 	return m.unmountLocked()
 }
 
+// Abort ends the mount at once, whatever uses it: its FUSE connection is
+// aborted (every request waiting on it fails, one from this very process
+// included, and so does every later access) and the mount is detached. It
+// is for a server whose controller is gone: it never waits for the mount's
+// users, as Unmount may, and what is not durable is lost. Safe to call
+// twice, and after Unmount.
+func (m *Mount) Abort() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.server == nil {
+		return nil
+	}
+	m.lfs.mu.Lock()
+	m.lfs.down = true
+	m.lfs.mu.Unlock()
+	mounts, err := layerMounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, lm := range mounts {
+		if lm.point != m.dir || lm.source != serverSource() {
+			continue
+		}
+		if err := abortConnection(lm.dev); err != nil {
+			errs = append(errs, err)
+			syscall.Unmount(m.dir, syscall.MNT_FORCE)
+		}
+	}
+	if err := syscall.Unmount(m.dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		errs = append(errs, fmt.Errorf("lazyfs: detach %s: %w", m.dir, err))
+	}
+	m.server = nil
+	return errors.Join(errs...)
+}
+
 // unmountLocked unmounts, lazily (detached) when a process still holds the
 // mount busy after the library's retries: a power loss cannot wait for the
 // system under test's good will.

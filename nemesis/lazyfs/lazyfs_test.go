@@ -1,4 +1,4 @@
-package lazyfs
+package lazyfs_test
 
 import (
 	"os"
@@ -14,15 +14,13 @@ import (
 
 // mountT mounts a layer for t, failing when this machine cannot (the
 // layer is what the power-loss nemesis stands on; a machine without FUSE
-// must say so, not pass).
-func mountT(t *testing.T, strict bool) *Mount {
+// must say so, not pass). The layer is served by a child process
+// (lazyfstest): these tests are its clients, and prove what they prove from
+// the other side of the mount; a test binary killed mid-run leaves neither
+// a mount nor a process behind.
+func mountT(t *testing.T, strict bool) *lazyfstest.Layer {
 	t.Helper()
-	lazyfstest.Require(t)
-	root := t.TempDir()
-	m, err := New(filepath.Join(root, "backing"), filepath.Join(root, "mnt"), Options{Strict: strict})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Unmount() })
-	return m
+	return lazyfstest.Mount(t, strict)
 }
 
 func writeFile(t *testing.T, path, data string, sync bool) {
@@ -92,7 +90,8 @@ func TestPowerLossDropsWhatIsNotDurable(t *testing.T) {
 	_, ok := content(t, filepath.Join(m.Backing(), "noentry"))
 	assert.False(t, ok)
 
-	pending := m.Pending()
+	pending, err := m.Pending()
+	require.NoError(t, err)
 	loss, err := m.PowerLoss()
 	require.NoError(t, err)
 	assert.Equal(t, pending, loss)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
 // BenchmarkReferenceDisk: what the lazyfs layer (the power-loss nemesis's
@@ -32,12 +33,9 @@ func BenchmarkReferenceDisk(b *testing.B) {
 				if err := lazyfs.Supported(); err != nil {
 					b.Fatal(err)
 				}
-				m, err := lazyfs.New(data, filepath.Join(dir, "mnt"), lazyfs.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { m.Unmount() })
-				data = m.Dir()
+				// Served by a child process, as a run's layers are by
+				// its local agent (never by the benchmark's own process).
+				data = lazyfstest.Start(b, lazyfstest.Spec{Backing: data, Mount: filepath.Join(dir, "mnt")}).Dir()
 			}
 			n, err := NewNode(Config{Dir: data})
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs/lazyfstest"
 )
 
 // On a full disk the reference answers nothing it could not save (5xx),
@@ -23,11 +24,11 @@ func TestDiskFull(t *testing.T) {
 		_, c, m := startOnLayer(t)
 		seed(t, c)
 		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
-		m.SetFaults(lazyfs.Faults{Full: true})
+		require.NoError(t, m.SetFaults(lazyfs.Faults{Full: true}))
 		r := c.Acquire(bg, "l", "c4", time.Minute)
 		assert.Equal(t, fencing.Info, r.Outcome, "a grant it could not save is not answered")
 		assert.Equal(t, fencing.Info, write(c, "k", 9, "full").Outcome)
-		m.SetFaults(lazyfs.Faults{})
+		require.NoError(t, m.SetFaults(lazyfs.Faults{}))
 		assert.Greater(t, acquire(t, c, "l", "c4"), uint64(3), "the unanswered grant may have happened")
 		assert.Equal(t, "stale", write(c, "k", 3, "old").Error)
 	})
@@ -37,18 +38,18 @@ func TestDiskFull(t *testing.T) {
 		require.Equal(t, fencing.Ok, c.Release(bg, "l", "c3", "3").Outcome)
 		restart(t, n, c, false)
 		assert.Equal(t, "stale", write(c, "k", 3, "old").Error, "a kill keeps what it acknowledged")
-		m.SetFaults(lazyfs.Faults{Full: true})
+		require.NoError(t, m.SetFaults(lazyfs.Faults{Full: true}))
 		assert.Equal(t, uint64(4), acquire(t, c, "l", "c4"))
 		require.Equal(t, fencing.Ok, write(c, "k", 4, "v4").Outcome, "answered as saved")
 		assert.Equal(t, "v3", string(c.Read(bg, "k").Value), "the acknowledged write is gone")
-		m.SetFaults(lazyfs.Faults{})
+		require.NoError(t, m.SetFaults(lazyfs.Faults{}))
 		assert.Equal(t, uint64(4), acquire(t, c, "l", "c5"), "token 4 is granted twice")
 	})
 }
 
 // corrupt damages one durable file of n's disk while n is down, as the
 // disk-corrupt nemesis does, and starts n again on it.
-func corrupt(t *testing.T, n *Node, m *lazyfs.Mount, mode string, seed uint64) (lazyfs.Corrupted, error) {
+func corrupt(t *testing.T, n *Node, m *lazyfstest.Layer, mode string, seed uint64) (lazyfs.Corrupted, error) {
 	t.Helper()
 	require.NoError(t, n.Kill())
 	_, err := m.PowerLoss()

@@ -15,12 +15,12 @@ import (
 )
 
 // startOnLayer starts a node whose data folder is a lazyfs mount.
-func startOnLayer(t *testing.T, bugs ...Bug) (*Node, *fencing.Client, *lazyfs.Mount) {
+// The layer is served by a child process (lazyfstest), never by this one:
+// the node's fsyncs on it are requests to another process.
+func startOnLayer(t *testing.T, bugs ...Bug) (*Node, *fencing.Client, *lazyfstest.Layer) {
 	t.Helper()
-	lazyfstest.Require(t)
 	root := t.TempDir()
-	m, err := lazyfs.New(filepath.Join(root, "data"), filepath.Join(root, "mnt"), lazyfs.Options{})
-	require.NoError(t, err)
+	m := lazyfstest.Start(t, lazyfstest.Spec{Backing: filepath.Join(root, "data"), Mount: filepath.Join(root, "mnt")})
 	set := Bugs{}
 	for _, b := range bugs {
 		set[b] = true
@@ -34,7 +34,7 @@ func startOnLayer(t *testing.T, bugs ...Bug) (*Node, *fencing.Client, *lazyfs.Mo
 }
 
 // powerLoss kills n, drops what it never synced, and starts it again.
-func powerLoss(t *testing.T, n *Node, c *fencing.Client, m *lazyfs.Mount) lazyfs.Loss {
+func powerLoss(t *testing.T, n *Node, c *fencing.Client, m *lazyfstest.Layer) lazyfs.Loss {
 	t.Helper()
 	require.NoError(t, n.Kill())
 	loss, err := m.PowerLoss()

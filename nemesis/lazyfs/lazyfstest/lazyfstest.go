@@ -1,5 +1,7 @@
 // Package lazyfstest lets tests that need the lazyfs layer (FUSE) demand it
-// in CI and skip only on a developer's machine without it.
+// in CI and skip only on a developer's machine without it (Require), and
+// gives them their layers served by a child process, never by the test
+// binary itself (Mount, Start, StartCommand, Serve: serve.go).
 package lazyfstest
 
 import (
@@ -15,8 +17,7 @@ func Required() bool {
 }
 
 // Require stops the test when /dev/fuse cannot be opened: a failure when
-// Required, a skip otherwise. (It opens the device itself, as
-// lazyfs.Supported does, so that lazyfs's own tests can use it.)
+// Required, a skip otherwise.
 func Require(t testing.TB) {
 	t.Helper()
 	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
