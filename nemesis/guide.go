@@ -70,6 +70,11 @@ type remedy struct {
 	nemesis   string
 	state     half
 	idle      time.Duration
+	// edge: the fault creates the situation at its start or its end (a
+	// node back from a restart or a power loss, a clock stepped back), so
+	// a short fault does it as well as a long one, and leaves the phase
+	// room for the next.
+	edge bool
 }
 
 // remedies are the situations the guide aims at, one line each; their ids
@@ -78,12 +83,12 @@ type remedy struct {
 // workload, which run throughout; the 20 s scales need more than a calm
 // phase of a short run.
 var remedies = []remedy{
-	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState},
-	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState},
-	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState},
+	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
+	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
+	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
 	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState},
-	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState},
-	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState},
+	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
+	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
 	{situation: "key-idle-1s-stale", idle: time.Second},
 	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
 	{situation: "lock-free-1s-regrant", idle: time.Second},
@@ -176,6 +181,9 @@ type aim struct {
 	nemesis Nemesis
 	nodes   map[string]bool
 	why     string
+	// short: the fault's length is drawn from the shorter half of the
+	// nemesis's range (remedy.edge).
+	short bool
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
@@ -215,7 +223,7 @@ func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]in
 			best, most = nil, short[i]
 		}
 		if short[i] == most {
-			best = append(best, aim{nemesis: free[k], nodes: nodes,
+			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge,
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
@@ -271,6 +279,16 @@ func (g *guide) faultWindow() (time.Duration, bool) {
 	return left, !g.calm && left >= minFault
 }
 
+// calmLeft is how long the calm phase on now lasts; 0 in a fault phase.
+func (g *guide) calmLeft() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.calm {
+		return 0
+	}
+	return max(time.Until(g.until), 0)
+}
+
 func (g *guide) set(calm bool, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -303,6 +321,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	defer faults.Wait()
 	if d := opening(s.Env, conducted); d > 0 {
 		s.guide.set(true, time.Now().Add(d))
+		s.announceCalm(time.Now().Add(d))
 		s.guide.calmPhase(Phase{Start: time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond),
 			Duration: d.Round(time.Millisecond), Why: "opening: the workload alone, as long as a random draw's first quiet"})
 		if !sleep(ctx, d) {
@@ -350,6 +369,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		d, why := pl.calmFor(s.coverage(), left)
 		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
 		s.guide.set(true, time.Now().Add(d))
+		s.announceCalm(time.Now().Add(d))
 		s.guide.calmPhase(Phase{Start: at, Duration: d.Round(time.Millisecond), Why: why})
 		if !sleep(ctx, d) {
 			return
@@ -394,7 +414,11 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 	if tn, ok := n.(Timed); ok {
 		t = tn.Timing(s.Env)
 	}
-	length := func() time.Duration { return min(between(rng, t.FaultMin, t.FaultMax), time.Until(end)) }
+	longest := t.FaultMax
+	if a.short {
+		longest = (t.FaultMin + t.FaultMax) / 2
+	}
+	length := func() time.Duration { return min(between(rng, t.FaultMin, longest), time.Until(end)) }
 	var waitedSince time.Time
 	for {
 		p, err := s.drawAimed(ctx, a, rng)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +238,68 @@ func TestAGuidedScheduleReplays(t *testing.T) {
 			assert.InDelta(t, f.Start, g.Start-g.Waited, float64(150*time.Millisecond), "%s is tried when it started (waited %s)", f.Describe(), g.Waited)
 		}
 	}
+}
+
+// calmHolders is a workload that follows calm phases (CalmFollower): it
+// records what it was told, and when.
+type calmHolders struct {
+	*holders
+	mu     sync.Mutex
+	follow bool
+	calls  []Phase // Start: when told, from the first call; Duration: until then
+	first  time.Time
+}
+
+func (c *calmHolders) FollowCalm() { c.mu.Lock(); c.follow = true; c.mu.Unlock() }
+func (c *calmHolders) Calm(until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.first.IsZero() {
+		c.first = now
+	}
+	c.calls = append(c.calls, Phase{Start: now.Sub(c.first), Duration: until.Sub(now)})
+}
+
+// The workload hears of every calm phase as it begins, for as long as it
+// lasts, in a guided run and in its replay; a random run's and a guided
+// run's with only clients' faults never say calm phases will come.
+func TestCalmPhasesAreAnnouncedToTheWorkload(t *testing.T) {
+	cov := func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }
+	newEnv := func(w *calmHolders) *Env {
+		return &Env{Target: newClockedNode(), Holders: w, TTL: 40 * time.Millisecond, Coverage: cov}
+	}
+	w := &calmHolders{holders: &holders{}}
+	s := NewScheduler(newEnv(w), history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}, fastPause{&pause{}}})
+	s.Guide()
+	assert.True(t, w.follow, "told before the main phase")
+	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
+		calmMargin: 200 * time.Millisecond, brief: 300 * time.Millisecond, gapMin: 40 * time.Millisecond, gapMax: 80 * time.Millisecond}
+	runFor(t, s, 2*time.Second)
+	sched := s.Planned(2*time.Second, "restart,pause")
+	require.GreaterOrEqual(t, len(sched.Calm), 2)
+	require.Len(t, w.calls, len(sched.Calm), "one announcement per calm phase")
+	for i, p := range sched.Calm {
+		assert.InDelta(t, p.Duration, w.calls[i].Duration, float64(20*time.Millisecond), "calm phase %d lasts as announced", i)
+		assert.InDelta(t, p.Start-sched.Calm[0].Start, w.calls[i].Start, float64(30*time.Millisecond), "calm phase %d announced as it began", i)
+	}
+
+	again := &calmHolders{holders: &holders{}}
+	replayed := NewReplay(newEnv(again), history.NewRecorder(&bytes.Buffer{}), 5, sched, []Nemesis{fast{restart{}}, fastPause{&pause{}}})
+	assert.True(t, again.follow, "a replay of calm phases says so too")
+	runFor(t, replayed, 2*time.Second)
+	require.Len(t, again.calls, len(sched.Calm), "the replay announces the recorded calm phases")
+	for i, p := range sched.Calm {
+		assert.InDelta(t, p.Duration, again.calls[i].Duration, float64(30*time.Millisecond), "replayed calm phase %d", i)
+		assert.InDelta(t, p.Start-sched.Calm[0].Start, again.calls[i].Start, float64(40*time.Millisecond), "replayed calm phase %d at its time", i)
+	}
+	assert.Equal(t, sched.Calm, replayed.Planned(2*time.Second, "").Calm, "and records them again")
+
+	random := &calmHolders{holders: &holders{}}
+	runFor(t, NewScheduler(newEnv(random), history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}}), 300*time.Millisecond)
+	clientsOnly := &calmHolders{holders: &holders{}}
+	s = NewScheduler(newEnv(clientsOnly), history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fastPause{&pause{}}})
+	s.Guide()
+	assert.False(t, random.follow, "random draws have no calm phases")
+	assert.False(t, clientsOnly.follow, "nothing conducted: no calm phases")
 }
