@@ -303,3 +303,43 @@ func TestCalmPhasesAreAnnouncedToTheWorkload(t *testing.T) {
 	assert.False(t, random.follow, "random draws have no calm phases")
 	assert.False(t, clientsOnly.follow, "nothing conducted: no calm phases")
 }
+
+// soloRestart is a restart that needs the rest of the system whole.
+type soloRestart struct{ restart }
+
+func (soloRestart) Name() string      { return "solo" }
+func (soloRestart) StartsAlone() bool { return true }
+
+// A nemesis that starts alone is free only when no other conducted fault is
+// live or starting, and while it is on no other one is free.
+func TestANemesisThatStartsAloneWaitsForTheOthers(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
+	conducted := []Nemesis{restart{}, clock{}, soloRestart{}}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
+	s.Guide()
+	names := func(ns []Nemesis) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.Name())
+		}
+		return out
+	}
+	assert.Equal(t, []string{Restart, Clock, "solo"}, names(s.free(conducted)), "nothing on: all free")
+	s.guide.starting(Restart, true)
+	assert.Equal(t, []string{Clock}, names(s.free(conducted)), "a restart starting: the solo one waits")
+	s.guide.starting(Restart, false)
+	s.guide.starting("solo", true)
+	assert.Empty(t, s.free(conducted), "the solo one starting: nothing else")
+	s.guide.starting("solo", false)
+	assert.True(t, alone(&memberReplace{}), "a member replacement starts alone")
+}
+
+// In a calm phase only holder pauses go on: the clients' link faults (a
+// strip, a delay) and node pauses wait for a fault phase, as node faults do.
+func TestOnlyHolderPausesRunInCalmPhases(t *testing.T) {
+	assert.True(t, calmToo(&pause{}, Plan{Params: &pauseParams{Mode: PauseHolders}}))
+	assert.False(t, calmToo(&pause{}, Plan{Nodes: []string{"n1"}, Params: &pauseParams{Mode: pauseNode}}))
+	assert.False(t, calmToo(strip{}, Plan{}))
+	assert.False(t, calmToo(delay{}, Plan{}))
+	assert.False(t, calmToo(restart{}, Plan{}))
+}

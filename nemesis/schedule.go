@@ -242,6 +242,16 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 			}
 			id, d = s.drawAndStart(ctx, n, rng, t, first)
 		}
+		// Under the guided schedule a fault drawn outside a fault phase
+		// waits for the next one and is drawn again as it begins: a
+		// whole quiet period more would leave the clients' link faults
+		// a fraction of each phase.
+		for id == outsidePhase {
+			if !s.guide.awaitFaultPhase(ctx, onClientsOnly(n, Plan{})) {
+				return
+			}
+			id, d = s.drawAndStart(ctx, n, rng, t, time.Time{})
+		}
 		if id < 0 {
 			continue
 		}
@@ -281,14 +291,19 @@ func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand,
 		s.Env.claims.served(n.Name())
 		return -1, 0
 	}
-	// Under the guided schedule a fault on a node waits for a fault phase
-	// and ends with it; the clients' faults go on through calm phases.
+	// Under the guided schedule a fault waits for a fault phase and ends
+	// with it, but for holder pauses, which go on through calm phases, and
+	// the clients' link faults, which go on through calm phases not held
+	// for the idle probes (guide.clientWindow).
 	window := time.Duration(math.MaxInt64)
-	if s.guide != nil && !onClientsOnly(n, p) {
+	if s.guide != nil && !calmToo(n, p) {
 		left, ok := s.guide.faultWindow()
+		if onClientsOnly(n, p) {
+			left, ok = s.guide.clientWindow()
+		}
 		if !ok {
 			s.Env.claims.served(n.Name())
-			return -1, 0
+			return outsidePhase, 0
 		}
 		window = left
 	}
@@ -335,8 +350,11 @@ const startTimeout = time.Minute
 // busy is start's answer when every node the nemesis could act on is held
 // by another live fault; busyRetry is how soon it tries again.
 const (
-	busy      = -2
-	busyRetry = 250 * time.Millisecond
+	busy = -2
+	// outsidePhase is drawAndStart's answer, under the guided schedule,
+	// for a fault that must wait for a fault phase.
+	outsidePhase = -3
+	busyRetry    = 250 * time.Millisecond
 )
 
 // orNow is when a nemesis began to wait: since, or now on its first try.
