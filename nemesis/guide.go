@@ -84,6 +84,14 @@ type remedy struct {
 	// a short fault does it as well as a long one, and leaves the phase
 	// room for the next.
 	edge bool
+	// hits says whether a plan creates it on the nodes keeping its state;
+	// nil: a plan that acts on one of them does.
+	hits func(p Plan, nodes map[string]bool) bool
+}
+
+// actsOn is a plan that acts on one of nodes.
+func actsOn(p Plan, nodes map[string]bool) bool {
+	return slices.ContainsFunc(p.Nodes, func(n string) bool { return nodes[n] })
 }
 
 // remedies are the situations the guide aims at, one line each; their ids
@@ -95,7 +103,7 @@ var remedies = []remedy{
 	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
 	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
 	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
-	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState},
+	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
 	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
 	{situation: "key-idle-1s-stale", idle: time.Second},
@@ -194,6 +202,8 @@ type aim struct {
 	// nemesis's range (remedy.edge); long: from the longer half (a
 	// situation made while the fault lasts: a grant during a partition).
 	short, long bool
+	// hits: as the remedy's (never nil when nodes is set).
+	hits func(p Plan, nodes map[string]bool) bool
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
@@ -233,7 +243,11 @@ func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]in
 			best, most = nil, short[i]
 		}
 		if short[i] == most {
-			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge,
+			hits := r.hits
+			if hits == nil {
+				hits = actsOn
+			}
+			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits,
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
@@ -555,8 +569,8 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 	}
 }
 
-// drawAimed draws a's nemesis's plan until it hits one of a's nodes (a
-// few tries; the last draw otherwise, said in its why).
+// drawAimed draws a's nemesis's plan until it hits a's nodes as its
+// situation needs (a few tries; the last draw otherwise, said in its why).
 func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan, error) {
 	var p Plan
 	var err error
@@ -564,7 +578,7 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 		if p, err = a.nemesis.Draw(ctx, s.Env, rng); err != nil {
 			return p, err
 		}
-		if a.nodes == nil || slices.ContainsFunc(p.Nodes, func(n string) bool { return a.nodes[n] }) {
+		if a.nodes == nil || a.hits(p, a.nodes) {
 			p.why = a.why
 			return p, nil
 		}

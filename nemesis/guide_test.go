@@ -343,3 +343,17 @@ func TestOnlyHolderPausesRunInCalmPhases(t *testing.T) {
 	assert.False(t, calmToo(delay{}, Plan{}))
 	assert.False(t, calmToo(restart{}, Plan{}))
 }
+
+// A partition aimed at splitting issuer replicas must cut one from
+// another; one that only cuts the clients from them, or cuts a node that
+// keeps no issuer state from both, does not.
+func TestAPartitionSeparatesReplicasOnlyWhenItCutsOneFromAnother(t *testing.T) {
+	replicas := map[string]bool{"e1": true, "e2": true}
+	plan := func(pp partitionParams) Plan { return Plan{Params: &pp} }
+	assert.True(t, separates(plan(partitionParams{Groups: [][]string{{"e1"}, {"e2", "a1"}}}), replicas))
+	assert.True(t, separates(plan(partitionParams{Groups: [][]string{{"e2"}, {"e1"}}, OneWay: true}), replicas), "one way is enough")
+	assert.True(t, separates(plan(partitionParams{Grudge: map[string][]string{"e1": {"a1", "e2"}}}), replicas))
+	assert.False(t, separates(plan(partitionParams{Groups: [][]string{{"a1"}, {"e1", "e2"}}}), replicas), "both replicas on one side")
+	assert.False(t, separates(plan(partitionParams{Links: []string{"clients->e1"}}), replicas), "the clients' links")
+	assert.False(t, separates(Plan{Nodes: []string{"e1"}}, replicas), "not a partition")
+}
