@@ -143,6 +143,19 @@ type Stragglers interface {
 	AfterRestart(node string)
 }
 
+// CalmFollower is the workload's side of the guided schedule's calm phases
+// (an optional extra of Env.Holders). FollowCalm, called before the main
+// phase, says calm phases will come; Calm says one began and lasts until
+// then. The idle probes then leave a key and its lock alone inside a calm
+// phase, when no fault touches a node, instead of at times of their own
+// that a fault on the node nearly always spoils: a server that rebuilds
+// its idle timers when it starts shows an idle-time flaw only in an idle
+// period it lived through.
+type CalmFollower interface {
+	FollowCalm()
+	Calm(until time.Time)
+}
+
 // startedAgain restarts node, then tells the workload's stragglers.
 func startedAgain(ctx context.Context, env *Env, rs Restarter, node string, wipe bool) error {
 	if err := rs.StartNode(ctx, node, wipe); err != nil {

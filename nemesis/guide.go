@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -35,13 +36,21 @@ const GuideTarget = 3
 
 // OnClients is a nemesis whose faults act on the clients or their traffic
 // (the proxies' faults, a holder pause), not on a node, at least for some
-// plans: under the guided schedule it keeps its own draws, and only a plan
-// for which OnClientsOnly is false waits for a fault phase.
+// plans: under the guided schedule it keeps its own draws, and every plan
+// but a holder pause (calmToo) waits for a fault phase.
 type OnClients interface{ OnClientsOnly(p Plan) bool }
 
 func onClientsOnly(n Nemesis, p Plan) bool {
 	oc, ok := n.(OnClients)
 	return ok && oc.OnClientsOnly(p)
+}
+
+// calmToo says whether a fault may run in a calm phase: a holder pause
+// (the seeds' scenario acts on the workload's own clients, not on a node
+// or on the traffic the idle probes need).
+func calmToo(n Nemesis, p Plan) bool {
+	pp, ok := p.Params.(*pauseParams)
+	return onClientsOnly(n, p) && ok && pp.Mode == PauseHolders
 }
 
 // Phase is a calm phase of a guided schedule, as schedule.json records it.
@@ -70,6 +79,19 @@ type remedy struct {
 	nemesis   string
 	state     half
 	idle      time.Duration
+	// edge: the fault creates the situation at its start or its end (a
+	// node back from a restart or a power loss, a clock stepped back), so
+	// a short fault does it as well as a long one, and leaves the phase
+	// room for the next.
+	edge bool
+	// hits says whether a plan creates it on the nodes keeping its state;
+	// nil: a plan that acts on one of them does.
+	hits func(p Plan, nodes map[string]bool) bool
+}
+
+// actsOn is a plan that acts on one of nodes.
+func actsOn(p Plan, nodes map[string]bool) bool {
+	return slices.ContainsFunc(p.Nodes, func(n string) bool { return nodes[n] })
 }
 
 // remedies are the situations the guide aims at, one line each; their ids
@@ -78,12 +100,12 @@ type remedy struct {
 // workload, which run throughout; the 20 s scales need more than a calm
 // phase of a short run.
 var remedies = []remedy{
-	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState},
-	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState},
-	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState},
-	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState},
-	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState},
-	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState},
+	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
+	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
+	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
+	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
+	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
+	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
 	{situation: "key-idle-1s-stale", idle: time.Second},
 	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
 	{situation: "lock-free-1s-regrant", idle: time.Second},
@@ -176,6 +198,12 @@ type aim struct {
 	nemesis Nemesis
 	nodes   map[string]bool
 	why     string
+	// short: the fault's length is drawn from the shorter half of the
+	// nemesis's range (remedy.edge); long: from the longer half (a
+	// situation made while the fault lasts: a grant during a partition).
+	short, long bool
+	// hits: as the remedy's (never nil when nodes is set).
+	hits func(p Plan, nodes map[string]bool) bool
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
@@ -215,7 +243,11 @@ func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]in
 			best, most = nil, short[i]
 		}
 		if short[i] == most {
-			best = append(best, aim{nemesis: free[k], nodes: nodes,
+			hits := r.hits
+			if hits == nil {
+				hits = actsOn
+			}
+			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits,
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
@@ -260,6 +292,11 @@ type guide struct {
 	// until is when the current phase ends.
 	until  time.Time
 	phases []Phase
+	// idle: the calm phase on is held for the idle probes.
+	idle bool
+	// inStart are the conducted nemeses whose fault is being started (or
+	// runs: until conductOne returns).
+	inStart map[string]bool
 }
 
 // faultWindow is how long a fault touching a node may last from now: until
@@ -269,6 +306,82 @@ func (g *guide) faultWindow() (time.Duration, bool) {
 	defer g.mu.Unlock()
 	left := time.Until(g.until)
 	return left, !g.calm && left >= minFault
+}
+
+// starting notes that a conducted nemesis's fault is being started (or no
+// longer is): it is not free meanwhile, and no calm phase begins.
+func (g *guide) starting(name string, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inStart == nil {
+		g.inStart = map[string]bool{}
+	}
+	if on {
+		g.inStart[name] = true
+	} else {
+		delete(g.inStart, name)
+	}
+}
+
+func (g *guide) isStarting(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inStart[name]
+}
+
+func (g *guide) anyStarting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.inStart) > 0
+}
+
+// calmLeft is how long the calm phase on now lasts; 0 in a fault phase.
+func (g *guide) calmLeft() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.calm {
+		return 0
+	}
+	return max(time.Until(g.until), 0)
+}
+
+// clientWindow is how long a fault on the clients' links may last from
+// now: as a fault on a node in a fault phase; in a calm phase held for
+// the idle probes, none (a stripped token or a delayed answer spoils their
+// rounds: redis, two of four 5 s probes lost theirs to 1 s timeouts under
+// a delay); in another calm phase, unbounded (with the node up, more of
+// what they strip reaches it: token-stripped fell from 140-400 to 11 per
+// 30 s run when they waited for fault phases only).
+func (g *guide) clientWindow() (time.Duration, bool) {
+	if left, ok := g.faultWindow(); ok {
+		return left, true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Duration(math.MaxInt64), g.calm && !g.idle
+}
+
+func (g *guide) forIdle(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.idle = on
+}
+
+// awaitFaultPhase waits until a fault phase is on with room for a fault, or
+// with clients, a calm phase that lets them have one; false when ctx ended
+// first.
+func (g *guide) awaitFaultPhase(ctx context.Context, clients bool) bool {
+	for {
+		if _, ok := g.faultWindow(); ok {
+			return true
+		}
+		if _, ok := g.clientWindow(); ok && clients {
+			return true
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return false
+		}
+	}
 }
 
 func (g *guide) set(calm bool, until time.Time) {
@@ -303,6 +416,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	defer faults.Wait()
 	if d := opening(s.Env, conducted); d > 0 {
 		s.guide.set(true, time.Now().Add(d))
+		s.announceCalm(time.Now().Add(d))
 		s.guide.calmPhase(Phase{Start: time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond),
 			Duration: d.Round(time.Millisecond), Why: "opening: the workload alone, as long as a random draw's first quiet"})
 		if !sleep(ctx, d) {
@@ -325,9 +439,21 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				end = time.Now().Add(pl.gapMax + minFault)
 				s.guide.set(false, end)
 			}
-			free := slices.DeleteFunc(slices.Clone(conducted), func(n Nemesis) bool { return s.live(n.Name()) })
+			free := s.free(conducted)
 			if a, ok := nextFault(s.Env, s.coverage(), free, s.tried(), rng); ok {
-				s.conductOne(ctx, rng, a, end, &faults)
+				// Each fault starts on its own goroutine: a start can
+				// take seconds (an etcd member replaced, a container
+				// restarted), and the conductor drew nothing meanwhile
+				// (etcd, 3 members: 4 s without a fault in the first
+				// phase). Its draws come from a generator of its own.
+				frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+				s.guide.starting(a.nemesis.Name(), true)
+				faults.Add(1)
+				go func() {
+					defer faults.Done()
+					defer s.guide.starting(a.nemesis.Name(), false)
+					s.conductOne(ctx, frng, a, end)
+				}()
 			}
 			if !sleep(ctx, between(rng, pl.gapMin, pl.gapMax)) {
 				return
@@ -350,6 +476,8 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		d, why := pl.calmFor(s.coverage(), left)
 		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
 		s.guide.set(true, time.Now().Add(d))
+		s.guide.forIdle(d > pl.brief)
+		s.announceCalm(time.Now().Add(d))
 		s.guide.calmPhase(Phase{Start: at, Duration: d.Round(time.Millisecond), Why: why})
 		if !sleep(ctx, d) {
 			return
@@ -388,13 +516,24 @@ func opening(env *Env, conducted []Nemesis) time.Duration {
 // fault, a quiet holder pause's hush) it tries again shortly, as a
 // nemesis's own loop does, so the claims hand it the node when its turn
 // comes.
-func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end time.Time, faults *sync.WaitGroup) {
+func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end time.Time) {
 	n := a.nemesis
 	t := DefaultTiming
 	if tn, ok := n.(Timed); ok {
 		t = tn.Timing(s.Env)
 	}
-	length := func() time.Duration { return min(between(rng, t.FaultMin, t.FaultMax), time.Until(end)) }
+	shortest, longest := t.FaultMin, t.FaultMax
+	switch {
+	case a.short:
+		longest = (t.FaultMin + t.FaultMax) / 2
+	case a.long:
+		shortest = (t.FaultMin + t.FaultMax) / 2
+	}
+	// A fault cut by the phase's end still gets its shortest length (up to
+	// a second): a partition of a tenth of a second cut nothing (etcd, 3
+	// members, a start that ran past the end).
+	floor := max(minFault, min(t.FaultMin, time.Second))
+	length := func() time.Duration { return max(min(between(rng, shortest, longest), time.Until(end)), floor) }
 	var waitedSince time.Time
 	for {
 		p, err := s.drawAimed(ctx, a, rng)
@@ -418,13 +557,9 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 			if id < 0 {
 				return
 			}
-			faults.Add(1)
-			go func() {
-				defer faults.Done()
-				if sleep(ctx, d) {
-					s.endOrKeep(context.WithoutCancel(ctx), id)
-				}
-			}()
+			if sleep(ctx, d) {
+				s.endOrKeep(context.WithoutCancel(ctx), id)
+			}
 			return
 		}
 		if time.Until(end) < minFault+busyRetry || !sleep(ctx, busyRetry) {
@@ -434,8 +569,8 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 	}
 }
 
-// drawAimed draws a's nemesis's plan until it hits one of a's nodes (a
-// few tries; the last draw otherwise, said in its why).
+// drawAimed draws a's nemesis's plan until it hits a's nodes as its
+// situation needs (a few tries; the last draw otherwise, said in its why).
 func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan, error) {
 	var p Plan
 	var err error
@@ -443,13 +578,49 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 		if p, err = a.nemesis.Draw(ctx, s.Env, rng); err != nil {
 			return p, err
 		}
-		if a.nodes == nil || slices.ContainsFunc(p.Nodes, func(n string) bool { return a.nodes[n] }) {
+		if a.nodes == nil || a.hits(p, a.nodes) {
 			p.why = a.why
 			return p, nil
 		}
 	}
 	p.why = a.why + " (not aimed: no draw hit its node)"
 	return p, nil
+}
+
+// Alone is a nemesis whose fault needs the rest of the system whole, from
+// its start to its end (a member replacement: etcd refuses to remove a
+// member while another is cut off or down, and the new one catches up
+// from the others), and otherwise holds a phase for many seconds (etcd, 3
+// members: 19 s, most of it retrying the removal, which kept the run's
+// only long calm phase from coming). The guided schedule starts it when
+// no other fault on a node is live, and none while it is.
+type Alone interface{ StartsAlone() bool }
+
+func alone(n Nemesis) bool {
+	a, ok := n.(Alone)
+	return ok && a.StartsAlone()
+}
+
+// free are the conducted nemeses that may have a fault now: none live or
+// being started, and none that must be alone while another is on.
+func (s *Scheduler) free(conducted []Nemesis) []Nemesis {
+	busy := map[string]bool{}
+	for _, n := range conducted {
+		if s.live(n.Name()) || s.guide.isStarting(n.Name()) {
+			busy[n.Name()] = true
+		}
+	}
+	var out []Nemesis
+	for _, n := range conducted {
+		if busy[n.Name()] {
+			continue
+		}
+		if alone(n) && len(busy) > 0 || slices.ContainsFunc(conducted, func(o Nemesis) bool { return busy[o.Name()] && alone(o) }) {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // tried counts each nemesis's faults so far, started or failed.
@@ -494,7 +665,7 @@ func (s *Scheduler) nodeFaultsEnd(ctx context.Context, max time.Duration) bool {
 		s.mu.Lock()
 		busy := slices.ContainsFunc(mapValues(s.active), func(l *live) bool { return !l.onClients })
 		s.mu.Unlock()
-		if !busy {
+		if !busy && !s.guide.anyStarting() {
 			return true
 		}
 		if !sleep(ctx, 50*time.Millisecond) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +238,122 @@ func TestAGuidedScheduleReplays(t *testing.T) {
 			assert.InDelta(t, f.Start, g.Start-g.Waited, float64(150*time.Millisecond), "%s is tried when it started (waited %s)", f.Describe(), g.Waited)
 		}
 	}
+}
+
+// calmHolders is a workload that follows calm phases (CalmFollower): it
+// records what it was told, and when.
+type calmHolders struct {
+	*holders
+	mu     sync.Mutex
+	follow bool
+	calls  []Phase // Start: when told, from the first call; Duration: until then
+	first  time.Time
+}
+
+func (c *calmHolders) FollowCalm() { c.mu.Lock(); c.follow = true; c.mu.Unlock() }
+func (c *calmHolders) Calm(until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.first.IsZero() {
+		c.first = now
+	}
+	c.calls = append(c.calls, Phase{Start: now.Sub(c.first), Duration: until.Sub(now)})
+}
+
+// The workload hears of every calm phase as it begins, for as long as it
+// lasts, in a guided run and in its replay; a random run's and a guided
+// run's with only clients' faults never say calm phases will come.
+func TestCalmPhasesAreAnnouncedToTheWorkload(t *testing.T) {
+	cov := func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }
+	newEnv := func(w *calmHolders) *Env {
+		return &Env{Target: newClockedNode(), Holders: w, TTL: 40 * time.Millisecond, Coverage: cov}
+	}
+	w := &calmHolders{holders: &holders{}}
+	s := NewScheduler(newEnv(w), history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}, fastPause{&pause{}}})
+	s.Guide()
+	assert.True(t, w.follow, "told before the main phase")
+	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
+		calmMargin: 200 * time.Millisecond, brief: 300 * time.Millisecond, gapMin: 40 * time.Millisecond, gapMax: 80 * time.Millisecond}
+	runFor(t, s, 2*time.Second)
+	sched := s.Planned(2*time.Second, "restart,pause")
+	require.GreaterOrEqual(t, len(sched.Calm), 2)
+	require.Len(t, w.calls, len(sched.Calm), "one announcement per calm phase")
+	for i, p := range sched.Calm {
+		assert.InDelta(t, p.Duration, w.calls[i].Duration, float64(20*time.Millisecond), "calm phase %d lasts as announced", i)
+		assert.InDelta(t, p.Start-sched.Calm[0].Start, w.calls[i].Start, float64(30*time.Millisecond), "calm phase %d announced as it began", i)
+	}
+
+	again := &calmHolders{holders: &holders{}}
+	replayed := NewReplay(newEnv(again), history.NewRecorder(&bytes.Buffer{}), 5, sched, []Nemesis{fast{restart{}}, fastPause{&pause{}}})
+	assert.True(t, again.follow, "a replay of calm phases says so too")
+	runFor(t, replayed, 2*time.Second)
+	require.Len(t, again.calls, len(sched.Calm), "the replay announces the recorded calm phases")
+	for i, p := range sched.Calm {
+		assert.InDelta(t, p.Duration, again.calls[i].Duration, float64(30*time.Millisecond), "replayed calm phase %d", i)
+		assert.InDelta(t, p.Start-sched.Calm[0].Start, again.calls[i].Start, float64(40*time.Millisecond), "replayed calm phase %d at its time", i)
+	}
+	assert.Equal(t, sched.Calm, replayed.Planned(2*time.Second, "").Calm, "and records them again")
+
+	random := &calmHolders{holders: &holders{}}
+	runFor(t, NewScheduler(newEnv(random), history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}}), 300*time.Millisecond)
+	clientsOnly := &calmHolders{holders: &holders{}}
+	s = NewScheduler(newEnv(clientsOnly), history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fastPause{&pause{}}})
+	s.Guide()
+	assert.False(t, random.follow, "random draws have no calm phases")
+	assert.False(t, clientsOnly.follow, "nothing conducted: no calm phases")
+}
+
+// soloRestart is a restart that needs the rest of the system whole.
+type soloRestart struct{ restart }
+
+func (soloRestart) Name() string      { return "solo" }
+func (soloRestart) StartsAlone() bool { return true }
+
+// A nemesis that starts alone is free only when no other conducted fault is
+// live or starting, and while it is on no other one is free.
+func TestANemesisThatStartsAloneWaitsForTheOthers(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
+	conducted := []Nemesis{restart{}, clock{}, soloRestart{}}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
+	s.Guide()
+	names := func(ns []Nemesis) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.Name())
+		}
+		return out
+	}
+	assert.Equal(t, []string{Restart, Clock, "solo"}, names(s.free(conducted)), "nothing on: all free")
+	s.guide.starting(Restart, true)
+	assert.Equal(t, []string{Clock}, names(s.free(conducted)), "a restart starting: the solo one waits")
+	s.guide.starting(Restart, false)
+	s.guide.starting("solo", true)
+	assert.Empty(t, s.free(conducted), "the solo one starting: nothing else")
+	s.guide.starting("solo", false)
+	assert.True(t, alone(&memberReplace{}), "a member replacement starts alone")
+}
+
+// In a calm phase only holder pauses go on: the clients' link faults (a
+// strip, a delay) and node pauses wait for a fault phase, as node faults do.
+func TestOnlyHolderPausesRunInCalmPhases(t *testing.T) {
+	assert.True(t, calmToo(&pause{}, Plan{Params: &pauseParams{Mode: PauseHolders}}))
+	assert.False(t, calmToo(&pause{}, Plan{Nodes: []string{"n1"}, Params: &pauseParams{Mode: pauseNode}}))
+	assert.False(t, calmToo(strip{}, Plan{}))
+	assert.False(t, calmToo(delay{}, Plan{}))
+	assert.False(t, calmToo(restart{}, Plan{}))
+}
+
+// A partition aimed at splitting issuer replicas must cut one from
+// another; one that only cuts the clients from them, or cuts a node that
+// keeps no issuer state from both, does not.
+func TestAPartitionSeparatesReplicasOnlyWhenItCutsOneFromAnother(t *testing.T) {
+	replicas := map[string]bool{"e1": true, "e2": true}
+	plan := func(pp partitionParams) Plan { return Plan{Params: &pp} }
+	assert.True(t, separates(plan(partitionParams{Groups: [][]string{{"e1"}, {"e2", "a1"}}}), replicas))
+	assert.True(t, separates(plan(partitionParams{Groups: [][]string{{"e2"}, {"e1"}}, OneWay: true}), replicas), "one way is enough")
+	assert.True(t, separates(plan(partitionParams{Grudge: map[string][]string{"e1": {"a1", "e2"}}}), replicas))
+	assert.False(t, separates(plan(partitionParams{Groups: [][]string{{"a1"}, {"e1", "e2"}}}), replicas), "both replicas on one side")
+	assert.False(t, separates(plan(partitionParams{Links: []string{"clients->e1"}}), replicas), "the clients' links")
+	assert.False(t, separates(Plan{Nodes: []string{"e1"}}, replicas), "not a partition")
 }

@@ -44,6 +44,10 @@ const MemberReplace = "member-replace"
 
 func (*memberReplace) Name() string { return MemberReplace }
 
+// StartsAlone: the removal and the new member's catching up need the
+// other members whole (Alone).
+func (*memberReplace) StartsAlone() bool { return true }
+
 // Effects: the member comes back with nothing of its own; the cluster
 // keeps what it committed.
 func (*memberReplace) Effects() []Effect {

@@ -533,3 +533,20 @@ func servesIssuer(role string) bool {
 func servesResource(role string) bool {
 	return strings.Contains(role, "resource") || role == "reference" || role == "adapter"
 }
+
+// separates says whether p cuts some of nodes off from others of them (a
+// cut of the clients' links separates no node): what splitting issuer
+// replicas needs, where a plan that merely names one of them (clients cut
+// from it) does not.
+func separates(p Plan, nodes map[string]bool) bool {
+	pp, ok := p.Params.(*partitionParams)
+	if !ok || len(pp.Links) > 0 {
+		return false
+	}
+	for a, cut := range pp.grudge() {
+		if nodes[a] && slices.ContainsFunc(cut, func(b string) bool { return nodes[b] }) {
+			return true
+		}
+	}
+	return false
+}

@@ -284,3 +284,13 @@ func holderStall(env *Env, rng *rand.Rand) (time.Duration, int) {
 	}
 	return d, n
 }
+
+// quietHolderPause says whether p is a holder pause that hushes outages,
+// and its stall.
+func quietHolderPause(p Plan) (time.Duration, bool) {
+	pp, ok := p.Params.(*pauseParams)
+	if !ok || pp.Mode != PauseHolders || !pp.Quiet {
+		return 0, false
+	}
+	return time.Duration(pp.StallMS) * time.Millisecond, true
+}

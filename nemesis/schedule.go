@@ -90,13 +90,49 @@ func NewScheduler(env *Env, rec *history.Recorder, seed uint64, nemeses []Nemesi
 func NewReplay(env *Env, rec *history.Recorder, seed uint64, sched *Schedule, nemeses []Nemesis) *Scheduler {
 	s := NewScheduler(env, rec, seed, nemeses)
 	s.Replay = sched
+	if len(sched.Calm) > 0 {
+		s.followCalm()
+	}
 	return s
 }
 
 // Guide makes the scheduler draw by the guided schedule (guide.go): the
 // nemeses that act on nodes in fault phases, each fault aimed by the live
 // coverage, between calm phases. A replay ignores it.
-func (s *Scheduler) Guide() { s.guide = &guide{lengths: defaultPhases} }
+func (s *Scheduler) Guide() {
+	s.guide = &guide{lengths: defaultPhases}
+	if slices.ContainsFunc(s.Nemeses, func(n Nemesis) bool { _, ok := n.(OnClients); return !ok }) {
+		s.followCalm() // some nemesis is conducted: calm phases will come
+	}
+}
+
+// followCalm tells the workload that calm phases will come, so its idle
+// probes wait for them (CalmFollower).
+func (s *Scheduler) followCalm() {
+	if cf, ok := s.Env.Holders.(CalmFollower); ok {
+		cf.FollowCalm()
+	}
+}
+
+// announceCalm tells the workload that a calm phase began, lasting until.
+func (s *Scheduler) announceCalm(until time.Time) {
+	if cf, ok := s.Env.Holders.(CalmFollower); ok {
+		cf.Calm(until)
+	}
+}
+
+// replayCalm tells the workload of a replayed schedule's calm phases at
+// their times, as the guided run that drew them did: its idle probes then
+// leave their keys alone where they did, between the same faults.
+func (s *Scheduler) replayCalm(ctx context.Context) {
+	origin := s.Rec.Start()
+	for _, p := range s.Replay.Calm {
+		if !sleep(ctx, time.Until(origin.Add(p.Start))) {
+			return
+		}
+		s.announceCalm(origin.Add(p.End()))
+	}
+}
 
 // Waited maps each nemesis that ever found every node it could act on held
 // by another fault to how often.
@@ -138,6 +174,9 @@ func (s *Scheduler) Planned(mainPhase time.Duration, nemesis string) *Schedule {
 		out.Calm = append([]Phase(nil), s.guide.phases...)
 		s.guide.mu.Unlock()
 	}
+	if s.Replay != nil {
+		out.Calm = s.Replay.Calm // announced to the workload as they were
+	}
 	return out
 }
 
@@ -162,6 +201,10 @@ func (s *Scheduler) Run(ctx context.Context) {
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); s.conduct(ctx, conducted) }()
+	}
+	if s.Replay != nil && len(s.Replay.Calm) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.replayCalm(ctx) }()
 	}
 	for _, n := range nemeses {
 		wg.Add(1)
@@ -199,6 +242,16 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 			}
 			id, d = s.drawAndStart(ctx, n, rng, t, first)
 		}
+		// Under the guided schedule a fault drawn outside a fault phase
+		// waits for the next one and is drawn again as it begins: a
+		// whole quiet period more would leave the clients' link faults
+		// a fraction of each phase.
+		for id == outsidePhase {
+			if !s.guide.awaitFaultPhase(ctx, onClientsOnly(n, Plan{})) {
+				return
+			}
+			id, d = s.drawAndStart(ctx, n, rng, t, time.Time{})
+		}
 		if id < 0 {
 			continue
 		}
@@ -229,14 +282,28 @@ func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand,
 		s.failed(ctx, n, err)
 		return -1, 0
 	}
-	// Under the guided schedule a fault on a node waits for a fault phase
-	// and ends with it; the clients' faults go on through calm phases.
+	// Under the guided schedule a quiet holder pause goes in a calm phase
+	// that outlasts its hush (the stall and half a lease), where no outage
+	// comes anyway: in a fault phase its hush held the
+	// conductor's faults back for seconds (a fifth of a 30 s run's fault
+	// time, measured).
+	if stall, quiet := quietHolderPause(p); s.guide != nil && quiet && s.guide.calmLeft() < stall+s.Env.TTL/2 {
+		s.Env.claims.served(n.Name())
+		return -1, 0
+	}
+	// Under the guided schedule a fault waits for a fault phase and ends
+	// with it, but for holder pauses, which go on through calm phases, and
+	// the clients' link faults, which go on through calm phases not held
+	// for the idle probes (guide.clientWindow).
 	window := time.Duration(math.MaxInt64)
-	if s.guide != nil && !onClientsOnly(n, p) {
+	if s.guide != nil && !calmToo(n, p) {
 		left, ok := s.guide.faultWindow()
+		if onClientsOnly(n, p) {
+			left, ok = s.guide.clientWindow()
+		}
 		if !ok {
 			s.Env.claims.served(n.Name())
-			return -1, 0
+			return outsidePhase, 0
 		}
 		window = left
 	}
@@ -283,8 +350,11 @@ const startTimeout = time.Minute
 // busy is start's answer when every node the nemesis could act on is held
 // by another live fault; busyRetry is how soon it tries again.
 const (
-	busy      = -2
-	busyRetry = 250 * time.Millisecond
+	busy = -2
+	// outsidePhase is drawAndStart's answer, under the guided schedule,
+	// for a fault that must wait for a fault phase.
+	outsidePhase = -3
+	busyRetry    = 250 * time.Millisecond
 )
 
 // orNow is when a nemesis began to wait: since, or now on its first try.

@@ -35,7 +35,8 @@ type Schedule struct {
 	MainPhase time.Duration `json:"main_phase_ns"`
 	// Mode is "guided" for a schedule the guided scheduler drew, and Calm
 	// its calm phases, when no fault touched a node. A replay carries out
-	// the faults alone: the calm phases are the room between them.
+	// the faults and tells the workload of the calm phases at their times
+	// (CalmFollower), as the guided run did.
 	Mode   string      `json:"mode,omitempty"`
 	Calm   []Phase     `json:"calm,omitempty"`
 	Faults []Scheduled `json:"faults"`

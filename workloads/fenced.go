@@ -74,8 +74,10 @@ type Fenced struct {
 	mix      []Profile
 	keys     []string
 	stormers [][]*recorder
-	// idle are the idle probes (idle.go), none unless the profile asks.
+	// idle are the idle probes (idle.go), none unless the profile asks;
+	// calm the guided schedule's calm phases, which they follow.
 	idle []idleSlot
+	calm calmPhases
 	// marks are the tokens accepted per key; runCtx and rec are the
 	// running workload's, for the stragglers sent after a restart
 	// (straggler.go), which Run waits for.

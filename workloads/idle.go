@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fencecheck/fencecheck/fencing"
@@ -25,6 +26,14 @@ import (
 // must still hand out a newer token). The idle times span whatever faults
 // the nemeses inject meanwhile, and none under --nemesis none.
 
+// Under the guided schedule (nemesis.CalmFollower) the probes of the
+// scales a calm phase can hold start their rounds when one begins, so that
+// their idle time falls where no fault touches a node: a server that
+// rebuilds its idle timers when it starts (most do) shows an idle-time flaw
+// only in an idle period it lived through, and faults of their own timing
+// spoiled nearly every such period. The longer scales keep their own
+// times: no calm phase of a run's is that long.
+
 // idleScale is one idle time and how many probes run it side by side.
 type idleScale struct {
 	idle  time.Duration
@@ -36,7 +45,7 @@ type idleScale struct {
 // and two thirds of a run of a minute or more; each only when a round fits
 // in the run (main 0: unknown, all three).
 func idleScales(main time.Duration) []idleScale {
-	all := []idleScale{{1250 * time.Millisecond, 2}, {5500 * time.Millisecond, 3}, {20500 * time.Millisecond, 5}}
+	all := []idleScale{{1250 * time.Millisecond, 2}, {5500 * time.Millisecond, 4}, {20500 * time.Millisecond, 5}}
 	if main >= time.Minute {
 		all = append(all, idleScale{main * 2 / 3, 2})
 	}
@@ -99,18 +108,30 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 	// time early.
 	older := newRecorder(rec, w.procs, w.cfg.OpTimeout)
 	newer := newRecorder(rec, w.procs, w.cfg.OpTimeout)
-	sleepCtx(ctx, slot.offset)
+	follows := w.calm.following() && slot.idle <= calmIdleMax
+	if !follows {
+		sleepCtx(ctx, slot.offset)
+	}
 	fits := func() bool {
 		return ctx.Err() == nil && (deadline.IsZero() || time.Until(deadline) > slot.idle+idleMargin)
 	}
 	for fits() {
+		if follows && !w.calm.await(ctx, slot.idle+calmRoundMargin) {
+			return
+		}
+		// A round that failed starts again soon, sooner in a calm phase,
+		// whose time is short.
+		retry := 200 * time.Millisecond
+		if follows {
+			retry = 50 * time.Millisecond
+		}
 		t1, ok := w.idleCycle(ctx, older, issuer, resource, slot.key, n)
 		if !ok {
-			sleepCtx(ctx, 200*time.Millisecond)
+			sleepCtx(ctx, retry)
 			continue
 		}
 		if _, ok := w.idleCycle(ctx, newer, issuer, resource, slot.key, n); !ok {
-			sleepCtx(ctx, 200*time.Millisecond)
+			sleepCtx(ctx, retry)
 			continue
 		}
 		if !fits() {
@@ -141,6 +162,9 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		w.idleCycle(ctx, newer, issuer, resource, slot.key, n)
 	}
 }
+
+// cycleWriteRetries bounds the retries of a cycle's write that met no check.
+const cycleWriteRetries = 2 * time.Second
 
 // retryable says whether a write was rejected without meeting the
 // resource's check: nothing listened, or its token was taken on the way.
@@ -176,13 +200,14 @@ func (w *Fenced) idleCycle(ctx context.Context, r *recorder, issuer, resource Co
 	w.learnGranted(acq.TTL)
 	token := acq.Token
 	var wr Reply
-	for try := 0; try < 3 && ctx.Err() == nil; try++ {
-		// A write whose token the strip proxy took is sent again: the
-		// round needs both holders' tokens written.
+	for t0 := time.Now(); ctx.Err() == nil; {
+		// A write whose token the strip proxy took is sent again, for
+		// as long as a strip fault may last at its shortest: the round
+		// needs both holders' tokens written.
 		v := w.value(r)
 		wr = r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node()},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
-		if !retryable(wr) {
+		if !retryable(wr) || time.Since(t0) > cycleWriteRetries {
 			break
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
@@ -193,4 +218,68 @@ func (w *Fenced) idleCycle(ctx context.Context, r *recorder, issuer, resource Co
 	r.do(ctx, history.Event{F: history.Release, Key: key, Token: token, Node: issuer.Node()},
 		func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
 	return token, wr.Type == history.Ok
+}
+
+// calmIdleMax is the longest idle time whose probes follow calm phases
+// (the guide holds calm phases for its 1 s and 5 s scales).
+const calmIdleMax = 10 * time.Second
+
+// calmRoundMargin is what a probe's round needs of a calm phase besides
+// its idle time: the two holders' cycles before it and the late write.
+const calmRoundMargin = 1500 * time.Millisecond
+
+// calmPhases is what the workload knows of the guided schedule's calm
+// phases: whether they come, and the current one's end; began is closed
+// and replaced when one begins.
+type calmPhases struct {
+	mu     sync.Mutex
+	follow bool
+	until  time.Time
+	began  chan struct{}
+}
+
+// FollowCalm says calm phases will come (nemesis.CalmFollower): call it
+// before Run.
+func (w *Fenced) FollowCalm() {
+	w.calm.mu.Lock()
+	defer w.calm.mu.Unlock()
+	w.calm.follow = true
+}
+
+// Calm says a calm phase began and lasts until then (nemesis.CalmFollower).
+func (w *Fenced) Calm(until time.Time) {
+	w.calm.mu.Lock()
+	defer w.calm.mu.Unlock()
+	w.calm.until = until
+	if w.calm.began != nil {
+		close(w.calm.began)
+	}
+	w.calm.began = make(chan struct{})
+}
+
+func (c *calmPhases) following() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.follow
+}
+
+// await waits until a calm phase has at least need left (at once when the
+// current one has); false when ctx ends first.
+func (c *calmPhases) await(ctx context.Context, need time.Duration) bool {
+	for {
+		c.mu.Lock()
+		if c.began == nil {
+			c.began = make(chan struct{})
+		}
+		until, began := c.until, c.began
+		c.mu.Unlock()
+		if time.Until(until) >= need {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-began:
+		}
+	}
 }

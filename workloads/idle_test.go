@@ -25,16 +25,16 @@ func TestIdleSlotsFitTheirTimeScalesInTheRun(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3, 20500 * time.Millisecond: 5}, scales(30*time.Second))
-	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 3}, scales(10*time.Second))
+	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 4, 20500 * time.Millisecond: 5}, scales(30*time.Second))
+	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 4}, scales(10*time.Second))
 	assert.Equal(t, 2, scales(90 * time.Second)[60*time.Second])
 
 	// "all" has the probes, on keys of their own; a list names them.
 	w, err := NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Duration: 30 * time.Second})
 	require.NoError(t, err)
-	assert.Len(t, w.idle, 10)
-	assert.Contains(t, w.Keys(), "i9")
-	assert.Contains(t, w.KeysInWords(), "idle probes 10")
+	assert.Len(t, w.idle, 11)
+	assert.Contains(t, w.Keys(), "i10")
+	assert.Contains(t, w.KeysInWords(), "idle probes 11")
 	w, err = NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Profile: "steady"})
 	require.NoError(t, err)
 	assert.Empty(t, w.idle, "a list without idle keeps its meaning")
@@ -96,6 +96,50 @@ func TestAnIdleProbeWritesLateWithTheOlderTokenAndIsGrantedAgain(t *testing.T) {
 		}
 		assert.Greater(t, tokenN(t, acquires[2].Token), tokenN(t, acquires[1].Token), "granted again, newer")
 	}
+}
+
+// Under the guided schedule a probe of a short scale starts its rounds only
+// in a calm phase that can hold one (nemesis.CalmFollower): nothing before
+// the phase, the whole round, late write included, inside it.
+func TestAnIdleProbeFollowsCalmPhases(t *testing.T) {
+	conn := newFenceConn(false)
+	w, err := NewFenced(Config{Clients: 1, Keys: 1, TTL: 50 * time.Millisecond, OpTimeout: time.Second, Seed: 1,
+		Issuers: []Conn{conn}, Resources: []Conn{conn}, Profile: "steady"})
+	require.NoError(t, err)
+	w.FollowCalm()
+	var buf bytes.Buffer
+	rec := history.NewRecorder(&buf)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slot := idleSlot{key: "i0", idle: 300 * time.Millisecond}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.idler(ctx, rec, 0, slot, time.Time{})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	w.Calm(time.Now().Add(time.Second)) // too short for a round: 300 ms + calmRoundMargin
+	time.Sleep(300 * time.Millisecond)
+	calmAt := time.Duration(rec.Since(time.Now()))
+	w.Calm(time.Now().Add(slot.idle + calmRoundMargin + 200*time.Millisecond))
+	time.Sleep(slot.idle + calmRoundMargin + 200*time.Millisecond)
+	cancel()
+	<-done
+	require.NoError(t, rec.Close())
+	evs, err := history.ReadAll(&buf)
+	require.NoError(t, err)
+	var lates, stale int
+	for _, e := range evs {
+		assert.GreaterOrEqual(t, time.Duration(e.Time), calmAt, "%s %s at %d: no probe operation before a calm phase that holds a round", e.Type, e.F, e.Time)
+		if e.F == history.Write && e.Type == history.Invoke && e.Extra[extraIdle] != nil {
+			lates++
+		}
+		if e.F == history.Write && e.Error == "stale" {
+			stale++
+		}
+	}
+	assert.Equal(t, 1, lates, "one round fits in the calm phase")
+	assert.Equal(t, 1, stale, "its late write is rejected as stale")
 }
 
 func tokenN(t *testing.T, s string) uint64 {
