@@ -240,17 +240,7 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int
 		if f.Nemesis != nemesis.Partition || f.Instant() {
 			continue
 		}
-		var groups [][]string
-		if json.Unmarshal(f.Details["groups"], &groups) != nil {
-			continue
-		}
-		sides := 0
-		for _, g := range groups {
-			if slices.ContainsFunc(g, func(node string) bool { return issuers == nil && node != "clients" || issuers[node] }) {
-				sides++
-			}
-		}
-		if sides < 2 {
+		if !separatesIssuers(f, issuers) {
 			continue
 		}
 		first := int64(-1)
@@ -267,6 +257,34 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int
 		}
 	}
 	return n, ex
+}
+
+// separatesIssuers says whether a partition put nodes holding issuer state
+// (all nodes but the clients when issuers is nil) out of each other's
+// reach: on two sides of its groups, or, for a grudge (the majorities
+// ring), one unable to reach another.
+func separatesIssuers(f Fault, issuers map[string]bool) bool {
+	holds := func(node string) bool { return issuers == nil && node != "clients" || issuers[node] }
+	var groups [][]string
+	if json.Unmarshal(f.Details["groups"], &groups) == nil && len(groups) > 0 {
+		sides := 0
+		for _, g := range groups {
+			if slices.ContainsFunc(g, holds) {
+				sides++
+			}
+		}
+		return sides >= 2
+	}
+	var grudge map[string][]string
+	if json.Unmarshal(f.Details["grudge"], &grudge) != nil {
+		return false
+	}
+	for a, cut := range grudge {
+		if holds(a) && slices.ContainsFunc(cut, holds) {
+			return true
+		}
+	}
+	return false
 }
 
 // idlePeriod is one idle period of a key or lock: from its start to the

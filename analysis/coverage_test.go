@@ -140,6 +140,16 @@ func TestCoverageCountsIssuerReplicasSeparated(t *testing.T) {
 	b.FaultWith("partition", "e1,e2,e3", 3000, 4000, map[string]any{"mode": "minority", "groups": [][]string{{"e3"}, {"e1", "e2"}}})
 	c = covCheck(t, b, checkers.Semantics{})
 	assert.Equal(t, 1, situation(t, c, SitIssuersSeparated).Count, "once per partition, only one granted while it lasted")
+
+	// The majorities ring cuts by grudge, not groups: a replica that
+	// cannot reach another is separated from it; a grudge of the adapter
+	// alone separates none.
+	b.FaultWith("partition", "e1,e2,e3", 5000, 6000, map[string]any{"mode": "ring", "grudge": map[string][]string{"e1": {"e2"}, "e2": {"e3"}, "e3": {"e1"}}})
+	b.OnProcess(1).Acquire("L", 5100, 5105, "4").Release("L", "4", 5110, 5115)
+	b.FaultWith("partition", "e1,a1", 7000, 8000, map[string]any{"mode": "ring", "grudge": map[string][]string{"a1": {"e1"}}})
+	b.OnProcess(1).Acquire("L", 7100, 7105, "5").Release("L", "5", 7110, 7115)
+	c = covCheck(t, b, checkers.Semantics{})
+	assert.Equal(t, 2, situation(t, c, SitIssuersSeparated).Count, "the ring's grudge separated replicas; the adapter's did not")
 }
 
 // A key idle for a while and then written with a token older than its

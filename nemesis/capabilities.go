@@ -154,6 +154,10 @@ type Stragglers interface {
 type CalmFollower interface {
 	FollowCalm()
 	Calm(until time.Time)
+	// CalmNeeded is until when the probes' rounds begun in the current
+	// calm phase need it (their late writes and new grants): the guide
+	// holds the phase on that long, within bounds.
+	CalmNeeded() time.Time
 }
 
 // startedAgain restarts node, then tells the workload's stragglers.

@@ -396,6 +396,17 @@ func (g *guide) calmPhase(p Phase) {
 	g.phases = append(g.phases, p)
 }
 
+// extendLast makes the latest calm phase last d, held on for the idle
+// probes.
+func (g *guide) extendLast(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.phases); n > 0 {
+		g.phases[n-1].Duration = d
+		g.phases[n-1].Why += "; held on for the idle probes' late writes"
+	}
+}
+
 // coverage is the live coverage, nil without a feed.
 func (s *Scheduler) coverage() map[string]int {
 	if s.Env.Coverage == nil {
@@ -482,7 +493,38 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !sleep(ctx, d) {
 			return
 		}
+		if !s.extendCalm(ctx, time.Now().Add(-d), d) {
+			return
+		}
 	}
+}
+
+// maxCalmExtension bounds how long a calm phase is held past its end for
+// the idle probes' late writes.
+const maxCalmExtension = 5 * time.Second
+
+// extendCalm holds the calm phase begun at begun (planned to last d) on
+// while the workload's idle probes still need it (CalmFollower.CalmNeeded:
+// a probe whose holders' cycles took seconds on a system still recovering
+// from the fault phase, whose late write would come after the phase's
+// end), at most maxCalmExtension; the recorded phase says so. False when
+// ctx ended.
+func (s *Scheduler) extendCalm(ctx context.Context, begun time.Time, d time.Duration) bool {
+	cf, ok := s.Env.Holders.(CalmFollower)
+	if !ok {
+		return true
+	}
+	need := cf.CalmNeeded()
+	if latest := begun.Add(d + maxCalmExtension); need.After(latest) {
+		need = latest
+	}
+	if !time.Now().Before(need) {
+		return true
+	}
+	s.guide.set(true, need)
+	s.announceCalm(need)
+	s.guide.extendLast(need.Sub(begun).Round(time.Millisecond))
+	return sleep(ctx, time.Until(need))
 }
 
 // opening is the calm phase a guided run begins with: the shortest quiet

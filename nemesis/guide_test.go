@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -248,9 +249,21 @@ type calmHolders struct {
 	follow bool
 	calls  []Phase // Start: when told, from the first call; Duration: until then
 	first  time.Time
+	hold   time.Duration
 }
 
 func (c *calmHolders) FollowCalm() { c.mu.Lock(); c.follow = true; c.mu.Unlock() }
+
+// CalmNeeded: with hold set, each calm phase is needed hold past its end.
+func (c *calmHolders) CalmNeeded() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hold == 0 || len(c.calls) == 0 {
+		return time.Time{}
+	}
+	last := c.calls[len(c.calls)-1]
+	return c.first.Add(last.Start + last.Duration + c.hold)
+}
 func (c *calmHolders) Calm(until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -356,4 +369,31 @@ func TestAPartitionSeparatesReplicasOnlyWhenItCutsOneFromAnother(t *testing.T) {
 	assert.False(t, separates(plan(partitionParams{Groups: [][]string{{"a1"}, {"e1", "e2"}}}), replicas), "both replicas on one side")
 	assert.False(t, separates(plan(partitionParams{Links: []string{"clients->e1"}}), replicas), "the clients' links")
 	assert.False(t, separates(Plan{Nodes: []string{"e1"}}, replicas), "not a partition")
+}
+
+// A calm phase whose idle probes still need it when it ends is held on for
+// them, as long as they say and at most maxCalmExtension, and recorded so.
+func TestACalmPhaseIsHeldOnForTheIdleProbes(t *testing.T) {
+	w := &calmHolders{holders: &holders{}, hold: 250 * time.Millisecond}
+	env := &Env{Target: newClockedNode(), Holders: w, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int { return atTarget(map[string]int{"key-idle-1s-stale": 0}) }}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
+		calmMargin: 200 * time.Millisecond, brief: 300 * time.Millisecond, gapMin: 40 * time.Millisecond, gapMax: 80 * time.Millisecond}
+	runFor(t, s, 4*time.Second)
+	sched := s.Planned(4*time.Second, "restart")
+	held := 0
+	for _, p := range sched.Calm[1:] { // the opening is not held: no probe round fits in it
+		if strings.Contains(p.Why, "held on") {
+			held++
+			assert.InDelta(t, float64(time.Second+200*time.Millisecond+250*time.Millisecond), float64(p.Duration), float64(60*time.Millisecond), "held on as long as needed: %s", p.Why)
+		}
+	}
+	assert.Positive(t, held, "calm phases held on: %v", sched.Calm)
+	for _, f := range sched.Faults {
+		for _, p := range sched.Calm {
+			assert.False(t, f.Start >= p.Start && f.Start < p.End(), "%s starts in a calm phase held on", f.Describe())
+		}
+	}
 }

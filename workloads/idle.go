@@ -137,6 +137,9 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		if !fits() {
 			return // the first cycles took too long: the late write would miss the run
 		}
+		if follows && !w.calm.holdFor(time.Now().Add(slot.idle+calmLateMargin)) {
+			continue // the calm phase ended during the cycles: wait for the next
+		}
 		sleepCtx(ctx, slot.idle)
 		if ctx.Err() != nil {
 			return
@@ -228,14 +231,42 @@ const calmIdleMax = 10 * time.Second
 // its idle time: the two holders' cycles before it and the late write.
 const calmRoundMargin = 1500 * time.Millisecond
 
+// calmLateMargin is what a probe's round needs after its idle time: the
+// late write and the new grant.
+const calmLateMargin = 700 * time.Millisecond
+
 // calmPhases is what the workload knows of the guided schedule's calm
 // phases: whether they come, and the current one's end; began is closed
-// and replaced when one begins.
+// and replaced when one begins; needed is until when the rounds begun in
+// it need it.
 type calmPhases struct {
 	mu     sync.Mutex
 	follow bool
 	until  time.Time
 	began  chan struct{}
+	needed time.Time
+}
+
+// holdFor notes that a round needs the calm phase until t, unless the
+// phase already ended (false).
+func (c *calmPhases) holdFor(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !time.Now().Before(c.until) {
+		return false
+	}
+	if t.After(c.needed) {
+		c.needed = t
+	}
+	return true
+}
+
+// CalmNeeded is until when the rounds begun in the current calm phase need
+// it (nemesis.CalmFollower).
+func (w *Fenced) CalmNeeded() time.Time {
+	w.calm.mu.Lock()
+	defer w.calm.mu.Unlock()
+	return w.calm.needed
 }
 
 // FollowCalm says calm phases will come (nemesis.CalmFollower): call it

@@ -121,6 +121,7 @@ func TestAnIdleProbeFollowsCalmPhases(t *testing.T) {
 	w.Calm(time.Now().Add(time.Second)) // too short for a round: 300 ms + calmRoundMargin
 	time.Sleep(300 * time.Millisecond)
 	calmAt := time.Duration(rec.Since(time.Now()))
+	began := time.Now()
 	w.Calm(time.Now().Add(slot.idle + calmRoundMargin + 200*time.Millisecond))
 	time.Sleep(slot.idle + calmRoundMargin + 200*time.Millisecond)
 	cancel()
@@ -140,6 +141,7 @@ func TestAnIdleProbeFollowsCalmPhases(t *testing.T) {
 	}
 	assert.Equal(t, 1, lates, "one round fits in the calm phase")
 	assert.Equal(t, 1, stale, "its late write is rejected as stale")
+	assert.False(t, w.CalmNeeded().Before(began.Add(slot.idle+calmLateMargin)), "the round said how long it needs the calm phase")
 }
 
 func tokenN(t *testing.T, s string) uint64 {
