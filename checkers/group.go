@@ -83,12 +83,21 @@ func (h *ByKey) EachRegister(k string, fn func(op *history.Op)) {
 	}
 	w, r := p.writes, p.reads
 	var op history.Op // one copy, reused: fn must not keep it
-	for len(w) > 0 || len(r) > 0 {
+	tw, tr := 0, 0    // w[:tw] and r[:tr] were touched (Ops.Touch)
+	for wi, ri := 0, 0; wi < len(w) || ri < len(r); {
 		var j int32
-		if len(r) == 0 || len(w) > 0 && w[0] < r[0] {
-			j, w = w[0], w[1:]
+		if ri == len(r) || wi < len(w) && w[wi] < r[ri] {
+			if wi == tw {
+				tw = min(wi+history.TouchBatch, len(w))
+				h.ops.Touch(w[wi:tw])
+			}
+			j, wi = w[wi], wi+1
 		} else {
-			j, r = r[0], r[1:]
+			if ri == tr {
+				tr = min(ri+history.TouchBatch, len(r))
+				h.ops.Touch(r[ri:tr])
+			}
+			j, ri = r[ri], ri+1
 		}
 		h.ops.Load(int(j), &op)
 		fn(&op)
@@ -100,7 +109,10 @@ func (h *ByKey) EachIssuer(k string, fn func(op *history.Op)) { h.each(h.issuer[
 
 func (h *ByKey) each(at []int32, fn func(op *history.Op)) {
 	var op history.Op // one copy, reused: fn must not keep it
-	for _, j := range at {
+	for i, j := range at {
+		if i%history.TouchBatch == 0 {
+			h.ops.Touch(at[i:min(i+history.TouchBatch, len(at))])
+		}
 		h.ops.Load(int(j), &op)
 		fn(&op)
 	}

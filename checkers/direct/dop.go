@@ -52,6 +52,9 @@ func (c *copier) fill(at []int32, into []*dop, slab []dop) []*dop {
 	into = into[:0]
 	op := &c.op
 	for i, j := range at {
+		if i%history.TouchBatch == 0 {
+			c.ops.Touch(at[i:min(i+history.TouchBatch, len(at))])
+		}
 		c.ops.Load(int(j), op)
 		d := &slab[i]
 		*d = dop{ID: op.ID, Call: op.Call, Return: op.Return, Completed: op.Completed, Token: op.Token,
