@@ -197,20 +197,25 @@ func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem c
 	// is a value like any other: a read of it answered 200 with a token.)
 	byValue := make(map[string]*writeFact, len(writes))
 	ambiguous := map[string]bool{}
-	for _, w := range writes {
-		f := &writeFact{op: w, appliedBy: history.Never}
+	slab := make([]writeFact, len(writes)) // one allocation, not one per write
+	for i, w := range writes {
+		f := &slab[i]
+		*f = writeFact{op: w, appliedBy: history.Never}
 		if w.Outcome == history.OutcomeOk {
 			f.appliedBy = w.Return
 		}
 		facts = append(facts, f)
-		if _, dup := byValue[w.Value]; dup {
-			ambiguous[w.Value] = true
+		n := len(byValue)
+		if byValue[w.Value] = f; len(byValue) == n {
+			ambiguous[w.Value] = true // the map did not grow: written before
 		}
-		byValue[w.Value] = f
 	}
 
-	// What each read's value says about its write.
-	for _, r := range reads {
+	// What each read's value says about its write. readFact[i] is
+	// byValue[reads[i].Value] where it was looked up (the same conditions
+	// as in the last pass): one lookup per read, not two.
+	readFact := make([]*writeFact, len(reads))
+	for i, r := range reads {
 		if r.Token.State != history.TokenValid && !notFound(r) {
 			what := fmt.Sprintf("the value %q without a token", r.Value)
 			if r.Token.State == history.TokenMalformed {
@@ -224,6 +229,7 @@ func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem c
 			continue
 		}
 		f := byValue[r.Value]
+		readFact[i] = f
 		if f == nil {
 			sink.add(checkers.KindPhantomRead, r.Completed,
 				fmt.Sprintf("%s returned %q at %s, a value no write in the history wrote", nameRead(r), r.Value, checkers.Secs(r.Return)), r.ID)
@@ -445,7 +451,7 @@ func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem c
 
 	// A read must not return a value older than one known to have taken
 	// effect before the read began.
-	for _, r := range reads {
+	for i, r := range reads {
 		j := knownBefore(r.Call)
 		if j == 0 {
 			continue
@@ -464,7 +470,7 @@ func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem c
 				append([]int64{r.ID}, first.factOps()...)...)
 			continue
 		}
-		f := byValue[r.Value]
+		f := readFact[i]
 		if f == nil || f.readBroken {
 			continue
 		}
