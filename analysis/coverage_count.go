@@ -57,6 +57,37 @@ func indexOps(ops *history.Ops) *opsIndex {
 		events                   []lockEvent
 	}
 	var byID []*lists
+	// Each list made once at (about) its size: grown by appending, the
+	// lists of a history of millions were most of the check's allocation,
+	// and their copies were alive beside the checkers' records.
+	type sizes struct{ acquires, writes, stored, events int }
+	var size []sizes
+	for i := range ops.Len() {
+		b := ops.Brief(i)
+		for int(b.KeyID) >= len(size) {
+			size = append(size, sizes{})
+		}
+		n := &size[b.KeyID]
+		ok := b.Outcome == history.OutcomeOk
+		switch b.F {
+		case history.Acquire:
+			if ok {
+				n.acquires++
+				n.events++
+			} else if b.Outcome == history.OutcomeInfo {
+				n.events++
+			}
+		case history.Renew, history.Release:
+			if ok {
+				n.events++
+			}
+		case history.Write:
+			n.writes++
+			if ok {
+				n.stored++
+			}
+		}
+	}
 	var maxIssued uint64
 	var candidates []int // writes that may carry a forged token (below)
 	var o history.Op
@@ -68,7 +99,9 @@ func indexOps(ops *history.Ops) *opsIndex {
 		}
 		l := byID[kid]
 		if l == nil {
-			l = &lists{key: o.Key}
+			n := size[kid]
+			l = &lists{key: o.Key, acquires: make([]timedOp, 0, n.acquires), writes: make([]timedOp, 0, n.writes),
+				stored: make([]timedOp, 0, n.stored), events: make([]lockEvent, 0, n.events)}
 			byID[kid] = l
 		}
 		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
