@@ -352,16 +352,15 @@ func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem c
 	// concurrent ones: whichever came second met a high-water mark equal to
 	// its token.
 	if sem.Equal != checkers.EqualAccept {
-		byTok := map[uint64][]*writeFact{}
-		for _, f := range applied {
-			byTok[f.op.Token.N] = append(byTok[f.op.Token.N], f)
+		firstOf := make(map[uint64]*writeFact, len(applied)) // per token, the first in applied order
+		for i := len(applied) - 1; i >= 0; i-- {
+			firstOf[applied[i].op.Token.N] = applied[i]
 		}
 		for _, f := range applied { // in applied order: deterministic output
-			g := byTok[f.op.Token.N]
-			if len(g) < 2 || g[0] == f || reported[f] {
+			first := firstOf[f.op.Token.N]
+			if first == f || reported[f] {
 				continue
 			}
-			first := g[0]
 			reported[f] = true
 			sink.add(checkers.KindReplayAccepted, maxTime(f.appliedBy, first.appliedBy),
 				fmt.Sprintf("%s with token %s %s, and %s with the same token %s: under equal=reject a token admits one write only",
@@ -608,16 +607,15 @@ func issuerAnomalies(ops *history.Ops, scope string, acquires []*dop) []checkers
 	// Concurrent acquires may return tokens in either order, but never the
 	// same token: two holders would then be indistinguishable to the
 	// resource.
-	byTok := map[uint64][]*dop{}
-	for _, a := range byReturn {
-		byTok[a.Token.N] = append(byTok[a.Token.N], a)
+	firstOf := make(map[uint64]*dop, len(byReturn)) // per token, the first in byReturn
+	for i := len(byReturn) - 1; i >= 0; i-- {
+		firstOf[byReturn[i].Token.N] = byReturn[i]
 	}
 	for _, b := range byReturn {
-		g := byTok[b.Token.N]
-		if len(g) < 2 || g[0] == b || reported[b] {
+		a := firstOf[b.Token.N]
+		if a == b || reported[b] {
 			continue
 		}
-		a := g[0]
 		reported[b] = true
 		sink.add(checkers.KindDuplicateToken, b.Completed,
 			fmt.Sprintf("token %s returned by %s at %s was also returned by the concurrent %s at %s: two holders share one token",
