@@ -309,9 +309,14 @@ type analyzer struct {
 	granted int64
 	keys    map[string]bool
 	procs   map[int]bool
-	end     int64
-	damage  int
-	notes   []string
+	// recentKeys and procSeen spare keys and procs a map operation per
+	// event (seen).
+	recentKeys [8]string
+	recentAt   int
+	procSeen   []bool
+	end        int64
+	damage     int
+	notes      []string
 }
 
 func newAnalyzer(opts Options) (*analyzer, error) {
@@ -375,8 +380,7 @@ func (a *analyzer) add(e history.Event) error {
 	op, err := a.pairer.Add(e)
 	if e.IsClient() && (e.Type == history.Invoke || err != nil) {
 		// A completion the pairer takes has its invoke's key and process.
-		a.keys[e.Key] = true
-		a.procs[e.Process] = true
+		a.seen(e.Key, e.Process)
 	}
 	if err != nil {
 		return err

@@ -313,3 +313,29 @@ func OpOrder(f string) int {
 	}
 	return 5
 }
+
+// seen notes a client event's key and process, for Counts. A history has
+// a few keys and processes, seen over and over: the last few keys (the
+// reader's, interned: most compare by their address) and small process
+// numbers are looked up without a map.
+func (a *analyzer) seen(key string, proc int) {
+	if proc >= 0 && proc < 1<<16 {
+		for proc >= len(a.procSeen) {
+			a.procSeen = append(a.procSeen, false)
+		}
+		if !a.procSeen[proc] {
+			a.procSeen[proc] = true
+			a.procs[proc] = true
+		}
+	} else {
+		a.procs[proc] = true
+	}
+	for _, k := range a.recentKeys {
+		if k == key && k != "" {
+			return
+		}
+	}
+	a.keys[key] = true
+	a.recentKeys[a.recentAt] = key
+	a.recentAt = (a.recentAt + 1) % len(a.recentKeys)
+}
