@@ -536,14 +536,23 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		// The finder's leases are garbage from here, while the checkers run.
 		a.leases, a.pairer = nil, nil
 	}
+	// Small parts first: counts, latencies and the checkers' grouping
+	// (checkers.Group, shared through ops.Memo).
+	small := []func(){
+		func() { checkers.Group(ops, a.sem) },
+		func() { r.Counts = a.count(ops) },
+		func() { r.Latency = latencies(ops) },
+	}
 	var tasks []func()
 	if a.feed == nil {
 		tasks = append(tasks, leaseSummary)
 	} else {
 		// Made on the feed's goroutine while the operations were sorted;
-		// waited for before the checkers start, so that the finder's
-		// leases are garbage while they run (the peak memory is theirs).
-		leaseSummary()
+		// waited for (while the small parts run) before the checkers
+		// start, so that the finder's leases are garbage while they run
+		// (the peak memory is theirs).
+		runTasks(workers(a.opts), append([]func(){leaseSummary}, small...)...)
+		small = nil
 	}
 	var budgeted []int
 	for i, c := range a.checkers {
@@ -555,12 +564,11 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		tasks = append(tasks, func() { runChecker(i) })
 	}
 	tasks = append(tasks,
-		func() { r.Counts = a.count(ops) },
 		func() {
 			r.LateWrites, lateReached = lateWrites(ops)
 			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
-		},
-		func() { r.Latency = latencies(ops) })
+		})
+	tasks = append(tasks, small...)
 	runTasks(workers(a.opts), tasks...)
 	for _, i := range budgeted {
 		progress(a.checkers[i])
