@@ -252,6 +252,23 @@ type Latency struct {
 func latencies(ops *history.Ops) []Latency {
 	groups := map[[2]string][]int64{}
 	var byOrder [5][3][]int64 // the client operations' first: no map per operation
+	// Each made once at its size, counted first (grown by appending, they
+	// were several times their size in garbage).
+	var sizes [5][3]int
+	for i := range ops.Len() {
+		o := ops.Brief(i)
+		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {
+			continue
+		}
+		if f := OpOrder(o.F); f < 5 {
+			sizes[f][outcomeSlot(o.Outcome)]++
+		}
+	}
+	for f := range byOrder {
+		for s := range byOrder[f] {
+			byOrder[f][s] = make([]int64, 0, sizes[f][s])
+		}
+	}
 	for i := range ops.Len() {
 		o := ops.Brief(i)
 		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {

@@ -64,13 +64,35 @@ func lateWrites(ops *history.Ops) (LateWrites, []int64) {
 	// grants are ok acquires per lock, stored ok writes per key, each by
 	// return time: what had happened before a write was sent.
 	// (By Brief.KeyID: no map per operation.)
+	// Each list is made once, at most its size (the ok acquires or
+	// writes of its key, counted first).
 	var grants, stored []*returned
+	var nGrants, nStored []int
+	for i := range ops.Len() {
+		b := ops.Brief(i)
+		if b.Outcome != history.OutcomeOk {
+			continue
+		}
+		for int(b.KeyID) >= len(nGrants) {
+			nGrants, nStored = append(nGrants, 0), append(nStored, 0)
+		}
+		switch b.F {
+		case history.Acquire:
+			nGrants[b.KeyID]++
+		case history.Write:
+			nStored[b.KeyID]++
+		}
+	}
 	add := func(m *[]*returned, kid uint32, o *history.Op) {
 		for int(kid) >= len(*m) {
 			*m = append(*m, nil)
 		}
 		if (*m)[kid] == nil {
-			(*m)[kid] = &returned{}
+			n := nStored[kid]
+			if o.F == history.Acquire {
+				n = nGrants[kid]
+			}
+			(*m)[kid] = &returned{ops: make([]grant, 0, n)}
 		}
 		(*m)[kid].ops = append((*m)[kid].ops, grant{o.Return, o.Token.N})
 	}
