@@ -392,8 +392,17 @@ func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem c
 	// Only the rejection of a token that could be accepted claims anything
 	// (under authenticated semantics an unsealed or forged token must be
 	// rejected, whatever the error word).
-	var stale []*dop // definite stale rejections of authentic tokens, by return
-	var failed []*dop
+	nFailed, nStale := 0, 0 // counted first: each list made once
+	for _, w := range writes {
+		if w.Outcome == history.OutcomeFail && w.authentic {
+			nFailed++
+			if w.Error == "stale" {
+				nStale++
+			}
+		}
+	}
+	stale := make([]*dop, 0, nStale) // definite stale rejections of authentic tokens, by return
+	failed := make([]*dop, 0, nFailed)
 	for _, w := range writes {
 		if w.Outcome == history.OutcomeFail && w.authentic {
 			failed = append(failed, w)
@@ -634,7 +643,7 @@ type suffixMax struct {
 }
 
 func newSuffixMax(ops []*dop) *suffixMax {
-	var toks []uint64
+	toks := make([]uint64, 0, len(ops))
 	for _, o := range ops {
 		toks = append(toks, o.Token.N)
 	}
