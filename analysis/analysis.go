@@ -537,10 +537,15 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		// The finder's leases are garbage from here, while the checkers run.
 		a.leases, a.pairer = nil, nil
 	}
-	// Small parts first: counts, latencies and the checkers' grouping
-	// (checkers.Group, shared through ops.Memo).
-	small := []func(){
+	// The parts that are not checkers: the checkers' grouping
+	// (checkers.Group, shared through ops.Memo), late writes and coverage,
+	// counts, latencies.
+	others := []func(){
 		func() { checkers.Group(ops, a.sem) },
+		func() {
+			r.LateWrites, lateReached = lateWrites(ops)
+			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
+		},
 		func() { r.Counts = a.count(ops) },
 		func() { r.Latency = latencies(ops) },
 	}
@@ -548,16 +553,17 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 	if a.feed == nil {
 		tasks = append(tasks, leaseSummary)
 	} else {
-		// Made on the feed's goroutine while the operations were sorted;
-		// waited for (while the small parts run) before the checkers
-		// start, so that the finder's leases are garbage while they run
-		// (the peak memory is theirs).
-		runTasks(workers(a.opts), append([]func(){leaseSummary}, small...)...)
-		small = nil
-		// The finder's leases, the pairer and the reading's batches are
-		// garbage now; collected before the checkers allocate, so that
-		// their memory is reused rather than added to. (Most of what is
-		// live, the operations, has no pointers: the collection is short.)
+		// The summary is made on the feed's goroutine while the
+		// operations were sorted; the other parts run while it is waited
+		// for, and the checkers start after it, so that the finder's
+		// leases are garbage while they run (the peak memory is theirs).
+		runTasks(workers(a.opts), append([]func(){leaseSummary}, others...)...)
+		others = nil
+		// The finder's leases, the pairer, the reading's batches and
+		// coverage's index are garbage now; collected before the checkers
+		// allocate, so that their memory is reused rather than added to.
+		// (Most of what is live, the operations, has no pointers: the
+		// collection is short.)
 		runtime.GC()
 	}
 	var budgeted []int
@@ -569,12 +575,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		progress(c)
 		tasks = append(tasks, func() { runChecker(i) })
 	}
-	tasks = append(tasks,
-		func() {
-			r.LateWrites, lateReached = lateWrites(ops)
-			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
-		})
-	tasks = append(tasks, small...)
+	tasks = append(tasks, others...)
 	runTasks(workers(a.opts), tasks...)
 	for _, i := range budgeted {
 		progress(a.checkers[i])
