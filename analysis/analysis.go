@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checkers"
@@ -309,9 +310,14 @@ type analyzer struct {
 	granted int64
 	keys    map[string]bool
 	procs   map[int]bool
-	end     int64
-	damage  int
-	notes   []string
+	// recentKeys and procSeen spare keys and procs a map operation per
+	// event (seen).
+	recentKeys [8]string
+	recentAt   int
+	procSeen   []bool
+	end        int64
+	damage     int
+	notes      []string
 }
 
 func newAnalyzer(opts Options) (*analyzer, error) {
@@ -375,8 +381,7 @@ func (a *analyzer) add(e history.Event) error {
 	op, err := a.pairer.Add(e)
 	if e.IsClient() && (e.Type == history.Invoke || err != nil) {
 		// A completion the pairer takes has its invoke's key and process.
-		a.keys[e.Key] = true
-		a.procs[e.Process] = true
+		a.seen(e.Key, e.Process)
 	}
 	if err != nil {
 		return err
@@ -532,14 +537,34 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		// The finder's leases are garbage from here, while the checkers run.
 		a.leases, a.pairer = nil, nil
 	}
+	// The parts that are not checkers: the checkers' grouping
+	// (checkers.Group, shared through ops.Memo), late writes and coverage,
+	// counts, latencies.
+	others := []func(){
+		func() { checkers.Group(ops, a.sem) },
+		func() {
+			r.LateWrites, lateReached = lateWrites(ops)
+			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
+		},
+		func() { r.Counts = a.count(ops) },
+		func() { r.Latency = latencies(ops) },
+	}
 	var tasks []func()
 	if a.feed == nil {
 		tasks = append(tasks, leaseSummary)
 	} else {
-		// Made on the feed's goroutine while the operations were sorted;
-		// waited for before the checkers start, so that the finder's
+		// The summary is made on the feed's goroutine while the
+		// operations were sorted; the other parts run while it is waited
+		// for, and the checkers start after it, so that the finder's
 		// leases are garbage while they run (the peak memory is theirs).
-		leaseSummary()
+		runTasks(workers(a.opts), append([]func(){leaseSummary}, others...)...)
+		others = nil
+		// The finder's leases, the pairer, the reading's batches and
+		// coverage's index are garbage now; collected before the checkers
+		// allocate, so that their memory is reused rather than added to.
+		// (Most of what is live, the operations, has no pointers: the
+		// collection is short.)
+		runtime.GC()
 	}
 	var budgeted []int
 	for i, c := range a.checkers {
@@ -550,13 +575,7 @@ func (a *analyzer) finish(ctx context.Context) *Result {
 		progress(c)
 		tasks = append(tasks, func() { runChecker(i) })
 	}
-	tasks = append(tasks,
-		func() { r.Counts = a.count(ops) },
-		func() {
-			r.LateWrites, lateReached = lateWrites(ops)
-			r.Coverage = a.coverageOf(ops, r.Faults, lateReached)
-		},
-		func() { r.Latency = latencies(ops) })
+	tasks = append(tasks, others...)
 	runTasks(workers(a.opts), tasks...)
 	for _, i := range budgeted {
 		progress(a.checkers[i])

@@ -252,6 +252,23 @@ type Latency struct {
 func latencies(ops *history.Ops) []Latency {
 	groups := map[[2]string][]int64{}
 	var byOrder [5][3][]int64 // the client operations' first: no map per operation
+	// Each made once at its size, counted first (grown by appending, they
+	// were several times their size in garbage).
+	var sizes [5][3]int
+	for i := range ops.Len() {
+		o := ops.Brief(i)
+		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {
+			continue
+		}
+		if f := OpOrder(o.F); f < 5 {
+			sizes[f][outcomeSlot(o.Outcome)]++
+		}
+	}
+	for f := range byOrder {
+		for s := range byOrder[f] {
+			byOrder[f][s] = make([]int64, 0, sizes[f][s])
+		}
+	}
 	for i := range ops.Len() {
 		o := ops.Brief(i)
 		if o.Outcome == history.OutcomeInfo || o.Completed == history.Never {
@@ -312,4 +329,30 @@ func OpOrder(f string) int {
 		return 4
 	}
 	return 5
+}
+
+// seen notes a client event's key and process, for Counts. A history has
+// a few keys and processes, seen over and over: the last few keys (the
+// reader's, interned: most compare by their address) and small process
+// numbers are looked up without a map.
+func (a *analyzer) seen(key string, proc int) {
+	if proc >= 0 && proc < 1<<16 {
+		for proc >= len(a.procSeen) {
+			a.procSeen = append(a.procSeen, false)
+		}
+		if !a.procSeen[proc] {
+			a.procSeen[proc] = true
+			a.procs[proc] = true
+		}
+	} else {
+		a.procs[proc] = true
+	}
+	for _, k := range a.recentKeys {
+		if k == key && k != "" {
+			return
+		}
+	}
+	a.keys[key] = true
+	a.recentKeys[a.recentAt] = key
+	a.recentAt = (a.recentAt + 1) % len(a.recentKeys)
 }

@@ -49,47 +49,136 @@ type lockEvent struct {
 func indexOps(ops *history.Ops) *opsIndex {
 	h := &opsIndex{acquires: map[string][]timedOp{}, events: map[string][]lockEvent{}, writes: map[string][]timedOp{},
 		stored: map[string][]timedOp{}, tampered: map[string][]int64{}}
-	issued := map[string]bool{}
+	// Each key's lists by Brief.KeyID (no map per operation), into the
+	// maps at the end: a key has an entry where it has an operation.
+	type lists struct {
+		key                      string
+		acquires, writes, stored []timedOp
+		events                   []lockEvent
+	}
+	var byID []*lists
+	// Each list made once at (about) its size: grown by appending, the
+	// lists of a history of millions were most of the check's allocation,
+	// and their copies were alive beside the checkers' records.
+	type sizes struct{ acquires, writes, stored, events int }
+	var size []sizes
+	for i := range ops.Len() {
+		b := ops.Brief(i)
+		for int(b.KeyID) >= len(size) {
+			size = append(size, sizes{})
+		}
+		n := &size[b.KeyID]
+		ok := b.Outcome == history.OutcomeOk
+		switch b.F {
+		case history.Acquire:
+			if ok {
+				n.acquires++
+				n.events++
+			} else if b.Outcome == history.OutcomeInfo {
+				n.events++
+			}
+		case history.Renew, history.Release:
+			if ok {
+				n.events++
+			}
+		case history.Write:
+			n.writes++
+			if ok {
+				n.stored++
+			}
+		}
+	}
 	var maxIssued uint64
+	var candidates []int // writes that may carry a forged token (below)
 	var o history.Op
 	for i := range ops.Len() {
 		ops.Load(i, &o)
+		kid := ops.Brief(i).KeyID
+		for int(kid) >= len(byID) {
+			byID = append(byID, nil)
+		}
+		l := byID[kid]
+		if l == nil {
+			n := size[kid]
+			l = &lists{key: o.Key, acquires: make([]timedOp, 0, n.acquires), writes: make([]timedOp, 0, n.writes),
+				stored: make([]timedOp, 0, n.stored), events: make([]lockEvent, 0, n.events)}
+			byID[kid] = l
+		}
 		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
 			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk, failed: o.Outcome == history.OutcomeFail}
 		switch o.F {
 		case history.Acquire:
 			switch {
 			case t.ok && t.valid:
-				h.acquires[o.Key] = append(h.acquires[o.Key], t)
-				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Call, kind: 'g', until: o.Return, raw: o.Token.Raw, id: o.ID})
-				issued[o.Token.Raw] = true
+				l.acquires = append(l.acquires, t)
+				l.events = append(l.events, lockEvent{at: o.Call, kind: 'g', until: o.Return, raw: o.Token.Raw, id: o.ID})
 				maxIssued = max(maxIssued, o.Token.N)
 			case o.Outcome == history.OutcomeInfo:
-				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Call, kind: 'i', until: o.Completed, id: o.ID})
+				l.events = append(l.events, lockEvent{at: o.Call, kind: 'i', until: o.Completed, id: o.ID})
 			}
 		case history.Renew:
 			if t.ok {
-				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Return, kind: 'r', until: o.Return})
+				l.events = append(l.events, lockEvent{at: o.Return, kind: 'r', until: o.Return})
 			}
 		case history.Release:
 			if t.ok {
-				h.events[o.Key] = append(h.events[o.Key], lockEvent{at: o.Return, kind: 'x', raw: o.Token.Raw})
+				l.events = append(l.events, lockEvent{at: o.Return, kind: 'x', raw: o.Token.Raw})
 			}
 		case history.Write:
-			h.writes[o.Key] = append(h.writes[o.Key], t)
+			l.writes = append(l.writes, t)
 			if t.ok && t.valid {
-				h.stored[o.Key] = append(h.stored[o.Key], t)
+				l.stored = append(l.stored, t)
 			}
 			if o.Tampered != "" && t.reached() {
 				h.tampered[o.Tampered] = append(h.tampered[o.Tampered], o.ID)
 			}
+			// Above every number returned so far: it may be above every
+			// number returned at all (a write's own token was most often
+			// returned before it began, and is not a candidate).
+			if o.Outcome != history.OutcomeInfo && o.Tampered == "" && t.valid && o.Token.N > maxIssued {
+				candidates = append(candidates, i)
+			}
+		}
+	}
+	for _, l := range byID {
+		if l == nil {
+			continue
+		}
+		if len(l.acquires) > 0 {
+			h.acquires[l.key] = l.acquires
+		}
+		if len(l.writes) > 0 {
+			h.writes[l.key] = l.writes
+		}
+		if len(l.stored) > 0 {
+			h.stored[l.key] = l.stored
+		}
+		if len(l.events) > 0 {
+			h.events[l.key] = l.events
 		}
 	}
 	// A forged token: one whose spelling no acquire returned, above every
 	// number any returned (a straggler's or a garbled token is neither).
-	for i := range ops.Len() {
+	var issued map[string]bool
+	for _, i := range candidates {
 		ops.Load(i, &o)
-		if o.F == history.Write && o.Outcome != history.OutcomeInfo && o.Tampered == "" && o.Token.State == history.TokenValid && !issued[o.Token.Raw] && o.Token.N > maxIssued {
+		if o.Token.N <= maxIssued {
+			continue
+		}
+		if issued == nil {
+			issued = map[string]bool{}
+			var a history.Op
+			for j := range ops.Len() {
+				if ops.F(j) != history.Acquire {
+					continue
+				}
+				ops.Load(j, &a)
+				if a.Outcome == history.OutcomeOk && a.Token.State == history.TokenValid {
+					issued[a.Token.Raw] = true
+				}
+			}
+		}
+		if !issued[o.Token.Raw] {
 			h.forged = append(h.forged, o.ID)
 		}
 	}

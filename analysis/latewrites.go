@@ -63,60 +63,100 @@ func (l LateWrites) Line() string {
 func lateWrites(ops *history.Ops) (LateWrites, []int64) {
 	// grants are ok acquires per lock, stored ok writes per key, each by
 	// return time: what had happened before a write was sent.
-	grants, stored := map[string]*returned{}, map[string]*returned{}
-	add := func(m map[string]*returned, o *history.Op) {
-		if m[o.Key] == nil {
-			m[o.Key] = &returned{}
+	// (By Brief.KeyID: no map per operation.)
+	// Each list is made once, at most its size (the ok acquires or
+	// writes of its key, counted first).
+	var grants, stored []*returned
+	var nGrants, nStored []int
+	for i := range ops.Len() {
+		b := ops.Brief(i)
+		if b.Outcome != history.OutcomeOk {
+			continue
 		}
-		m[o.Key].ops = append(m[o.Key].ops, grant{o.Return, o.Token.N})
+		for int(b.KeyID) >= len(nGrants) {
+			nGrants, nStored = append(nGrants, 0), append(nStored, 0)
+		}
+		switch b.F {
+		case history.Acquire:
+			nGrants[b.KeyID]++
+		case history.Write:
+			nStored[b.KeyID]++
+		}
+	}
+	add := func(m *[]*returned, kid uint32, o *history.Op) {
+		for int(kid) >= len(*m) {
+			*m = append(*m, nil)
+		}
+		if (*m)[kid] == nil {
+			n := nStored[kid]
+			if o.F == history.Acquire {
+				n = nGrants[kid]
+			}
+			(*m)[kid] = &returned{ops: make([]grant, 0, n)}
+		}
+		(*m)[kid].ops = append((*m)[kid].ops, grant{o.Return, o.Token.N})
+	}
+	at := func(m []*returned, kid uint32) *returned {
+		if int(kid) < len(m) {
+			return m[kid]
+		}
+		return nil
 	}
 	var o history.Op
 	for i := range ops.Len() {
+		b := ops.Brief(i)
+		if b.Outcome != history.OutcomeOk || b.F != history.Acquire && b.F != history.Write {
+			continue
+		}
 		ops.Load(i, &o)
-		if o.Outcome != history.OutcomeOk || o.Token.State != history.TokenValid {
+		if o.Token.State != history.TokenValid {
 			continue
 		}
 		switch o.F {
 		case history.Acquire:
-			add(grants, &o)
+			add(&grants, b.KeyID, &o)
 		case history.Write:
-			add(stored, &o)
+			add(&stored, b.KeyID, &o)
 		}
 	}
-	for _, m := range []map[string]*returned{grants, stored} {
+	for _, m := range [][]*returned{grants, stored} {
 		for _, r := range m {
-			slices.SortFunc(r.ops, func(x, y grant) int { return cmp.Compare(x.ret, y.ret) })
+			if r != nil {
+				slices.SortFunc(r.ops, func(x, y grant) int { return cmp.Compare(x.ret, y.ret) })
+			}
 		}
 	}
 	type holder struct {
 		proc int
-		lock string
+		lock uint32 // Brief.KeyID
 	}
 	held := map[holder]string{} // token the process's last ok acquire of the lock returned
 	var out LateWrites
 	var violations, others, reached []int64
 	for i := range ops.Len() {
-		ops.Load(i, &o)
+		b := ops.Brief(i)
 		switch {
-		case o.F == history.Acquire && o.Outcome == history.OutcomeOk:
-			held[holder{o.Process, o.Key}] = o.Token.Raw
+		case b.F == history.Acquire && b.Outcome == history.OutcomeOk:
+			ops.Load(i, &o)
+			held[holder{o.Process, b.KeyID}] = o.Token.Raw
 			continue
-		case o.F != history.Write:
+		case b.F != history.Write:
 			continue
 		}
+		ops.Load(i, &o)
 		sent := o.Token.Raw
 		if o.Tampered != "" {
 			sent = o.SentByClient
 		}
-		if held[holder{o.Process, o.Key}] != sent {
+		if held[holder{o.Process, b.KeyID}] != sent {
 			continue // not a holder writing with its own token (a forger, another tool)
 		}
 		t := history.ParseToken(sent)
-		if t.State != history.TokenValid || grants[o.Key].newestBefore(o.Call) <= t.N {
+		if t.State != history.TokenValid || at(grants, b.KeyID).newestBefore(o.Call) <= t.N {
 			continue
 		}
 		out.Total++
-		newer := stored[o.Key].newestBefore(o.Call) > t.N
+		newer := at(stored, b.KeyID).newestBefore(o.Call) > t.N
 		if newer {
 			out.AfterNewerWrite++
 			if o.Outcome != history.OutcomeInfo {

@@ -43,41 +43,27 @@ func (h *ByKey) Register(k string) KeyOps {
 // Issuer copies out the ok acquires of token scope k.
 func (h *ByKey) Issuer(k string) []*history.Op { return h.copyOut(h.issuer[k]) }
 
-// Scratch copies out one key at a time into buffers it reuses, for a
-// checker that is done with a key before it asks for the next: what
-// Register and Issuer return is valid until its next call.
-type Scratch struct {
-	h     *ByKey
-	slab  []history.Op
-	ptrs  []*history.Op
-	reads []*history.Op
-}
+// Ops are the operations h holds positions into.
+func (h *ByKey) Ops() *history.Ops { return h.ops }
 
-// Scratch returns an empty Scratch over h.
-func (h *ByKey) Scratch() *Scratch { return &Scratch{h: h} }
-
-func (s *Scratch) fill(at []int32, into []*history.Op, slab []history.Op) []*history.Op {
-	into = into[:0]
-	for i, j := range at {
-		s.h.ops.Load(int(j), &slab[i])
-		into = append(into, &slab[i])
+// RegisterAt is where Register's operations are in Ops (writes, then
+// reads; each in invoke order), for a checker that copies out only what
+// it reads. They must not be modified.
+func (h *ByKey) RegisterAt(k string) (writes, reads []int32) {
+	if p := h.register[k]; p != nil {
+		return p.writes, p.reads
 	}
-	return into
+	return nil, nil
 }
 
-// grow makes room for n operations. The first time it makes room for the
-// largest key at once: growing key by key would allocate (and clear, and
-// have the collector scan) one slab per new largest key, each tens of MB
-// in a history of millions.
-func (s *Scratch) grow(n int) {
-	if cap(s.slab) < n {
-		s.slab = make([]history.Op, max(n, s.h.largestKey()))
-		s.ptrs, s.reads = nil, nil
-	}
-}
+// IssuerAt is where Issuer's operations are in Ops. They must not be
+// modified.
+func (h *ByKey) IssuerAt(k string) []int32 { return h.issuer[k] }
 
-// largestKey is the most operations one key, or one token scope, has.
-func (h *ByKey) largestKey() int {
+// LargestKey is the most operations one key, or one token scope, has: a
+// checker that copies keys out one at a time into a buffer it reuses can
+// make room for the largest at once.
+func (h *ByKey) LargestKey() int {
 	n := 0
 	for _, p := range h.register {
 		n = max(n, len(p.writes)+len(p.reads))
@@ -86,26 +72,6 @@ func (h *ByKey) largestKey() int {
 		n = max(n, len(at))
 	}
 	return n
-}
-
-// Register is ByKey.Register into the buffers.
-func (s *Scratch) Register(k string) KeyOps {
-	p := s.h.register[k]
-	if p == nil {
-		return KeyOps{}
-	}
-	s.grow(len(p.writes) + len(p.reads))
-	s.ptrs = s.fill(p.writes, s.ptrs, s.slab[:len(p.writes)])
-	s.reads = s.fill(p.reads, s.reads, s.slab[len(p.writes):len(p.writes)+len(p.reads)])
-	return KeyOps{Writes: s.ptrs, Reads: s.reads}
-}
-
-// Issuer is ByKey.Issuer into the buffers.
-func (s *Scratch) Issuer(k string) []*history.Op {
-	at := s.h.issuer[k]
-	s.grow(len(at))
-	s.ptrs = s.fill(at, s.ptrs, s.slab[:len(at)])
-	return s.ptrs
 }
 
 // EachRegister calls fn with each operation of register key k in turn, in
@@ -117,12 +83,21 @@ func (h *ByKey) EachRegister(k string, fn func(op *history.Op)) {
 	}
 	w, r := p.writes, p.reads
 	var op history.Op // one copy, reused: fn must not keep it
-	for len(w) > 0 || len(r) > 0 {
+	tw, tr := 0, 0    // w[:tw] and r[:tr] were touched (Ops.Touch)
+	for wi, ri := 0, 0; wi < len(w) || ri < len(r); {
 		var j int32
-		if len(r) == 0 || len(w) > 0 && w[0] < r[0] {
-			j, w = w[0], w[1:]
+		if ri == len(r) || wi < len(w) && w[wi] < r[ri] {
+			if wi == tw {
+				tw = min(wi+history.TouchBatch, len(w))
+				h.ops.Touch(w[wi:tw])
+			}
+			j, wi = w[wi], wi+1
 		} else {
-			j, r = r[0], r[1:]
+			if ri == tr {
+				tr = min(ri+history.TouchBatch, len(r))
+				h.ops.Touch(r[ri:tr])
+			}
+			j, ri = r[ri], ri+1
 		}
 		h.ops.Load(int(j), &op)
 		fn(&op)
@@ -134,7 +109,10 @@ func (h *ByKey) EachIssuer(k string, fn func(op *history.Op)) { h.each(h.issuer[
 
 func (h *ByKey) each(at []int32, fn func(op *history.Op)) {
 	var op history.Op // one copy, reused: fn must not keep it
-	for _, j := range at {
+	for i, j := range at {
+		if i%history.TouchBatch == 0 {
+			h.ops.Touch(at[i:min(i+history.TouchBatch, len(at))])
+		}
 		h.ops.Load(int(j), &op)
 		fn(&op)
 	}

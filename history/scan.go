@@ -1,7 +1,9 @@
 package history
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -298,6 +300,20 @@ func (s *scanner) str() (raw []byte, esc, ok bool) {
 	start := s.i
 	ascii := true
 	for s.i < len(s.b) {
+		// Eight bytes at a time up to the first that needs a look (a
+		// quote, a backslash, a control byte or a byte of a multi-byte
+		// character): most strings of a history are short and plain.
+		for s.i+8 <= len(s.b) {
+			m := special(binary.LittleEndian.Uint64(s.b[s.i:]))
+			if m != 0 {
+				s.i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			s.i += 8
+		}
+		if s.i >= len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -319,6 +335,19 @@ func (s *scanner) str() (raw []byte, esc, ok bool) {
 		s.i++
 	}
 	return nil, false, false
+}
+
+// special marks (the high bit of each byte) the bytes of v, eight bytes
+// of a string read little-endian, that str must look at: '"', '\\', a
+// control byte (< 0x20) or one >= 0x80. A byte above the lowest marked one
+// may be marked wrongly (a borrow), never the lowest: str looks only at
+// that one.
+func special(v uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := v ^ (ones * '"')
+	slash := v ^ (ones * '\\')
+	zero := func(x uint64) uint64 { return (x - ones) &^ x } // high bit where a byte of x is 0
+	return (zero(quote) | zero(slash) | (v-ones*0x20)&^v | v) & highs
 }
 
 // rawString is a field name, unescaped only when plain.

@@ -368,7 +368,7 @@ func viewOp(o *history.Op) opView {
 		Outcome: o.Outcome.String(), Error: clip(o.Error, displayTextLimit), Call: seconds(o.Call),
 		Tampered: clip(o.Tampered, 40), HighWater: clip(o.HighWater, 60)}
 	switch {
-	case !done(o):
+	case o.Completed == history.Never: // never completed
 		v.End, v.Latency = "never completed", "—"
 	case o.Outcome == history.OutcomeInfo:
 		v.End, v.Latency = seconds(o.Completed), "unknown outcome"

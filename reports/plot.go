@@ -103,7 +103,8 @@ func throughputPlot(v *opsView, faults []analysis.Fault, colors map[string]strin
 	for _, o := range []history.Outcome{history.OutcomeOk, history.OutcomeFail, history.OutcomeInfo} {
 		counts[o] = make([]float64, plotBuckets)
 	}
-	for _, o := range v.ops {
+	for i := range v.ops {
+		o := &v.ops[i]
 		if !done(o) {
 			continue
 		}
@@ -153,7 +154,8 @@ func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string)
 	var fs []string
 	width := float64(v.end) / plotBuckets
 	lo, hi := int64(math.MaxInt64), int64(0)
-	for _, o := range v.ops {
+	for i := range v.ops {
+		o := &v.ops[i]
 		if !done(o) || o.Outcome == history.OutcomeInfo || v.end <= 0 {
 			continue
 		}

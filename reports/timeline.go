@@ -10,31 +10,51 @@ import (
 )
 
 // opsView is how the page lays out the analysis's operations: by call time,
-// each on a row of the timeline. It holds pointers to the analysis's
-// operations, not copies.
+// each on a row of the timeline. It holds what the layout and the plots
+// read of each operation (laidOp), not the operations: the timeline loads
+// the few it draws in full (opsView.full). A copy of every operation (about
+// 250 bytes each) had made the report cost more memory than the check.
 type opsView struct {
 	end  int64
-	ops  []*history.Op // by call, then invoke index
-	lane []int         // the row of ops[i]
+	ops  []laidOp // by call, then invoke index
+	lane []int    // the row of ops[i]
 	// lanes lists each row's processes, in order.
 	lanes [][]int
 	keys  []string // sorted
+	all   *history.Ops
+	op    history.Op // full's, reused
+}
+
+// laidOp is what the layout and the plots read of one operation; pos is
+// its index in the analysis's Ops.
+type laidOp struct {
+	ID, Call, Completed int64
+	Process             int
+	F, Key              string
+	Outcome             history.Outcome
+	pos                 int32
 }
 
 func newOpsView(res *analysis.Result) *opsView {
-	v := &opsView{end: res.End}
+	v := &opsView{end: res.End, all: res.Ops}
 	if res.Ops != nil {
-		v.ops = res.Ops.All()
+		v.ops = make([]laidOp, res.Ops.Len())
+		var o history.Op
+		for i := range v.ops {
+			res.Ops.Load(i, &o)
+			v.ops[i] = laidOp{ID: o.ID, Call: o.Call, Completed: o.Completed, Process: o.Process, F: o.F, Key: o.Key,
+				Outcome: o.Outcome, pos: int32(i)}
+		}
 	}
-	slices.SortFunc(v.ops, func(x, y *history.Op) int {
+	slices.SortFunc(v.ops, func(x, y laidOp) int {
 		if x.Call != y.Call {
 			return cmp.Compare(x.Call, y.Call)
 		}
 		return cmp.Compare(x.ID, y.ID)
 	})
 	seen := map[string]bool{}
-	for _, o := range v.ops {
-		if !seen[o.Key] {
+	for i := range v.ops {
+		if o := &v.ops[i]; !seen[o.Key] {
 			seen[o.Key] = true
 			v.keys = append(v.keys, o.Key)
 		}
@@ -44,12 +64,18 @@ func newOpsView(res *analysis.Result) *opsView {
 	return v
 }
 
+// full is the whole of ops[i]: valid until the next call.
+func (v *opsView) full(i int) *history.Op {
+	v.all.Load(int(v.ops[i].pos), &v.op)
+	return &v.op
+}
+
 // done reports whether the operation's completion is in the history.
-func done(o *history.Op) bool { return o.Completed != history.Never }
+func done(o *laidOp) bool { return o.Completed != history.Never }
 
 // barEnd is where the operation's bar ends: its completion (also for info),
 // or the end of the history when it never completed.
-func (v *opsView) barEnd(o *history.Op) int64 {
+func (v *opsView) barEnd(o *laidOp) int64 {
 	if done(o) {
 		return o.Completed
 	}
@@ -68,7 +94,8 @@ func (v *opsView) assignLanes() {
 	}
 	spans := map[int]*span{}
 	var order []*span
-	for _, o := range v.ops {
+	for i := range v.ops {
+		o := &v.ops[i]
 		s := spans[o.Process]
 		if s == nil {
 			s = &span{proc: o.Process, first: o.Call, end: v.barEnd(o)}
@@ -93,8 +120,8 @@ func (v *opsView) assignLanes() {
 		heap.Push(free, laneEnd{lane: lane, end: s.end})
 	}
 	v.lane = make([]int, len(v.ops))
-	for i, o := range v.ops {
-		v.lane[i] = laneOf[o.Process]
+	for i := range v.ops {
+		v.lane[i] = laneOf[v.ops[i].Process]
 	}
 }
 

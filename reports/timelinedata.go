@@ -198,10 +198,11 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		t.Dens = density(v, t.Row, len(t.Lanes))
 	}
 	var prevCall, prevID int64
-	for i, o := range v.ops {
+	for i := range v.ops {
 		if !keep(i) {
 			continue
 		}
+		o := &v.ops[i]
 		fi, ok := fIdx[o.F]
 		if !ok {
 			fi = len(t.Fs)
@@ -223,9 +224,10 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		t.F = append(t.F, fi)
 		t.K = append(t.K, keyIdx[o.Key])
 		t.O = append(t.O, int(o.Outcome))
-		t.Tok = append(t.Tok, clip(o.Token.Raw, timelineTextLimit))
-		t.Val = append(t.Val, clip(o.Value, timelineTextLimit))
-		t.Err = append(t.Err, clip(o.Error, timelineTextLimit))
+		full := v.full(i)
+		t.Tok = append(t.Tok, clip(full.Token.Raw, timelineTextLimit))
+		t.Val = append(t.Val, clip(full.Value, timelineTextLimit))
+		t.Err = append(t.Err, clip(full.Error, timelineTextLimit))
 	}
 	_, order := faultColors(res.Faults)
 	lane := map[string]int{}
@@ -247,7 +249,8 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 func density(v *opsView, rowOf []int, rows int) *densityJS {
 	d := &densityJS{B: densityBuckets, Ok: make([]int, rows*densityBuckets), Fail: make([]int, rows*densityBuckets), Info: make([]int, rows*densityBuckets)}
 	width := float64(max(v.end, 1)) / densityBuckets
-	for i, o := range v.ops {
+	for i := range v.ops {
+		o := &v.ops[i]
 		b := min(int(float64(o.Call)/width), densityBuckets-1)
 		cell := rowOf[v.lane[i]]*densityBuckets + max(b, 0)
 		switch {

@@ -115,7 +115,7 @@ func TestTimelineUnderTheBudgetEmbedsEveryOperation(t *testing.T) {
 func TestLatencyOfRareOperationsIsDrawn(t *testing.T) {
 	v := &opsView{end: 150e9}
 	for i, at := range []int64{10e9, 40e9, 90e9} {
-		v.ops = append(v.ops, &history.Op{ID: int64(i), F: "renew", Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
+		v.ops = append(v.ops, laidOp{ID: int64(i), F: "renew", Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
 	}
 	plots := latencyPlots(v, nil, nil)
 	require.Len(t, plots, 1)

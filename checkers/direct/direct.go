@@ -37,13 +37,13 @@ import (
 
 // writeFact is what the history tells about one write.
 type writeFact struct {
-	op *history.Op
+	op *dop
 	// appliedBy is the earliest history time by which the write is known to
 	// have taken effect (Never: not known to have).
 	appliedBy int64
 	// observer is the read that proved it took effect, when that read
 	// returned before the write did (or the write's outcome is unknown).
-	observer *history.Op
+	observer *dop
 	// readBroken is set when a read of this value is itself an anomaly
 	// (rejected write, future read): the write is then left out of the
 	// ordering checks, so one fault is not reported many times over.
@@ -68,7 +68,7 @@ type issuedTokens struct {
 	raw map[string]bool
 }
 
-func (iss *issuedTokens) collect(acquires []*history.Op) {
+func (iss *issuedTokens) collect(acquires []*dop) {
 	for _, a := range acquires {
 		if a.Token.State != history.TokenValid {
 			continue
@@ -86,6 +86,14 @@ type anomalySink struct {
 	model string
 	key   string
 	out   []checkers.Anomaly
+	ops   *history.Ops
+}
+
+// full is the whole operation o was copied from, for the words of an
+// anomaly.
+func (s *anomalySink) full(o *dop) *history.Op {
+	op := s.ops.At(int(o.pos))
+	return &op
 }
 
 func (s *anomalySink) add(kind string, at int64, text string, ops ...int64) {
@@ -124,13 +132,13 @@ func (*Checker) Check(ctx context.Context, ops *history.Ops, sem checkers.Semant
 // notFound says whether an ok read answered 404 (no value, no token): the
 // key was never written. A read that answered 200 with an empty body and a
 // token saw an empty value stored with that token.
-func notFound(r *history.Op) bool { return r.Value == "" && r.Token.State == history.TokenNone }
+func notFound(r *dop) bool { return r.Value == "" && r.Token.State == history.TokenNone }
 
 func check(ctx context.Context, h *checkers.ByKey, sem checkers.Semantics) []checkers.Result {
 	// The issuer first: its acquires are what the register's forgery rule
 	// needs (issuedTokens), one key's copies at a time (no anomaly keeps
 	// an operation).
-	scratch := h.Scratch()
+	cp := copier{ops: h.Ops(), largest: h.LargestKey(), auth: h.Issued, sem: sem}
 	start := time.Now()
 	iss := issuedTokens{raw: map[string]bool{}}
 	isr := checkers.Result{Checker: checkers.CheckerDirect, Model: checkers.ModelIssuer, Keys: len(h.IssuerKeys), Proofs: true, Complete: true}
@@ -138,10 +146,10 @@ func check(ctx context.Context, h *checkers.ByKey, sem checkers.Semantics) []che
 		if ctx.Err() != nil {
 			break
 		}
-		acqs := scratch.Issuer(k)
+		acqs, _ := cp.copy(h.IssuerAt(k), nil)
 		iss.collect(acqs)
 		isr.Ops += len(acqs)
-		isr.Anomalies = append(isr.Anomalies, issuerAnomalies(k, acqs)...)
+		isr.Anomalies = append(isr.Anomalies, issuerAnomalies(cp.ops, k, acqs)...)
 	}
 	isr.Duration = time.Since(start)
 
@@ -151,9 +159,10 @@ func check(ctx context.Context, h *checkers.ByKey, sem checkers.Semantics) []che
 		if ctx.Err() != nil {
 			break
 		}
-		kh := scratch.Register(k)
-		reg.Ops += len(kh.Writes) + len(kh.Reads)
-		reg.Anomalies = append(reg.Anomalies, registerAnomalies(k, kh.Writes, kh.Reads, sem, iss, h.Issued)...)
+		w, r := h.RegisterAt(k)
+		writes, reads := cp.copy(w, r)
+		reg.Ops += len(writes) + len(reads)
+		reg.Anomalies = append(reg.Anomalies, registerAnomalies(cp.ops, k, writes, reads, sem, iss)...)
 	}
 	reg.Duration = time.Since(start)
 
@@ -179,8 +188,8 @@ func check(ctx context.Context, h *checkers.ByKey, sem checkers.Semantics) []che
 
 // registerAnomalies checks one key of the fenced register. writes are all
 // writes on the key (any outcome), reads the ok reads.
-func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Semantics, iss issuedTokens, auth *checkers.Issued) []checkers.Anomaly {
-	sink := &anomalySink{model: checkers.ModelRegister, key: key}
+func registerAnomalies(ops *history.Ops, key string, writes, reads []*dop, sem checkers.Semantics, iss issuedTokens) []checkers.Anomaly {
+	sink := &anomalySink{model: checkers.ModelRegister, key: key, ops: ops}
 	facts := make([]*writeFact, 0, len(writes))
 	// Values identify writes only when unique (the workloads make them so).
 	// A value written twice (a retry reusing it) tells nothing for sure:
@@ -188,20 +197,25 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 	// is a value like any other: a read of it answered 200 with a token.)
 	byValue := make(map[string]*writeFact, len(writes))
 	ambiguous := map[string]bool{}
-	for _, w := range writes {
-		f := &writeFact{op: w, appliedBy: history.Never}
+	slab := make([]writeFact, len(writes)) // one allocation, not one per write
+	for i, w := range writes {
+		f := &slab[i]
+		*f = writeFact{op: w, appliedBy: history.Never}
 		if w.Outcome == history.OutcomeOk {
 			f.appliedBy = w.Return
 		}
 		facts = append(facts, f)
-		if _, dup := byValue[w.Value]; dup {
-			ambiguous[w.Value] = true
+		n := len(byValue)
+		if byValue[w.Value] = f; len(byValue) == n {
+			ambiguous[w.Value] = true // the map did not grow: written before
 		}
-		byValue[w.Value] = f
 	}
 
-	// What each read's value says about its write.
-	for _, r := range reads {
+	// What each read's value says about its write. readFact[i] is
+	// byValue[reads[i].Value] where it was looked up (the same conditions
+	// as in the last pass): one lookup per read, not two.
+	readFact := make([]*writeFact, len(reads))
+	for i, r := range reads {
 		if r.Token.State != history.TokenValid && !notFound(r) {
 			what := fmt.Sprintf("the value %q without a token", r.Value)
 			if r.Token.State == history.TokenMalformed {
@@ -215,6 +229,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 			continue
 		}
 		f := byValue[r.Value]
+		readFact[i] = f
 		if f == nil {
 			sink.add(checkers.KindPhantomRead, r.Completed,
 				fmt.Sprintf("%s returned %q at %s, a value no write in the history wrote", nameRead(r), r.Value, checkers.Secs(r.Return)), r.ID)
@@ -252,7 +267,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 		}
 		w := f.op
 		// Worded only for an anomaly: most writes have none.
-		lead := func() string { return nameWrite(w) + " " + tokenPhrase(w) + " " + appliedPhrase(f) }
+		lead := func() string { return nameWrite(w) + " " + tokenPhrase(sink.full(w)) + " " + appliedPhrase(f) }
 		switch {
 		case w.Token.State == history.TokenNone:
 			sink.add(checkers.KindMissingTokenAccepted, f.appliedBy, lead()+": a write without a token must be rejected", f.factOps()...)
@@ -260,7 +275,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 			sink.add(checkers.KindMalformedTokenAccepted, f.appliedBy, lead()+": a malformed token must be rejected", f.factOps()...)
 		case sem.Authenticated && w.Token.Seal == "":
 			sink.add(checkers.KindForgedTokenAccepted, f.appliedBy, lead()+": the token carries no seal, and the target declares authenticated tokens", f.factOps()...)
-		case sem.Authenticated && !auth.Authentic(w, sem):
+		case sem.Authenticated && !w.authentic:
 			sink.add(checkers.KindForgedTokenAccepted, f.appliedBy, fmt.Sprintf("%s: no acquire returned the sealed token %s (nor had one whose answer was lost been invoked before), and the target declares authenticated tokens", lead(), w.Token.Raw), f.factOps()...)
 		case !sem.Authenticated && iss.any && w.Token.N > iss.max && !iss.raw[w.Token.Raw]:
 			text := fmt.Sprintf("%s: no acquire ever returned token %d (the highest issued was %d)", lead(), w.Token.N, iss.max)
@@ -275,7 +290,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 	// Applied writes with valid tokens, in the order they became known.
 	var applied []*writeFact
 	for _, f := range facts {
-		if f.applied() && !f.readBroken && auth.Authentic(f.op, sem) {
+		if f.applied() && !f.readBroken && f.op.authentic {
 			applied = append(applied, f)
 		}
 	}
@@ -337,16 +352,15 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 	// concurrent ones: whichever came second met a high-water mark equal to
 	// its token.
 	if sem.Equal != checkers.EqualAccept {
-		byTok := map[uint64][]*writeFact{}
-		for _, f := range applied {
-			byTok[f.op.Token.N] = append(byTok[f.op.Token.N], f)
+		firstOf := make(map[uint64]*writeFact, len(applied)) // per token, the first in applied order
+		for i := len(applied) - 1; i >= 0; i-- {
+			firstOf[applied[i].op.Token.N] = applied[i]
 		}
 		for _, f := range applied { // in applied order: deterministic output
-			g := byTok[f.op.Token.N]
-			if len(g) < 2 || g[0] == f || reported[f] {
+			first := firstOf[f.op.Token.N]
+			if first == f || reported[f] {
 				continue
 			}
-			first := g[0]
 			reported[f] = true
 			sink.add(checkers.KindReplayAccepted, maxTime(f.appliedBy, first.appliedBy),
 				fmt.Sprintf("%s with token %s %s, and %s with the same token %s: under equal=reject a token admits one write only",
@@ -358,9 +372,9 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 	// A stale rejection needs a write with a token at least as new (newer,
 	// under accept) that may have taken effect before the rejection
 	// returned: any write not definitely rejected, invoked by then.
-	var could []*history.Op
+	var could []*dop
 	for _, w := range writes {
-		if w.Outcome != history.OutcomeFail && auth.Authentic(w, sem) {
+		if w.Outcome != history.OutcomeFail && w.authentic {
 			could = append(could, w)
 		}
 	}
@@ -378,10 +392,19 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 	// Only the rejection of a token that could be accepted claims anything
 	// (under authenticated semantics an unsealed or forged token must be
 	// rejected, whatever the error word).
-	var stale []*history.Op // definite stale rejections of authentic tokens, by return
-	var failed []*history.Op
+	nFailed, nStale := 0, 0 // counted first: each list made once
 	for _, w := range writes {
-		if w.Outcome == history.OutcomeFail && auth.Authentic(w, sem) {
+		if w.Outcome == history.OutcomeFail && w.authentic {
+			nFailed++
+			if w.Error == "stale" {
+				nStale++
+			}
+		}
+	}
+	stale := make([]*dop, 0, nStale) // definite stale rejections of authentic tokens, by return
+	failed := make([]*dop, 0, nFailed)
+	for _, w := range writes {
+		if w.Outcome == history.OutcomeFail && w.authentic {
 			failed = append(failed, w)
 			if w.Error == "stale" {
 				stale = append(stale, w)
@@ -404,7 +427,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 		}
 		t := w.Token.N
 		j := sort.Search(len(could), func(i int) bool { return could[i].Call > w.Return })
-		var best *history.Op
+		var best *dop
 		if j > 0 {
 			best = could[couldMax[j-1]]
 		}
@@ -436,7 +459,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 
 	// A read must not return a value older than one known to have taken
 	// effect before the read began.
-	for _, r := range reads {
+	for i, r := range reads {
 		j := knownBefore(r.Call)
 		if j == 0 {
 			continue
@@ -455,7 +478,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 				append([]int64{r.ID}, first.factOps()...)...)
 			continue
 		}
-		f := byValue[r.Value]
+		f := readFact[i]
 		if f == nil || f.readBroken {
 			continue
 		}
@@ -487,7 +510,7 @@ func registerAnomalies(key string, writes, reads []*history.Op, sem checkers.Sem
 // equal=accept), carried by a write that could have been accepted before
 // the rejection returned. could are the writes not definitely rejected,
 // with authentic tokens, by call.
-func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, sem checkers.Semantics) {
+func highWaterAnomalies(sink *anomalySink, stale, could, writes []*dop, sem checkers.Semantics) {
 	var firstCall map[uint64]int64 // per token, the earliest call of a write in could
 	for _, w := range stale {
 		if w.HighWater == "" {
@@ -545,18 +568,18 @@ func highWaterAnomalies(sink *anomalySink, stale, could, writes []*history.Op, s
 // checks report exactly the violations of (1), (2) and (3): for (3) each B is
 // compared with the largest token returned before B began. So the direct
 // issuer verdict decides the issuer model, even where Porcupine times out.
-func issuerAnomalies(scope string, acquires []*history.Op) []checkers.Anomaly {
-	sink := &anomalySink{model: checkers.ModelIssuer, key: scope}
-	var valid []*history.Op
+func issuerAnomalies(ops *history.Ops, scope string, acquires []*dop) []checkers.Anomaly {
+	sink := &anomalySink{model: checkers.ModelIssuer, key: scope, ops: ops}
+	var valid []*dop
 	for _, a := range acquires {
 		if a.Token.State != history.TokenValid {
 			sink.add(checkers.KindInvalidTokenIssued, a.Completed,
-				fmt.Sprintf("%s succeeded at %s but returned %s", nameAcquire(a), checkers.Secs(a.Return), a.Token), a.ID)
+				fmt.Sprintf("%s succeeded at %s but returned %s", nameAcquire(sink.full(a)), checkers.Secs(a.Return), a.Token), a.ID)
 			continue
 		}
 		valid = append(valid, a)
 	}
-	byReturn := append([]*history.Op(nil), valid...)
+	byReturn := append([]*dop(nil), valid...)
 	sort.SliceStable(byReturn, func(i, j int) bool {
 		if byReturn[i].Return != byReturn[j].Return {
 			return byReturn[i].Return < byReturn[j].Return
@@ -570,7 +593,7 @@ func issuerAnomalies(scope string, acquires []*history.Op) []checkers.Anomaly {
 			maxTok[i] = maxTok[i-1]
 		}
 	}
-	reported := map[*history.Op]bool{}
+	reported := map[*dop]bool{}
 	for _, b := range byReturn {
 		j := sort.Search(len(byReturn), func(i int) bool { return byReturn[i].Return >= b.Call })
 		if j == 0 {
@@ -587,26 +610,25 @@ func issuerAnomalies(scope string, acquires []*history.Op) []checkers.Anomaly {
 		reported[b] = true
 		sink.add(kind, b.Completed,
 			fmt.Sprintf("token %s returned by %s at %s %s by %s at %s, before op %d began (%s)",
-				b.Token.Raw, nameAcquire(b), checkers.Secs(b.Return), verb, nameAcquire(a), checkers.Secs(a.Return), b.ID, checkers.Secs(b.Call)),
+				b.Token.Raw, nameAcquire(sink.full(b)), checkers.Secs(b.Return), verb, nameAcquire(sink.full(a)), checkers.Secs(a.Return), b.ID, checkers.Secs(b.Call)),
 			b.ID, a.ID)
 	}
 	// Concurrent acquires may return tokens in either order, but never the
 	// same token: two holders would then be indistinguishable to the
 	// resource.
-	byTok := map[uint64][]*history.Op{}
-	for _, a := range byReturn {
-		byTok[a.Token.N] = append(byTok[a.Token.N], a)
+	firstOf := make(map[uint64]*dop, len(byReturn)) // per token, the first in byReturn
+	for i := len(byReturn) - 1; i >= 0; i-- {
+		firstOf[byReturn[i].Token.N] = byReturn[i]
 	}
 	for _, b := range byReturn {
-		g := byTok[b.Token.N]
-		if len(g) < 2 || g[0] == b || reported[b] {
+		a := firstOf[b.Token.N]
+		if a == b || reported[b] {
 			continue
 		}
-		a := g[0]
 		reported[b] = true
 		sink.add(checkers.KindDuplicateToken, b.Completed,
 			fmt.Sprintf("token %s returned by %s at %s was also returned by the concurrent %s at %s: two holders share one token",
-				b.Token.Raw, nameAcquire(b), checkers.Secs(b.Return), nameAcquire(a), checkers.Secs(a.Return)),
+				b.Token.Raw, nameAcquire(sink.full(b)), checkers.Secs(b.Return), nameAcquire(sink.full(a)), checkers.Secs(a.Return)),
 			b.ID, a.ID)
 	}
 	return sink.out
@@ -620,8 +642,8 @@ type suffixMax struct {
 	tree []int64
 }
 
-func newSuffixMax(ops []*history.Op) *suffixMax {
-	var toks []uint64
+func newSuffixMax(ops []*dop) *suffixMax {
+	toks := make([]uint64, 0, len(ops))
 	for _, o := range ops {
 		toks = append(toks, o.Token.N)
 	}

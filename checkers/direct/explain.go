@@ -9,7 +9,7 @@ import (
 )
 
 // nameWrite names a write by its unique value and its history index.
-func nameWrite(op *history.Op) string {
+func nameWrite(op *dop) string {
 	if op.Value == "" {
 		return fmt.Sprintf("write (op %d)", op.ID)
 	}
@@ -64,11 +64,11 @@ func nameAcquire(op *history.Op) string {
 	return fmt.Sprintf("acquire op %d (lock %s)", op.ID, op.Key)
 }
 
-func nameRead(op *history.Op) string { return fmt.Sprintf("read op %d", op.ID) }
+func nameRead(op *dop) string { return fmt.Sprintf("read op %d", op.ID) }
 
 // readResult is "returned c3-17 (token 33)" or "returned nothing (never
 // written)".
-func readResult(op *history.Op) string {
+func readResult(op *dop) string {
 	if op.Value == "" {
 		return "returned nothing (key never written)"
 	}

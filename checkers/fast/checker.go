@@ -29,13 +29,26 @@ func (*Checker) Check(ctx context.Context, ops *history.Ops, sem checkers.Semant
 	c.issued = h.Issued
 	reg := checkers.Result{Checker: checkers.CheckerFast, Model: checkers.ModelRegister, Verdict: checkers.Valid, Complete: true, Keys: len(h.RegisterKeys)}
 	var unknown []string
+	// One key's records at a time, in buffers reused from key to key
+	// (nothing keeps a key's records once it is decided), made at once
+	// for the largest key.
+	var recs []record
+	var text []byte
+	room := func(n int) *keyLog {
+		if cap(recs) < n {
+			recs = make([]record, 0, max(n, h.LargestKey()))
+		}
+		return &keyLog{ops: recs[:0], text: text[:0]}
+	}
+	done := func(k *keyLog) { recs, text = k.ops[:0], k.text[:0] }
 	for i, name := range h.RegisterKeys {
 		if err := ctx.Err(); err != nil {
 			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d keys left", err, len(h.RegisterKeys)-i, len(h.RegisterKeys)))
 			break
 		}
 		w, r := h.RegisterLen(name)
-		k := &keyLog{name: name, ops: make([]record, 0, w+r)}
+		k := room(w + r)
+		k.name = name
 		h.EachRegister(name, func(op *history.Op) { c.addRegister(k, op) })
 		reg.Ops += len(k.ops)
 		out := checkRegisterKey(k, c.sem, c.issued, c.MaxAnomaliesPerKey)
@@ -43,6 +56,7 @@ func (*Checker) Check(ctx context.Context, ops *history.Ops, sem checkers.Semant
 			unknown = append(unknown, fmt.Sprintf("key %s: %s", k.name, out.unknown))
 		}
 		reg.Anomalies = append(reg.Anomalies, out.anomalies...)
+		done(k)
 	}
 	finishResult(&reg, unknown)
 
@@ -53,10 +67,12 @@ func (*Checker) Check(ctx context.Context, ops *history.Ops, sem checkers.Semant
 			unknown = append(unknown, fmt.Sprintf("interrupted (%v) with %d of %d locks left", err, len(h.IssuerKeys)-i, len(h.IssuerKeys)))
 			break
 		}
-		k := &keyLog{name: name, ops: make([]record, 0, h.IssuerLen(name))}
+		k := room(h.IssuerLen(name))
+		k.name = name
 		h.EachIssuer(name, func(op *history.Op) { addAcquire(k, op) })
 		isr.Ops += len(k.ops)
 		isr.Anomalies = append(isr.Anomalies, checkIssuerScope(k, c.sem, c.MaxAnomaliesPerKey)...)
+		done(k)
 	}
 	finishResult(&isr, unknown)
 	res := []checkers.Result{reg, isr}

@@ -177,6 +177,22 @@ func (c *regCheck) prepare() bool {
 		byVal[o.val] = int32(i)
 	}
 	c.elem = make(map[int32]int, len(byVal))
+	// Elements, pins and stale requirements made once at (at most) their
+	// size: grown by appending, they were much of the check's garbage.
+	var nElems, nPins, nStale int
+	for i := range ops {
+		switch o := &ops[i]; {
+		case o.kind == writeOk || o.kind == writeInfo:
+			nElems++
+		case o.kind == writeStale && o.hwState != hwNone:
+			nPins++
+		case o.kind == writeStale:
+			nStale++
+		}
+	}
+	c.elems = make([]regElem, 0, nElems)
+	c.pins = make([]pinReq, 0, nPins)
+	c.stale = make([]staleReq, 0, nStale)
 	for i := range ops {
 		o := &ops[i]
 		switch o.kind {
