@@ -259,6 +259,7 @@ const (
 	SitIssuerPowerLoss  = "issuer-power-loss-regrant"
 	SitIssuerClockBack  = "issuer-clock-back-regrant"
 	SitIssuersSeparated = "issuer-replicas-separated"
+	SitIssuersOneWay    = "issuer-replicas-one-way"
 	SitResourceRestart  = "resource-restart-stale"
 	SitResourcePower    = "resource-power-loss-stale"
 	SitReplay           = "replay"
@@ -312,10 +313,13 @@ func coverage(in coverageInput) *Coverage {
 			in.clockNA(issuerNodes), cn, cex, in.faultMissing(nemesis.Clock, "no clock fault moved an issuer's clock back between two grants on one lock")))
 
 	// split brain.
-	sn, sex := h.separatedGrants(in.faults, issuerNodes)
+	sn, sex := h.separatedGrants(in.faults, issuerNodes, false)
+	on, oex := h.separatedGrants(in.faults, issuerNodes, true)
 	c.add("split-brain", "split brain (two issuers)",
 		newSituation(SitIssuersSeparated, "issuer replicas were partitioned apart while locks were granted",
-			in.replicasNA(issuerNodes), sn, sex, in.faultMissing(nemesis.Partition, "no partition separated the issuer's replicas while a lock was granted")))
+			in.replicasNA(issuerNodes, false), sn, sex, in.faultMissing(nemesis.Partition, "no partition separated the issuer's replicas while a lock was granted")),
+		newSituation(SitIssuersOneWay, "an issuer replica could not reach another that still reached it, while locks were granted",
+			in.replicasNA(issuerNodes, true), on, oex, in.faultMissing(nemesis.Partition, "no one-way cut kept an issuer replica from reaching another that still reached it while a lock was granted")))
 
 	// a token lost, a high-water mark forgotten.
 	var forgot []Situation
@@ -491,21 +495,27 @@ func (in coverageInput) clockNA(issuers map[string]bool) string {
 	return ""
 }
 
-func (in coverageInput) replicasNA(issuers map[string]bool) string {
+func (in coverageInput) replicasNA(issuers map[string]bool, oneWay bool) string {
 	if na := in.nemesisNA(nemesis.Partition); na != "" {
 		return na
 	}
 	if in.nodes == nil {
 		return ""
 	}
-	n := 0
+	n, one := 0, 0
 	for _, node := range in.nodes {
 		if node.Partition && issuers[node.Name] {
 			n++
+			if node.OneWay {
+				one++
+			}
 		}
 	}
 	if n < 2 {
 		return "the issuer has no replicas a partition can separate (one node keeps its state)"
+	}
+	if oneWay && one < 2 {
+		return "the target cannot cut its issuer replicas one way (only both ways)"
 	}
 	return ""
 }

@@ -323,13 +323,13 @@ func (h *opsIndex) pairGranted(around func(a, b timedOp) bool) int64 {
 // state on two sides while a lock was granted. (Clients reach the issuer
 // through nodes outside the groups, adapters, as often as through the
 // replicas themselves, so which side granted is not asked.)
-func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int, []int64) {
+func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool, oneWay bool) (int, []int64) {
 	n, ex := 0, []int64(nil)
 	for _, f := range faults {
 		if f.Nemesis != nemesis.Partition || f.Instant() {
 			continue
 		}
-		if !separatesIssuers(f, issuers) {
+		if !separatesIssuers(f, issuers, oneWay) {
 			continue
 		}
 		first := int64(-1)
@@ -351,11 +351,15 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool) (int
 // separatesIssuers says whether a partition put nodes holding issuer state
 // (all nodes but the clients when issuers is nil) out of each other's
 // reach: on two sides of its groups, or, for a grudge (the majorities
-// ring), one unable to reach another.
-func separatesIssuers(f Fault, issuers map[string]bool) bool {
+// ring), one unable to reach another. With oneWay, only a cut one way
+// counts: groups cut one way, or a grudge of a against b while b reaches a.
+func separatesIssuers(f Fault, issuers map[string]bool, oneWay bool) bool {
 	holds := func(node string) bool { return issuers == nil && node != "clients" || issuers[node] }
 	var groups [][]string
 	if json.Unmarshal(f.Details["groups"], &groups) == nil && len(groups) > 0 {
+		if oneWay && plainJSON(f.Details["one_way"]) != "true" {
+			return false
+		}
 		sides := 0
 		for _, g := range groups {
 			if slices.ContainsFunc(g, holds) {
@@ -369,8 +373,10 @@ func separatesIssuers(f Fault, issuers map[string]bool) bool {
 		return false
 	}
 	for a, cut := range grudge {
-		if holds(a) && slices.ContainsFunc(cut, holds) {
-			return true
+		for _, b := range cut {
+			if holds(a) && holds(b) && (!oneWay || !slices.Contains(grudge[b], a)) {
+				return true
+			}
 		}
 	}
 	return false

@@ -150,6 +150,25 @@ func TestCoverageCountsIssuerReplicasSeparated(t *testing.T) {
 	b.OnProcess(1).Acquire("L", 7100, 7105, "5").Release("L", "5", 7110, 7115)
 	c = covCheck(t, b, checkers.Semantics{})
 	assert.Equal(t, 2, situation(t, c, SitIssuersSeparated).Count, "the ring's grudge separated replicas; the adapter's did not")
+	assert.Equal(t, 0, situation(t, c, SitIssuersOneWay).Count, "no node was recorded as cut one way")
+	assert.Contains(t, situation(t, c, SitIssuersOneWay).NotApplicable, "one way", "these nodes cannot be cut one way")
+
+	// One way: the ring on three replicas, and a one-way cut of groups;
+	// a cut both ways is not.
+	for i := range nodes {
+		nodes[i].OneWay = nodes[i].Partition
+	}
+	b = covRun(nodes, allNem, nil, 10000)
+	b.FaultWith("partition", "e1,e2,e3", 1000, 2000, map[string]any{"mode": "minority", "groups": [][]string{{"e1"}, {"e2", "e3"}}})
+	b.OnProcess(1).Acquire("L", 1100, 1105, "1").Release("L", "1", 1110, 1115)
+	b.FaultWith("partition", "e1,e2,e3", 3000, 4000, map[string]any{"mode": "leader-one-way", "groups": [][]string{{"e2", "e3"}, {"e1"}}, "one_way": true})
+	b.OnProcess(1).Acquire("L", 3100, 3105, "2").Release("L", "2", 3110, 3115)
+	b.FaultWith("partition", "e1,e2,e3", 5000, 6000, map[string]any{"mode": "ring", "grudge": map[string][]string{"e1": {"e2"}, "e2": {"e3"}, "e3": {"e1"}}})
+	b.OnProcess(1).Acquire("L", 5100, 5105, "3").Release("L", "3", 5110, 5115)
+	c = covCheck(t, b, checkers.Semantics{})
+	assert.Empty(t, situation(t, c, SitIssuersOneWay).NotApplicable)
+	assert.Equal(t, 2, situation(t, c, SitIssuersOneWay).Count, "the one-way cut and the ring, not the cut both ways")
+	assert.Equal(t, 3, situation(t, c, SitIssuersSeparated).Count)
 }
 
 // A key idle for a while and then written with a token older than its

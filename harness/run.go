@@ -428,10 +428,11 @@ func runNodes(target Target) []history.RunNode {
 			cuts[n] = true
 		}
 	}
+	_, oneWay := target.(nemesis.Grudger)
 	var out []history.RunNode
 	for _, n := range target.Nodes() {
 		out = append(out, history.RunNode{Name: n.Name, Role: n.Role, Stateless: n.Stateless,
-			Clock: clocks[n.Name], Partition: cuts[n.Name]})
+			Clock: clocks[n.Name], Partition: cuts[n.Name], OneWay: oneWay && cuts[n.Name]})
 	}
 	return out
 }

@@ -68,6 +68,9 @@ type RunNode struct {
 	// partition can cut it off from the other nodes.
 	Clock     bool `json:"clock,omitempty"`
 	Partition bool `json:"partition,omitempty"`
+	// OneWay: a partition can also cut it one way (the connections it
+	// opens to a node dropped while that node's to it carry on).
+	OneWay bool `json:"one_way,omitempty"`
 }
 
 // Phases named by phase events.

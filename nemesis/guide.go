@@ -104,6 +104,7 @@ var remedies = []remedy{
 	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
 	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
 	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
+	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
 	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
 	{situation: "key-idle-1s-stale", idle: time.Second},

@@ -369,6 +369,12 @@ func TestAPartitionSeparatesReplicasOnlyWhenItCutsOneFromAnother(t *testing.T) {
 	assert.False(t, separates(plan(partitionParams{Groups: [][]string{{"a1"}, {"e1", "e2"}}}), replicas), "both replicas on one side")
 	assert.False(t, separates(plan(partitionParams{Links: []string{"clients->e1"}}), replicas), "the clients' links")
 	assert.False(t, separates(Plan{Nodes: []string{"e1"}}, replicas), "not a partition")
+
+	oneWay := plan(partitionParams{Groups: [][]string{{"e2"}, {"e1", "a1"}}, OneWay: true})
+	assert.True(t, separatesOneWay(oneWay, replicas), "e2 cannot reach e1, which reaches it")
+	assert.False(t, separatesOneWay(plan(partitionParams{Groups: [][]string{{"e1"}, {"e2"}}}), replicas), "both ways")
+	assert.True(t, separatesOneWay(plan(partitionParams{Grudge: map[string][]string{"e1": {"e2"}, "e2": {"e3"}, "e3": {"e1"}}}), replicas), "the ring on three is one way")
+	assert.False(t, separatesOneWay(plan(partitionParams{Grudge: map[string][]string{"e1": {"e2"}, "e2": {"e1"}}}), replicas), "a grudge each way")
 }
 
 // A calm phase whose idle probes still need it when it ends is held on for

@@ -538,14 +538,24 @@ func servesResource(role string) bool {
 // cut of the clients' links separates no node): what splitting issuer
 // replicas needs, where a plan that merely names one of them (clients cut
 // from it) does not.
-func separates(p Plan, nodes map[string]bool) bool {
+func separates(p Plan, nodes map[string]bool) bool { return cutsOff(p, nodes, false) }
+
+// separatesOneWay says whether p keeps one of nodes from reaching another
+// of them that still reaches it: "a member that can send but not receive
+// keeps granting".
+func separatesOneWay(p Plan, nodes map[string]bool) bool { return cutsOff(p, nodes, true) }
+
+func cutsOff(p Plan, nodes map[string]bool, oneWay bool) bool {
 	pp, ok := p.Params.(*partitionParams)
 	if !ok || len(pp.Links) > 0 {
 		return false
 	}
-	for a, cut := range pp.grudge() {
-		if nodes[a] && slices.ContainsFunc(cut, func(b string) bool { return nodes[b] }) {
-			return true
+	g := pp.grudge()
+	for a, cut := range g {
+		for _, b := range cut {
+			if nodes[a] && nodes[b] && (!oneWay || !slices.Contains(g[b], a)) {
+				return true
+			}
 		}
 	}
 	return false
