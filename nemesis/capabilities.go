@@ -91,6 +91,17 @@ type Grudger interface {
 	Grudge(ctx context.Context, grudge map[string][]string) error
 }
 
+// LinkLosser loses a share of the packets on the links between its nodes,
+// each packet drawn at random (nftables' `numgen random`), apart from any
+// cut: loss[a] names the nodes a loses percent percent of its packets to
+// (rules on a's side: a link lossy both ways loses percent each way).
+// SetLinkLoss replaces every earlier loss and leaves the partitions as they
+// are; an empty loss heals. The nodes are those of LossNodes.
+type LinkLosser interface {
+	LossNodes() []string
+	SetLinkLoss(ctx context.Context, loss map[string][]string, percent int) error
+}
+
 // ClockSkewer shifts a node's wall clock by offset relative to real time
 // (0 resets it). Targets whose nodes cannot be skewed leave those nodes out of
 // ClockNodes.

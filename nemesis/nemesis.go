@@ -154,6 +154,7 @@ var table = []func() Nemesis{
 	func() Nemesis { return powerLoss{} },
 	func() Nemesis { return clock{} },
 	func() Nemesis { return &partition{} },
+	func() Nemesis { return linkLoss{} },
 	func() Nemesis { return strip{} },
 	func() Nemesis { return delay{} },
 	func() Nemesis { return crashOnAck{} },

@@ -80,6 +80,7 @@ type Runtime struct {
 	network    *Network
 	containers map[string]*Container // by node name
 	blocked    map[string]Cut        // node -> what it drops (re-applied at Start)
+	lossy      map[string]Loss       // node -> what it loses (re-applied at Start)
 	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node
@@ -169,6 +170,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	r.helpers = nil
 	r.containers = map[string]*Container{}
 	r.blocked = nil
+	r.lossy = nil
 	r.network = nil
 	w := r.watchdog
 	r.watchdog = nil

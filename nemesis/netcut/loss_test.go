@@ -1,8 +1,11 @@
 package netcut
 
 import (
+	"bufio"
+	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,4 +118,36 @@ func TestSetLossRefusesAShareOverAHundred(t *testing.T) {
 	conn, err := nftables.New(nftables.WithNetNSFd(ns))
 	require.NoError(t, err)
 	assert.Error(t, SetLossIn(conn, LossTable, Loss{Peers: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Percent: 101}))
+}
+
+func TestServeLose(t *testing.T) {
+	ns := newNetNS(t)
+	conn, err := nftables.New(nftables.WithNetNSFd(ns))
+	require.NoError(t, err)
+	pr, pw := io.Pipe()
+	out, ow := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Serve(pr, ow, conn); ow.Close() }()
+	lines := bufio.NewScanner(out)
+	ask := func(cmd string) string {
+		t.Helper()
+		_, err := io.WriteString(pw, cmd+"\n")
+		require.NoError(t, err)
+		require.True(t, lines.Scan(), "no answer to %q", cmd)
+		return lines.Text()
+	}
+	assert.Equal(t, "ok "+LossCounts(2, 25), ask(LossCommand(25, []string{"10.213.0.12", "10.213.0.11"})))
+	assert.Equal(t, "ok dropping=1", ask("drop 10.213.0.13"))
+	assert.True(t, strings.HasPrefix(ask("lose 200 10.213.0.12"), "error lose"))
+	assert.True(t, strings.HasPrefix(ask("lose 20 nowhere"), "error peer"))
+	l, err := LossOf(conn, LossTable)
+	require.NoError(t, err)
+	assert.Equal(t, 25, l.Percent, "a bad command changes nothing")
+	assert.Len(t, l.Peers, 2)
+	// The harness goes away: the helper heals the loss too.
+	require.NoError(t, pw.Close())
+	require.NoError(t, <-done)
+	l, err = LossOf(conn, LossTable)
+	require.NoError(t, err)
+	assert.Equal(t, Loss{}, l)
 }

@@ -1,0 +1,135 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+var _ nemesis.LinkLosser = (*Cluster)(nil)
+
+// loser is a driver whose nodes can lose a share of the packets they send
+// to their peers (link loss), apart from their cuts: loseWhy says why a
+// node cannot ("" when it can); lose replaces the node's earlier loss (no
+// peers heals it); healLoss lifts every loss the driver made.
+type loser interface {
+	loseWhy(m *member) string
+	lose(ctx context.Context, m *member, peers []*member, percent int) error
+	healLoss(ctx context.Context) error
+}
+
+// lossWhy says why the node cannot lose packets on its links ("": it can).
+func lossWhy(m *member) string {
+	l, ok := m.drv.(loser)
+	if !ok || m.Kind() == KindURL {
+		return fmt.Sprintf("node %s is a %s node: only containers lose packets on their links (nftables in their namespace)", m.Name, m.Kind())
+	}
+	return l.loseWhy(m)
+}
+
+// LossNodes implements nemesis.LinkLosser: the nodes whose links this
+// machine can make lossy, in table order.
+func (c *Cluster) LossNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if lossWhy(m) == "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// SetLinkLoss implements nemesis.LinkLosser: each node a loses percent
+// percent of the packets it sends to the nodes loss[a] names, at random
+// (rules on a's side only: a link lossy both ways has a loss each way). It
+// replaces every earlier loss, and leaves the cuts as they are; an empty
+// loss heals.
+func (c *Cluster) SetLinkLoss(ctx context.Context, loss map[string][]string, percent int) error {
+	if percent < 0 || percent > 100 {
+		return fmt.Errorf("a loss of %d%% is not a share of packets", percent)
+	}
+	byName := map[string]*member{}
+	for _, m := range c.members {
+		byName[m.Name] = m
+	}
+	check := func(name string) (*member, error) {
+		m, err := c.startedNode(name)
+		if err != nil {
+			return nil, err
+		}
+		if why := lossWhy(m); why != "" {
+			return nil, errors.New(why)
+		}
+		return m, nil
+	}
+	peers := map[string][]*member{}
+	for a, bs := range loss {
+		if _, err := check(a); err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if b == a {
+				return fmt.Errorf("node %s cannot lose packets to itself", a)
+			}
+			p, err := check(b)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(peers[a], p) {
+				peers[a] = append(peers[a], p)
+			}
+		}
+	}
+	if err := c.HealLinkLoss(ctx); err != nil {
+		return err
+	}
+	if percent == 0 {
+		return nil
+	}
+	for _, m := range c.members {
+		if len(peers[m.Name]) == 0 {
+			continue
+		}
+		if err := m.drv.(loser).lose(ctx, m, peers[m.Name], percent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HealLinkLoss lifts every loss (the cuts stay).
+func (c *Cluster) HealLinkLoss(ctx context.Context) error {
+	if _, err := c.running(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range []driver{c.ctr, c.proc, c.srv, c.ssh} {
+		if l, ok := d.(loser); ok {
+			errs = append(errs, l.healLoss(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *containers) loseWhy(*member) string { return "" }
+
+// lose makes the node lose percent percent of what it sends to peers, with
+// a table in its own network namespace (re-applied when it starts again).
+func (d *containers) lose(ctx context.Context, m *member, peers []*member, percent int) error {
+	ips := make([]string, len(peers))
+	for i, p := range peers {
+		ips[i] = p.host
+	}
+	return d.rt.SetLoss(ctx, m.Name, docker.Loss{Peers: ips, Percent: percent})
+}
+
+func (d *containers) healLoss(ctx context.Context) error {
+	if d.rt == nil {
+		return nil
+	}
+	return d.rt.HealLossAll(ctx)
+}

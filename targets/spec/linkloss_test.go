@@ -1,0 +1,181 @@
+package spec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/fencecheck/fencecheck/harness"
+	"github.com/fencecheck/fencecheck/harness/docker"
+	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// inNamespaceOf runs fn on a locked thread inside node's network namespace;
+// the thread exits afterwards (a socket stays in the namespace it was made
+// in).
+func inNamespaceOf(t *testing.T, rt *docker.Runtime, node string, fn func() error) {
+	t.Helper()
+	pid, err := rt.PID(context.Background(), node)
+	require.NoError(t, err)
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	require.NoError(t, err)
+	defer ns.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err = unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err == nil {
+			err = fn()
+		}
+	}()
+	<-done
+	require.NoError(t, err)
+}
+
+// udpCounter listens for datagrams in node's namespace, at its address, and
+// counts those that arrive: the receiving side's view of a link.
+type udpCounter struct {
+	addr string
+	got  atomic.Int64
+}
+
+func countAt(t *testing.T, rt *docker.Runtime, node, ip string) *udpCounter {
+	t.Helper()
+	c := &udpCounter{}
+	var pc net.PacketConn
+	inNamespaceOf(t, rt, node, func() (err error) {
+		pc, err = net.ListenPacket("udp4", net.JoinHostPort(ip, "0"))
+		return err
+	})
+	t.Cleanup(func() { pc.Close() })
+	c.addr = pc.LocalAddr().String()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			c.got.Add(1)
+		}
+	}()
+	return c
+}
+
+// sendFrom sends n datagrams from node's namespace to c and says how many
+// arrived. A datagram the rule drops is a send error (EPERM) on the output
+// hook: it is lost, and the sender goes on.
+func sendFrom(t *testing.T, rt *docker.Runtime, node string, c *udpCounter, n int) int {
+	t.Helper()
+	before := c.got.Load()
+	inNamespaceOf(t, rt, node, func() error {
+		conn, err := net.Dial("udp4", c.addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		for i := range n {
+			_, _ = conn.Write([]byte("x"))
+			if i%100 == 99 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		return nil
+	})
+	time.Sleep(150 * time.Millisecond)
+	return int(c.got.Load() - before)
+}
+
+// Link loss between two image nodes, seen from the receiving side: b's
+// socket gets about (100-P) % of what a sends while a loses P % to b, all
+// of what b sends a (the rules are on the sending side), all of it again
+// after the heal; a partition's heal leaves the loss on. Both from this
+// machine and through the engine's API (the netcut helper).
+func TestImageNodesLinkLoss(t *testing.T) {
+	dockertest.Require(t)
+	t.Run("from this machine", func(t *testing.T) { imageNodesLinkLoss(t, "host") })
+	t.Run("through the engine's API", func(t *testing.T) {
+		dockertest.UseRemote(t)
+		imageNodesLinkLoss(t, "api")
+	})
+}
+
+func imageNodesLinkLoss(t *testing.T, path string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
+	require.NoError(t, err)
+	node := func(name string) map[string]any {
+		return map[string]any{"name": name, "roles": []string{"issuer", "resource"}, "image": tags[docker.ImageFenced], "port": 7000,
+			"data": "/data", "clock": "none",
+			"command": []string{"/usr/local/bin/fenced", "--addr", "0.0.0.0:{port}", "--backend", "memory", "--data", "{data}"}}
+	}
+	b, err := json.Marshal(map[string]any{"name": "two-images", "nodes": []any{node("a"), node("b")}})
+	require.NoError(t, err)
+	s, err := Parse(b)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tg := New(s, Options{NoPreflight: true})
+	_, err = tg.Start(ctx, harness.Env{RunID: "spec-image-loss-" + path + "-" + filepath.Base(dir), Dir: dir})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	p := tg.(*Target)
+	rt := p.Runtime()
+	ip := func(n string) string {
+		a, err := p.NetAddr(n, "")
+		require.NoError(t, err)
+		h, _, _ := net.SplitHostPort(a)
+		return h
+	}
+	atB, atA := countAt(t, rt, "b", ip("b")), countAt(t, rt, "a", ip("a"))
+	const n = 2000
+	require.Equal(t, n, sendFrom(t, rt, "a", atB, n), "no loss before the fault")
+
+	ll, ok := tg.(nemesis.LinkLosser)
+	require.True(t, ok)
+	assert.Equal(t, []string{"a", "b"}, ll.LossNodes())
+	require.NoError(t, ll.SetLinkLoss(ctx, map[string][]string{"a": {"b"}}, 40))
+	assert.Equal(t, docker.Loss{Peers: []string{ip("b")}, Percent: 40}, rt.LossOf("a"))
+	assert.Empty(t, rt.LossOf("b").Peers, "the rules are on the sending side")
+	got := sendFrom(t, rt, "a", atB, n)
+	t.Logf("%s: a loses 40%% to b: b received %d of %d (%.1f%% lost)", path, got, n, 100*float64(n-got)/n)
+	assert.InDelta(t, n*60/100, got, 120, "b receives about 60 %%")
+	assert.Equal(t, n, sendFrom(t, rt, "b", atA, n), "b to a loses nothing")
+
+	// A cut and its heal come and go apart from the loss.
+	require.NoError(t, tg.(nemesis.Partitioner).HealPartition(ctx))
+	got = sendFrom(t, rt, "a", atB, n)
+	assert.Less(t, got, n*85/100, "a partition's heal leaves the loss on (%d of %d arrived)", got, n)
+
+	// The fault as the nemesis replays it from schedule.json: both ways.
+	env := &nemesis.Env{Target: tg}
+	sched, err := nemesis.ParseSchedule([]byte(`{"schedule_version": 1, "faults": [{"nemesis": "link-loss", "nodes": ["a", "b"],
+		"params": {"mode": "pair", "groups": [["a"], ["b"]], "percent": 25}, "duration_ns": 1000000000}]}`))
+	require.NoError(t, err)
+	sel := nemesis.Select([]string{nemesis.LinkLoss}, env)
+	require.NoError(t, sched.CheckTarget(env, sel.Active, sel.NotApplicable))
+	f, err := sel.Active[0].Start(ctx, env, sched.Faults[0].Plan())
+	require.NoError(t, err)
+	toB, toA := sendFrom(t, rt, "a", atB, n), sendFrom(t, rt, "b", atA, n)
+	t.Logf("%s: link-loss (pair) 25%%: b received %d, a received %d of %d each", path, toB, toA, n)
+	assert.InDelta(t, n*75/100, toB, 120)
+	assert.InDelta(t, n*75/100, toA, 120)
+	require.NoError(t, f.Stop(ctx))
+	assert.Equal(t, n, sendFrom(t, rt, "a", atB, n), "the heal brings every datagram back")
+	assert.Equal(t, n, sendFrom(t, rt, "b", atA, n))
+	assert.Empty(t, rt.LossOf("a").Peers)
+	if path == "api" {
+		assert.Equal(t, docker.PathAPI, rt.FaultPath("partition"))
+	}
+}
