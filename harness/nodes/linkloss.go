@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/hostagent"
 )
 
 var _ nemesis.LinkLosser = (*Cluster)(nil)
@@ -26,7 +27,7 @@ type loser interface {
 func lossWhy(m *member) string {
 	l, ok := m.drv.(loser)
 	if !ok || m.Kind() == KindURL {
-		return fmt.Sprintf("node %s is a %s node: only containers lose packets on their links (nftables in their namespace)", m.Name, m.Kind())
+		return fmt.Sprintf("node %s is a %s node: only containers and ssh hosts lose packets on their links (nftables in their own namespace)", m.Name, m.Kind())
 	}
 	return l.loseWhy(m)
 }
@@ -132,4 +133,39 @@ func (d *containers) healLoss(ctx context.Context) error {
 		return nil
 	}
 	return d.rt.HealLossAll(ctx)
+}
+
+// loseWhy: as for a cut, the host must be able to set nftables rules, and
+// the node must be the one that stands for its host (a loss is by address).
+func (d *hosts) loseWhy(m *member) string { return d.cutWhy(m) }
+
+// lose makes the host lose percent percent of what it sends to the peers'
+// hosts, in the run's own loss table there.
+func (d *hosts) lose(ctx context.Context, m *member, peers []*member, percent int) error {
+	var ips []string
+	for _, p := range peers {
+		ip, err := resolveIPv4(ctx, p.host)
+		if err != nil {
+			return fmt.Errorf("link loss from %s to %s: %w", m.Name, p.Name, err)
+		}
+		if p.host == m.host {
+			return fmt.Errorf("nodes %s and %s share the address %s: no link between them to make lossy", m.Name, p.Name, m.host)
+		}
+		ips = append(ips, ip)
+	}
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpLose, Peers: ips, Percent: percent})
+	return err
+}
+
+// healLoss lifts every host's loss.
+func (d *hosts) healLoss(ctx context.Context) error {
+	var errs []error
+	for _, a := range d.agentsNow() {
+		if a.hello.NetfilterWhy != "" {
+			continue
+		}
+		_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpLose})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

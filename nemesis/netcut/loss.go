@@ -20,6 +20,10 @@ const LossTable = "fencecheck-loss"
 
 const lossSetName = "lossy"
 
+// LossTableOf is the table a run's own loss lives in on a host that
+// fencecheck shares with others (an SSH host), as TableOf is the cut's.
+func LossTableOf(run string) string { return LossTable + "-" + run }
+
 // Loss is what one namespace loses: Percent percent of the IPv4 packets it
 // sends to the Peers, each packet drawn at random (nftables' `ip daddr
 // @lossy numgen random mod 100 < Percent drop`, on the output hook). A link

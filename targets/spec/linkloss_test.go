@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"github.com/fencecheck/fencecheck/harness"
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/harness/docker/dockertest"
+	"github.com/fencecheck/fencecheck/harness/docker/sshlab"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/netcut"
 )
 
 // inNamespaceOf runs fn on a locked thread inside node's network namespace;
@@ -177,5 +180,49 @@ func imageNodesLinkLoss(t *testing.T, path string) {
 	assert.Empty(t, rt.LossOf("a").Peers)
 	if path == "api" {
 		assert.Equal(t, docker.PathAPI, rt.FaultPath("partition"))
+	}
+}
+
+// Link loss between two ssh hosts, seen from the receiving host: host-2's
+// socket gets about (100-P) % of what host-1 sends while n1 loses P % to
+// n2; the run's loss table is on host-1 only, and gone after the heal.
+func TestSSHLinkLoss(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lab := fencedLab(t, ctx, sshlab.Options{Hosts: 2})
+	raw, err := json.Marshal(map[string]any{"name": "ssh-loss", "nodes": []any{
+		fencedNode(lab, "n1", lab.Hosts[0], []string{"issuer", "resource"}), fencedNode(lab, "n2", lab.Hosts[1], []string{"issuer", "resource"})}})
+	require.NoError(t, err)
+	s, err := Parse(raw)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	run := "spec-ssh-loss-" + filepath.Base(dir)
+	tg := New(s, Options{NoPreflight: true})
+	_, err = tg.Start(ctx, harness.Env{RunID: run, Dir: dir})
+	defer func() { assert.NoError(t, tg.Stop(context.Background())) }()
+	require.NoError(t, err)
+	rt := lab.Runtime()
+	at2, at1 := countAt(t, rt, "host-2", lab.Hosts[1].IP), countAt(t, rt, "host-1", lab.Hosts[0].IP)
+	const n = 2000
+	require.Equal(t, n, sendFrom(t, rt, "host-1", at2, n), "no loss before the fault")
+
+	ll := tg.(nemesis.LinkLosser)
+	require.ElementsMatch(t, []string{"n1", "n2"}, ll.LossNodes())
+	require.NoError(t, ll.SetLinkLoss(ctx, map[string][]string{"n1": {"n2"}}, 40))
+	for h, want := range map[string]bool{"host-1": true, "host-2": false} {
+		left, err := lab.Leftovers(ctx, h, "")
+		require.NoError(t, err)
+		assert.Equal(t, want, slices.Contains(left.Tables, "ip "+netcut.LossTableOf(run)), "host %s", h)
+	}
+	got := sendFrom(t, rt, "host-1", at2, n)
+	t.Logf("ssh: n1 loses 40%% to n2: host-2 received %d of %d (%.1f%% lost)", got, n, 100*float64(n-got)/n)
+	assert.InDelta(t, n*60/100, got, 120, "host-2 receives about 60 %%")
+	assert.Equal(t, n, sendFrom(t, rt, "host-2", at1, n), "host-2 to host-1 loses nothing")
+	require.NoError(t, ll.SetLinkLoss(ctx, nil, 0))
+	assert.Equal(t, n, sendFrom(t, rt, "host-1", at2, n), "the heal brings every datagram back")
+	for _, h := range []string{"host-1", "host-2"} {
+		left, err := lab.Leftovers(ctx, h, "")
+		require.NoError(t, err)
+		assert.Empty(t, left.Tables, "host %s after the heal", h)
 	}
 }
