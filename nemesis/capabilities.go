@@ -102,6 +102,16 @@ type LinkLosser interface {
 	SetLinkLoss(ctx context.Context, loss map[string][]string, percent int) error
 }
 
+// LinkDelayer holds back the packets on the links between its nodes, apart
+// from any cut or loss: what a sends to the nodes delay[a] names waits mean
+// ± jitter (uniform, each packet drawn: jitter over the gap between two
+// packets reorders them). SetLinkDelay replaces every earlier delay; an
+// empty delay heals. The nodes are those of DelayNodes.
+type LinkDelayer interface {
+	DelayNodes() []string
+	SetLinkDelay(ctx context.Context, delay map[string][]string, mean, jitter time.Duration) error
+}
+
 // ClockSkewer shifts a node's wall clock by offset relative to real time
 // (0 resets it). Targets whose nodes cannot be skewed leave those nodes out of
 // ClockNodes.

@@ -72,32 +72,10 @@ func (linkLoss) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) 
 	if len(names) < 2 {
 		return Plan{}, errors.New("no two nodes whose links can lose packets")
 	}
-	perm := rng.Perm(len(names))
 	var lp linkLossParams
-	switch rng.IntN(3) {
-	case 0:
-		lp.Mode = "one"
-		lp.Groups = [][]string{{names[perm[0]]}, without(names, names[perm[0]])}
-	case 1:
-		lp.Mode = "pair"
-		a, b := names[perm[0]], names[perm[1]]
-		if b < a {
-			a, b = b, a
-		}
-		lp.Groups = [][]string{{a}, {b}}
-	default:
-		lp.Mode = "every"
-		for _, n := range names {
-			lp.Groups = append(lp.Groups, []string{n})
-		}
-	}
+	lp.Mode, lp.Groups = drawLinkGroups(names, rng)
 	lp.Percent = 10 + rng.IntN(41)
-	var nodes []string
-	for _, g := range lp.Groups {
-		nodes = append(nodes, g...)
-	}
-	sort.Strings(nodes)
-	return Plan{Nodes: nodes, Outage: true, Params: &lp}, nil
+	return Plan{Nodes: groupNodes(lp.Groups), Outage: true, Params: &lp}, nil
 }
 
 func (linkLoss) CheckPlan(env *Env, p Plan) error {
@@ -108,20 +86,49 @@ func (linkLoss) CheckPlan(env *Env, p Plan) error {
 	if lp.Percent <= 0 || lp.Percent > 100 {
 		return fmt.Errorf("percent must be in (0, 100], got %d", lp.Percent)
 	}
-	if len(lp.Groups) < 2 {
-		return errors.New("a link loss needs at least two groups")
-	}
 	if _, ok := env.Target.(LinkLosser); !ok {
 		return errors.New("the target cannot lose packets on the links between its nodes")
 	}
+	return checkLinkGroups(env, lp.Groups, lossNodes(env), "make lossy")
+}
+
+// drawLinkGroups draws the links a link fault acts on, as groups (the links
+// between nodes of different groups): every link of one node, the one link
+// between two nodes, or every link.
+func drawLinkGroups(names []string, rng *rand.Rand) (string, [][]string) {
+	perm := rng.Perm(len(names))
+	switch rng.IntN(3) {
+	case 0:
+		return "one", [][]string{{names[perm[0]]}, without(names, names[perm[0]])}
+	case 1:
+		a, b := names[perm[0]], names[perm[1]]
+		if b < a {
+			a, b = b, a
+		}
+		return "pair", [][]string{{a}, {b}}
+	default:
+		var groups [][]string
+		for _, n := range names {
+			groups = append(groups, []string{n})
+		}
+		return "every", groups
+	}
+}
+
+// checkLinkGroups checks a link fault's groups: two or more, each node once,
+// each one of allowed (the nodes whose links the target can do it to).
+func checkLinkGroups(env *Env, groups [][]string, allowed []string, do string) error {
+	if len(groups) < 2 {
+		return errors.New("a link fault needs at least two groups")
+	}
 	seen := map[string]bool{}
-	for _, g := range lp.Groups {
+	for _, g := range groups {
 		for _, n := range g {
 			if !hasNode(nodesOf(env), n) {
 				return fmt.Errorf("group names %s, which is not a node of the target", n)
 			}
-			if !slices.Contains(lossNodes(env), n) {
-				return fmt.Errorf("group names %s, a node whose links the target cannot make lossy", n)
+			if !slices.Contains(allowed, n) {
+				return fmt.Errorf("group names %s, a node whose links the target cannot %s", n, do)
 			}
 			if seen[n] {
 				return fmt.Errorf("node %s is in two groups", n)
@@ -132,21 +139,31 @@ func (linkLoss) CheckPlan(env *Env, p Plan) error {
 	return nil
 }
 
-// lossOf is the loss lp makes, as a LinkLosser takes it: every node loses
-// packets to the nodes of the other groups.
-func (lp *linkLossParams) lossOf() map[string][]string {
-	loss := map[string][]string{}
-	for i, a := range lp.Groups {
-		for j, b := range lp.Groups {
+// groupNodes are the nodes of groups, sorted.
+func groupNodes(groups [][]string) []string {
+	var nodes []string
+	for _, g := range groups {
+		nodes = append(nodes, g...)
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+// linksOf are the links between nodes of different groups, as a link fault
+// takes them: each node, the nodes its packets to are affected.
+func linksOf(groups [][]string) map[string][]string {
+	links := map[string][]string{}
+	for i, a := range groups {
+		for j, b := range groups {
 			if i == j {
 				continue
 			}
 			for _, n := range a {
-				loss[n] = append(loss[n], b...)
+				links[n] = append(links[n], b...)
 			}
 		}
 	}
-	return loss
+	return links
 }
 
 func (linkLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
@@ -158,7 +175,7 @@ func (linkLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	if !ok {
 		return nil, errors.New("the target cannot lose packets on the links between its nodes")
 	}
-	if err := ll.SetLinkLoss(ctx, lp.lossOf(), lp.Percent); err != nil {
+	if err := ll.SetLinkLoss(ctx, linksOf(lp.Groups), lp.Percent); err != nil {
 		return nil, applyFailed(lp.Mode, p.Nodes, errors.Join(err, ll.SetLinkLoss(context.WithoutCancel(ctx), nil, 0)))
 	}
 	return &Fault{Nodes: p.Nodes,

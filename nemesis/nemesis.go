@@ -155,6 +155,7 @@ var table = []func() Nemesis{
 	func() Nemesis { return clock{} },
 	func() Nemesis { return &partition{} },
 	func() Nemesis { return linkLoss{} },
+	func() Nemesis { return linkDelay{} },
 	func() Nemesis { return strip{} },
 	func() Nemesis { return delay{} },
 	func() Nemesis { return crashOnAck{} },

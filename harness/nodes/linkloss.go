@@ -53,37 +53,9 @@ func (c *Cluster) SetLinkLoss(ctx context.Context, loss map[string][]string, per
 	if percent < 0 || percent > 100 {
 		return fmt.Errorf("a loss of %d%% is not a share of packets", percent)
 	}
-	byName := map[string]*member{}
-	for _, m := range c.members {
-		byName[m.Name] = m
-	}
-	check := func(name string) (*member, error) {
-		m, err := c.startedNode(name)
-		if err != nil {
-			return nil, err
-		}
-		if why := lossWhy(m); why != "" {
-			return nil, errors.New(why)
-		}
-		return m, nil
-	}
-	peers := map[string][]*member{}
-	for a, bs := range loss {
-		if _, err := check(a); err != nil {
-			return err
-		}
-		for _, b := range bs {
-			if b == a {
-				return fmt.Errorf("node %s cannot lose packets to itself", a)
-			}
-			p, err := check(b)
-			if err != nil {
-				return err
-			}
-			if !slices.Contains(peers[a], p) {
-				peers[a] = append(peers[a], p)
-			}
-		}
+	peers, err := c.linkPeers(loss, lossWhy)
+	if err != nil {
+		return err
 	}
 	if err := c.HealLinkLoss(ctx); err != nil {
 		return err
@@ -100,6 +72,41 @@ func (c *Cluster) SetLinkLoss(ctx context.Context, loss map[string][]string, per
 		}
 	}
 	return nil
+}
+
+// linkPeers checks the links of a link fault (links[a]: the nodes a's
+// packets to are affected) against why (why a node cannot take it) and
+// returns each node's peers.
+func (c *Cluster) linkPeers(links map[string][]string, why func(*member) string) (map[string][]*member, error) {
+	check := func(name string) (*member, error) {
+		m, err := c.startedNode(name)
+		if err != nil {
+			return nil, err
+		}
+		if w := why(m); w != "" {
+			return nil, errors.New(w)
+		}
+		return m, nil
+	}
+	peers := map[string][]*member{}
+	for a, bs := range links {
+		if _, err := check(a); err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			if b == a {
+				return nil, fmt.Errorf("node %s has no link to itself", a)
+			}
+			p, err := check(b)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(peers[a], p) {
+				peers[a] = append(peers[a], p)
+			}
+		}
+	}
+	return peers, nil
 }
 
 // HealLinkLoss lifts every loss (the cuts stay).

@@ -2,6 +2,7 @@ package netcut
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -73,6 +74,36 @@ func SetDelayIn(conn *nftables.Conn, name string, d Delay) error {
 		return fmt.Errorf("netcut: programming nftables: %w", err)
 	}
 	return nil
+}
+
+// SetDelay makes the namespace netns (a file descriptor; 0: the caller's,
+// whose nftables conn is) hold what it sends to d's peers for d's delay,
+// with the Delayer *dp (made when needed, closed when the delay is healed),
+// in the table DelayTable. The delayer is bound before the rule goes in and
+// closed after it is gone, so no packet waits on a queue nobody reads.
+func SetDelay(conn *nftables.Conn, dp **Delayer, netns int, d Delay) error {
+	return SetDelayNamed(conn, DelayTable, dp, netns, d)
+}
+
+// SetDelayNamed is SetDelay in the table named name.
+func SetDelayNamed(conn *nftables.Conn, name string, dp **Delayer, netns int, d Delay) error {
+	if d.empty() {
+		err := SetDelayIn(conn, name, Delay{})
+		if *dp != nil {
+			err = errors.Join(err, (*dp).Close())
+			*dp = nil
+		}
+		return err
+	}
+	if *dp == nil {
+		dl, err := NewDelayer(netns, d.Mean, d.Jitter, uint64(time.Now().UnixNano()))
+		if err != nil {
+			return err
+		}
+		*dp = dl
+	}
+	(*dp).Set(d.Mean, d.Jitter)
+	return SetDelayIn(conn, name, d)
 }
 
 // nfqueueTarget is `queue num DelayQueue bypass` as xtables' NFQUEUE

@@ -1,10 +1,14 @@
 package netcut
 
 import (
+	"bufio"
 	"encoding/binary"
+	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +182,46 @@ func TestDelayWithoutADelayerBypasses(t *testing.T) {
 	median, _, got, _ := at.stats()
 	assert.Equal(t, 50, got)
 	assert.Less(t, median, 5*time.Millisecond)
+}
+
+// The helper's delay command: the delay measured from the receiving
+// socket, then healed by the end of the commands.
+func TestServeDelay(t *testing.T) {
+	ns := newNetNS(t)
+	conn, err := nftables.New(nftables.WithNetNSFd(ns))
+	require.NoError(t, err)
+	slow, at := timedListener(t, ns, "127.0.0.2:0")
+	pr, pw := io.Pipe()
+	out, ow := io.Pipe()
+	done := make(chan error, 1)
+	// The helper runs in the namespace it joined: here, a thread in ns.
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+			done <- err
+			return
+		}
+		done <- Serve(pr, ow, conn)
+		ow.Close()
+	}()
+	lines := bufio.NewScanner(out)
+	ask := func(cmd string) string {
+		t.Helper()
+		_, err := io.WriteString(pw, cmd+"\n")
+		require.NoError(t, err)
+		require.True(t, lines.Scan(), "no answer to %q", cmd)
+		return lines.Text()
+	}
+	assert.True(t, strings.HasPrefix(ask("delay 10 20 127.0.0.2"), "error delay"), "jitter over the delay")
+	assert.Equal(t, "ok "+DelayCounts(1, 80*time.Millisecond, 0), ask(DelayCommand(80*time.Millisecond, 0, []string{"127.0.0.2"})))
+	sendTimed(t, ns, slow, 50, time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	median, _, got, _ := at.stats()
+	assert.Equal(t, 50, got)
+	assert.InDelta(t, 80, median.Milliseconds(), 10)
+	require.NoError(t, pw.Close())
+	require.NoError(t, <-done)
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	require.NoError(t, err)
+	assert.Empty(t, tables, "healed at the end of the commands")
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/nftables"
 )
@@ -26,6 +27,10 @@ import (
 //	            lose P percent of the packets sent to exactly these peers,
 //	            at random (Loss, a table apart from the cut's); no peer or
 //	            P 0: the loss healed -> "ok losing=N percent=P"
+//	delay MS JITTER IP...
+//	            hold what is sent to exactly these peers MS ± JITTER
+//	            milliseconds (Delay, a Delayer in this process); no peer
+//	            or MS 0: healed -> "ok delaying=N ms=MS jitter=JITTER"
 //	status      read back from the kernel -> "ok dropping=IP,IP" ("ok
 //	            dropping=" when none; " to=IP,IP" follows when one-way)
 //	quit        -> "ok", and Serve returns (the rules stay)
@@ -41,6 +46,12 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 		return err
 	}
 	cut, lost := false, false
+	var delayer *Delayer
+	defer func() {
+		if delayer != nil {
+			delayer.Close()
+		}
+	}()
 	for in.Scan() {
 		f := strings.Fields(in.Text())
 		if len(f) == 0 {
@@ -72,6 +83,17 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 			}
 			lost = lost || !l.empty()
 			err = answer("ok %s", LossCounts(len(l.Peers), l.Percent))
+		case f[0] == "delay" && len(f) >= 3:
+			d, perr := parseDelay(f[1:])
+			if perr != nil {
+				err = answer("error %s", perr)
+				break
+			}
+			if serr := SetDelay(conn, &delayer, 0, d); serr != nil {
+				err = answer("error %s", oneLine(serr.Error()))
+				break
+			}
+			err = answer("ok %s", DelayCounts(len(d.Peers), d.Mean, d.Jitter))
 		case f[0] == "status" && len(f) == 1:
 			c, derr := CutIn(conn, Table)
 			if derr != nil {
@@ -86,7 +108,7 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 		case f[0] == "quit" && len(f) == 1:
 			return answer("ok")
 		default:
-			err = answer("error unknown command %q (drop IP..., lose P IP..., heal, status, quit)", in.Text())
+			err = answer("error unknown command %q (drop IP..., lose P IP..., delay MS JITTER IP..., heal, status, quit)", in.Text())
 		}
 		if err != nil {
 			return err
@@ -100,6 +122,11 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 	if lost {
 		if err := SetLossIn(conn, LossTable, Loss{}); err != nil {
 			return fmt.Errorf("healing the loss at the end of the commands: %w", err)
+		}
+	}
+	if delayer != nil {
+		if err := SetDelay(conn, &delayer, 0, Delay{}); err != nil {
+			return fmt.Errorf("healing the delay at the end of the commands: %w", err)
 		}
 	}
 	return in.Err()
@@ -116,6 +143,34 @@ func parseLoss(f []string) (Loss, error) {
 		return Loss{}, err
 	}
 	return Loss{Peers: peers, Percent: p}, nil
+}
+
+// parseDelay reads "MS JITTER IP...".
+func parseDelay(f []string) (Delay, error) {
+	ms, err := strconv.Atoi(f[0])
+	jitter, jerr := strconv.Atoi(f[1])
+	if err != nil || jerr != nil || ms < 0 || jitter < 0 || jitter > ms {
+		return Delay{}, fmt.Errorf("delay: %q ± %q are not milliseconds (jitter at most the delay)", f[0], f[1])
+	}
+	peers, err := ParsePeers(f[2:])
+	if err != nil {
+		return Delay{}, err
+	}
+	return Delay{Peers: peers, Mean: time.Duration(ms) * time.Millisecond, Jitter: time.Duration(jitter) * time.Millisecond}, nil
+}
+
+// DelayCommand is the helper's delay command (Serve): what is sent to
+// peers held mean ± jitter; no peer heals the delay.
+func DelayCommand(mean, jitter time.Duration, peers []string) string {
+	return strings.TrimSpace(fmt.Sprintf("delay %d %d %s", mean.Milliseconds(), jitter.Milliseconds(), strings.Join(peers, " ")))
+}
+
+// DelayCounts is Serve's answer to a delay command, past "ok ".
+func DelayCounts(peers int, mean, jitter time.Duration) string {
+	if peers == 0 || mean <= 0 {
+		return "delaying=0"
+	}
+	return fmt.Sprintf("delaying=%d ms=%d jitter=%d", peers, mean.Milliseconds(), jitter.Milliseconds())
 }
 
 // LossCommand is the helper's lose command (Serve): percent percent of the

@@ -100,21 +100,23 @@ func sendFrom(t *testing.T, rt *docker.Runtime, node string, c *udpCounter, n in
 	return int(c.got.Load() - before)
 }
 
-// Link loss between two image nodes, seen from the receiving side: b's
-// socket gets about (100-P) % of what a sends while a loses P % to b, all
-// of what b sends a (the rules are on the sending side), all of it again
-// after the heal; a partition's heal leaves the loss on. Both from this
-// machine and through the engine's API (the netcut helper).
-func TestImageNodesLinkLoss(t *testing.T) {
+// Link loss and delay between two image nodes, seen from the receiving
+// side: b's socket gets about (100-P) % of what a sends while a loses P %
+// to b, all of what b sends a (the rules are on the sending side), all of
+// it again after the heal; a partition's heal leaves the loss on. Delayed,
+// what a sends b arrives the delay late, spread by the jitter, out of
+// order. Both from this machine and through the engine's API (the netcut
+// helper).
+func TestImageNodesLinkFaults(t *testing.T) {
 	dockertest.Require(t)
-	t.Run("from this machine", func(t *testing.T) { imageNodesLinkLoss(t, "host") })
+	t.Run("from this machine", func(t *testing.T) { imageNodesLinkFaults(t, "host") })
 	t.Run("through the engine's API", func(t *testing.T) {
 		dockertest.UseRemote(t)
-		imageNodesLinkLoss(t, "api")
+		imageNodesLinkFaults(t, "api")
 	})
 }
 
-func imageNodesLinkLoss(t *testing.T, path string) {
+func imageNodesLinkFaults(t *testing.T, path string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	tags, err := docker.EnsureImages(ctx, nil, docker.ImageFenced)
@@ -178,6 +180,42 @@ func imageNodesLinkLoss(t *testing.T, path string) {
 	assert.Equal(t, n, sendFrom(t, rt, "a", atB, n), "the heal brings every datagram back")
 	assert.Equal(t, n, sendFrom(t, rt, "b", atA, n))
 	assert.Empty(t, rt.LossOf("a").Peers)
+
+	// Delay, replayed from a schedule: every link of a, 100 ms ± 40 ms.
+	tb, tA := timedAt(t, rt, "b", ip("b")), timedAt(t, rt, "a", ip("a"))
+	sched, err = nemesis.ParseSchedule([]byte(`{"schedule_version": 1, "faults": [{"nemesis": "link-delay", "nodes": ["a", "b"],
+		"params": {"mode": "one", "groups": [["a"], ["b"]], "delay_ms": 100, "jitter_ms": 40}, "duration_ns": 1000000000}]}`))
+	require.NoError(t, err)
+	sel = nemesis.Select([]string{nemesis.LinkDelay}, env)
+	require.NoError(t, sched.CheckTarget(env, sel.Active, sel.NotApplicable))
+	f, err = sel.Active[0].Start(ctx, env, sched.Faults[0].Plan())
+	require.NoError(t, err)
+	assert.Equal(t, docker.Delay{Peers: []string{ip("b")}, Mean: 100 * time.Millisecond, Jitter: 40 * time.Millisecond}, rt.DelayOf("a"))
+	const m = 300
+	sendTimedFrom(t, rt, "a", tb.addr, m, 2*time.Millisecond)
+	sendTimedFrom(t, rt, "b", tA.addr, m, 2*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	for _, side := range []struct {
+		name string
+		at   *timedCounter
+	}{{"a to b", tb}, {"b to a", tA}} {
+		median, spread, got, reordered := side.at.stats()
+		t.Logf("%s: link-delay 100 ms ± 40 ms, %s: median one-way %v, spread (p10-p90) %v, %d of %d arrived, %d out of order",
+			path, side.name, median.Round(time.Millisecond), spread.Round(time.Millisecond), got, m, reordered)
+		assert.Equal(t, m, got, "%s: nothing lost", side.name)
+		assert.InDelta(t, 100, median.Milliseconds(), 20, side.name)
+		assert.InDelta(t, 64, spread.Milliseconds(), 25, side.name)
+		assert.Greater(t, reordered, m/4, side.name)
+	}
+	require.NoError(t, f.Stop(ctx))
+	tb.reset()
+	sendTimedFrom(t, rt, "a", tb.addr, m, time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	median, _, got, reordered := tb.stats()
+	assert.Equal(t, m, got)
+	assert.Less(t, median, 10*time.Millisecond, "healed")
+	assert.Zero(t, reordered)
+	assert.Empty(t, rt.DelayOf("a").Peers)
 	if path == "api" {
 		assert.Equal(t, docker.PathAPI, rt.FaultPath("partition"))
 	}
