@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/harness/docker"
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/nemesis/hostagent"
 )
 
 var _ nemesis.LinkDelayer = (*Cluster)(nil)
@@ -26,7 +27,7 @@ type delayDriver interface {
 func delayWhy(m *member) string {
 	d, ok := m.drv.(delayDriver)
 	if !ok || m.Kind() == KindURL {
-		return fmt.Sprintf("node %s is a %s node: only containers' links are delayed (nftables and a delayer in their own namespace)", m.Name, m.Kind())
+		return fmt.Sprintf("node %s is a %s node: only containers' and ssh hosts' links are delayed (nftables and a delayer in their own namespace)", m.Name, m.Kind())
 	}
 	return d.delayWhy(m)
 }
@@ -103,4 +104,39 @@ func (d *containers) healDelay(ctx context.Context) error {
 		return nil
 	}
 	return d.rt.HealDelayAll(ctx)
+}
+
+// delayWhy: as for a cut, the host must be able to set nftables rules, and
+// the node must be the one that stands for its host.
+func (d *hosts) delayWhy(m *member) string { return d.cutWhy(m) }
+
+// delay holds what the host sends to the peers' hosts, with the run's own
+// delay table there and a delayer in its agent.
+func (d *hosts) delay(ctx context.Context, m *member, peers []*member, mean, jitter time.Duration) error {
+	var ips []string
+	for _, p := range peers {
+		ip, err := resolveIPv4(ctx, p.host)
+		if err != nil {
+			return fmt.Errorf("link delay from %s to %s: %w", m.Name, p.Name, err)
+		}
+		if p.host == m.host {
+			return fmt.Errorf("nodes %s and %s share the address %s: no link between them to delay", m.Name, p.Name, m.host)
+		}
+		ips = append(ips, ip)
+	}
+	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpDelay, Peers: ips, Delay: mean, Jitter: jitter})
+	return err
+}
+
+// healDelay lifts every host's delay.
+func (d *hosts) healDelay(ctx context.Context) error {
+	var errs []error
+	for _, a := range d.agentsNow() {
+		if a.hello.NetfilterWhy != "" {
+			continue
+		}
+		_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpDelay})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -53,8 +53,10 @@ type agent struct {
 	nodes map[string]*node
 	cut   bool // the run's table exists
 	lost  bool // the run's loss table exists
-	nft   *nftables.Conn
-	nftOK error
+	// delayer holds the packets of the run's delay (nil: no delay).
+	delayer *netcut.Delayer
+	nft     *nftables.Conn
+	nftOK   error
 }
 
 // Serve is the agent: it answers requests from r on w until a bye, the end
@@ -179,6 +181,9 @@ func (a *agent) do(req Request) Response {
 	if req.Op == OpLose {
 		return Response{Error: errText(a.setLoss(req.Peers, req.Percent))}
 	}
+	if req.Op == OpDelay {
+		return Response{Error: errText(a.setDelay(req.Peers, req.Delay, req.Jitter))}
+	}
 	// A layer at given folders needs no prepare (a local agent's nodes).
 	n, err := a.node(req.Node, req.Op == OpPrepare || req.Op == OpLayer && req.Backing != "")
 	if err != nil {
@@ -293,19 +298,50 @@ func (a *agent) setLoss(peers []string, percent int) error {
 	return nil
 }
 
+// setDelay makes what this host sends to peers wait mean ± jitter
+// (netcut.Delay), in the run's own delay table, with a delayer in this
+// agent; no peers heals. The controller's own address is never delayed.
+func (a *agent) setDelay(peers []string, mean, jitter time.Duration) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nftOK != nil {
+		return a.nftOK
+	}
+	if mean < 0 || jitter < 0 || jitter > mean {
+		return fmt.Errorf("a delay of %v ± %v: the jitter must be at most the delay", mean, jitter)
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return fmt.Errorf("peer %s is the controller's own address: delaying it would slow fencecheck's own link to this host", c)
+		}
+	}
+	d := netcut.Delay{Peers: addrs, Mean: mean, Jitter: jitter}
+	if len(addrs) == 0 || mean == 0 {
+		d = netcut.Delay{}
+	}
+	return netcut.SetDelayNamed(a.nft, netcut.DelayTableOf(a.opts.Run), &a.delayer, 0, d)
+}
+
 // end heals and removes what the run left on the host: cuts lifted,
 // clocks back to real time, every program continued and killed, layers
 // taken down, the folder removed (with Remove).
 func (a *agent) end() error {
 	var errs []error
 	a.mu.Lock()
-	cut, lost := a.cut, a.lost
+	cut, lost, delayed := a.cut, a.lost, a.delayer != nil
 	a.mu.Unlock()
 	if cut {
 		errs = append(errs, a.setCut(nil, nil))
 	}
 	if lost {
 		errs = append(errs, a.setLoss(nil, 0))
+	}
+	if delayed {
+		errs = append(errs, a.setDelay(nil, 0, 0))
 	}
 	a.mu.Lock()
 	nodes := make([]*node, 0, len(a.nodes))

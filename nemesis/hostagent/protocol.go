@@ -57,6 +57,7 @@ const (
 	OpClockFile  = "clock-file" // write Offset into the node's offset file
 	OpCut        = "cut"        // drop traffic with Peers (none: heal)
 	OpLose       = "lose"       // lose Percent % of what is sent to Peers (none: heal)
+	OpDelay      = "delay"      // hold what is sent to Peers Delay ± Jitter (none: heal)
 	OpTail       = "tail"       // the last Lines of the node's log -> Text
 	OpBye        = "bye"        // heal, stop, unmount, remove the folder, exit
 	OpRenew      = "renew"      // (id 0) renews the lease only
@@ -85,6 +86,9 @@ type Request struct {
 	To    []string `json:"to,omitempty"`
 	// lose: Percent percent of the packets to Peers (netcut.Loss)
 	Percent int `json:"percent,omitempty"`
+	// delay: what is sent to Peers waits Delay ± Jitter (netcut.Delay)
+	Delay  time.Duration `json:"delay_ns,omitempty"`
+	Jitter time.Duration `json:"jitter_ns,omitempty"`
 	// tail
 	Lines int `json:"lines,omitempty"`
 	// layer: the backing folder and mount point to use instead of the

@@ -132,10 +132,9 @@ const (
 	nfqaCfgMask    = 4
 	nfqaCfgFlags   = 5
 
-	nfqnlCfgCmdBind   = 1
-	nfqnlCfgCmdUnbind = 2
-	nfqnlCopyMeta     = 1
-	nfqaCfgFFailOpen  = 1
+	nfqnlCfgCmdBind  = 1
+	nfqnlCopyMeta    = 1
+	nfqaCfgFFailOpen = 1
 
 	nfAccept = 1
 )
@@ -173,8 +172,8 @@ func NewDelayer(netns int, mean, jitter time.Duration, seed uint64) (*Delayer, e
 		b, _ := ae.Encode()
 		return b
 	}
-	// Unbind first: a queue left bound by a killed delayer is refused.
-	_ = d.config(cmd(nfqnlCfgCmdUnbind))
+	// A queue bound by another socket (a second run's delayer in the same
+	// namespace) is refused; one whose socket closed was unbound with it.
 	if err := d.config(cmd(nfqnlCfgCmdBind)); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("netcut: binding queue %d: %w", DelayQueue, err)

@@ -221,10 +221,11 @@ func imageNodesLinkFaults(t *testing.T, path string) {
 	}
 }
 
-// Link loss between two ssh hosts, seen from the receiving host: host-2's
-// socket gets about (100-P) % of what host-1 sends while n1 loses P % to
-// n2; the run's loss table is on host-1 only, and gone after the heal.
-func TestSSHLinkLoss(t *testing.T) {
+// Link loss and delay between two ssh hosts, seen from the receiving host:
+// host-2's socket gets about (100-P) % of what host-1 sends while n1 loses
+// P % to n2; host-1's gets what n2 sends the delay late and out of order;
+// each run's table is on the sending host only, and gone after the heal.
+func TestSSHLinkFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lab := fencedLab(t, ctx, sshlab.Options{Hosts: 2})
@@ -258,6 +259,44 @@ func TestSSHLinkLoss(t *testing.T) {
 	assert.Equal(t, n, sendFrom(t, rt, "host-2", at1, n), "host-2 to host-1 loses nothing")
 	require.NoError(t, ll.SetLinkLoss(ctx, nil, 0))
 	assert.Equal(t, n, sendFrom(t, rt, "host-1", at2, n), "the heal brings every datagram back")
+	for _, h := range []string{"host-1", "host-2"} {
+		left, err := lab.Leftovers(ctx, h, "")
+		require.NoError(t, err)
+		assert.Empty(t, left.Tables, "host %s after the heal", h)
+	}
+
+	// Delay: what n2 sends n1 waits 100 ms ± 40 ms, held by host-2's agent.
+	t1, t2 := timedAt(t, rt, "host-1", lab.Hosts[0].IP), timedAt(t, rt, "host-2", lab.Hosts[1].IP)
+	ld := tg.(nemesis.LinkDelayer)
+	require.ElementsMatch(t, []string{"n1", "n2"}, ld.DelayNodes())
+	require.NoError(t, ld.SetLinkDelay(ctx, map[string][]string{"n2": {"n1"}}, 100*time.Millisecond, 40*time.Millisecond))
+	for h, want := range map[string]bool{"host-1": false, "host-2": true} {
+		left, err := lab.Leftovers(ctx, h, "")
+		require.NoError(t, err)
+		assert.Equal(t, want, slices.Contains(left.Tables, "ip "+netcut.DelayTableOf(run)), "host %s", h)
+	}
+	const m = 300
+	sendTimedFrom(t, rt, "host-2", t1.addr, m, 2*time.Millisecond)
+	sendTimedFrom(t, rt, "host-1", t2.addr, m, 2*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	median, spread, got, reordered := t1.stats()
+	t.Logf("ssh: n2 to n1 held 100 ms ± 40 ms: median one-way %v, spread (p10-p90) %v, %d of %d arrived, %d out of order",
+		median.Round(time.Millisecond), spread.Round(time.Millisecond), got, m, reordered)
+	assert.Equal(t, m, got)
+	assert.InDelta(t, 100, median.Milliseconds(), 20)
+	assert.InDelta(t, 64, spread.Milliseconds(), 25)
+	assert.Greater(t, reordered, m/4)
+	median, _, got, reordered = t2.stats()
+	assert.Equal(t, m, got)
+	assert.Less(t, median, 10*time.Millisecond, "n1 to n2 is not delayed")
+	assert.Zero(t, reordered)
+	require.NoError(t, ld.SetLinkDelay(ctx, nil, 0, 0))
+	t1.reset()
+	sendTimedFrom(t, rt, "host-2", t1.addr, m, time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	median, _, got, _ = t1.stats()
+	assert.Equal(t, m, got)
+	assert.Less(t, median, 10*time.Millisecond, "healed")
 	for _, h := range []string{"host-1", "host-2"} {
 		left, err := lab.Leftovers(ctx, h, "")
 		require.NoError(t, err)
