@@ -73,7 +73,7 @@ func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	// Every fault applies but a membership change and the link faults: one
 	// process has no cluster to leave, and no links of its own to others.
 	na := maps.Clone(res.NotApplicable)
-	for _, n := range []string{"member-replace", "link-loss", "link-delay"} {
+	for _, n := range []string{"member-replace", "link-loss", "link-delay", "link-duplicate"} {
 		assert.Contains(t, res.NotApplicable, n)
 		delete(na, n)
 	}

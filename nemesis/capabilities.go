@@ -102,6 +102,16 @@ type LinkLosser interface {
 	SetLinkLoss(ctx context.Context, loss map[string][]string, percent int) error
 }
 
+// LinkDuplicator sends a share of the packets on the links between its
+// nodes twice, each packet drawn at random, apart from any other link
+// fault: dup[a] names the nodes a sends percent percent of its packets to
+// twice. SetLinkDup replaces every earlier duplication; an empty one heals.
+// The nodes are those of DupNodes.
+type LinkDuplicator interface {
+	DupNodes() []string
+	SetLinkDup(ctx context.Context, dup map[string][]string, percent int) error
+}
+
 // LinkDelayer holds back the packets on the links between its nodes, apart
 // from any cut or loss: what a sends to the nodes delay[a] names waits mean
 // ± jitter (uniform, each packet drawn: jitter over the gap between two

@@ -90,3 +90,51 @@ func TestLinkDelayReplaysFromTheScheduleFile(t *testing.T) {
 		assert.ErrorContains(t, s.CheckTarget(env, Select([]string{LinkDelay}, env).Active, nil), want, params)
 	}
 }
+
+// fakeDuplicator records the duplications it is asked for.
+type fakeDuplicator struct {
+	fakeCluster
+	dups   []map[string][]string
+	shares []int
+}
+
+func (c *fakeDuplicator) DupNodes() []string { return c.PartitionNodes() }
+func (c *fakeDuplicator) SetLinkDup(_ context.Context, dup map[string][]string, percent int) error {
+	c.dups = append(c.dups, dup)
+	c.shares = append(c.shares, percent)
+	return nil
+}
+
+// Duplication draws its modes and a share of 10 to 40 %, replays from the
+// schedule file, and is not applicable where the target cannot.
+func TestLinkDuplicateDrawsAndReplays(t *testing.T) {
+	c := &fakeDuplicator{fakeCluster: fakeCluster{nodes: []Node{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}}}
+	env := &Env{Target: c}
+	rng := rand.New(rand.NewPCG(5, 6))
+	modes := map[string]bool{}
+	for range 30 {
+		p, err := linkDup{}.Draw(context.Background(), env, rng)
+		require.NoError(t, err)
+		require.NoError(t, linkDup{}.CheckPlan(env, p))
+		lp := p.Params.(*linkLossParams)
+		modes[lp.Mode] = true
+		assert.GreaterOrEqual(t, lp.Percent, 10)
+		assert.LessOrEqual(t, lp.Percent, 40)
+		f, err := linkDup{}.Start(context.Background(), env, p)
+		require.NoError(t, err)
+		assert.Equal(t, linksOf(lp.Groups), c.dups[len(c.dups)-1])
+		require.NoError(t, f.Stop(context.Background()))
+		assert.Nil(t, c.dups[len(c.dups)-1])
+	}
+	assert.Len(t, modes, 3)
+	s, err := ParseSchedule([]byte(`{"schedule_version": 1, "faults": [
+		{"nemesis": "link-duplicate", "nodes": ["n1", "n2"], "params": {"mode": "pair", "groups": [["n1"], ["n2"]], "percent": 20}, "duration_ns": 5}]}`))
+	require.NoError(t, err)
+	sel := Select([]string{LinkDuplicate}, env)
+	require.NoError(t, s.CheckTarget(env, sel.Active, sel.NotApplicable))
+	_, err = sel.Active[0].Start(context.Background(), env, s.Faults[0].Plan())
+	require.NoError(t, err)
+	assert.Equal(t, 20, c.shares[len(c.shares)-1])
+	assert.Equal(t, map[string][]string{"n1": {"n2"}, "n2": {"n1"}}, c.dups[len(c.dups)-1])
+	assert.Contains(t, Select([]string{LinkDuplicate}, &Env{Target: &fakeCluster{nodes: c.nodes}}).NotApplicable[LinkDuplicate], "cannot send packets twice")
+}

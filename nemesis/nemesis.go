@@ -156,6 +156,7 @@ var table = []func() Nemesis{
 	func() Nemesis { return &partition{} },
 	func() Nemesis { return linkLoss{} },
 	func() Nemesis { return linkDelay{} },
+	func() Nemesis { return linkDup{} },
 	func() Nemesis { return strip{} },
 	func() Nemesis { return delay{} },
 	func() Nemesis { return crashOnAck{} },

@@ -81,6 +81,7 @@ type Runtime struct {
 	containers map[string]*Container // by node name
 	blocked    map[string]Cut        // node -> what it drops (re-applied at Start)
 	lossy      map[string]Loss       // node -> what it loses (re-applied at Start)
+	duped      map[string]Loss       // node -> what it sends twice (re-applied at Start)
 	delayed    map[string]Delay      // node -> what its packets wait (re-applied at Start)
 	delayers   map[string]*hostDelayer
 	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
@@ -174,6 +175,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	r.containers = map[string]*Container{}
 	r.blocked = nil
 	r.lossy = nil
+	r.duped = nil
 	r.delayed = nil
 	r.network = nil
 	w := r.watchdog

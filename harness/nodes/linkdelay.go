@@ -113,18 +113,11 @@ func (d *hosts) delayWhy(m *member) string { return d.cutWhy(m) }
 // delay holds what the host sends to the peers' hosts, with the run's own
 // delay table there and a delayer in its agent.
 func (d *hosts) delay(ctx context.Context, m *member, peers []*member, mean, jitter time.Duration) error {
-	var ips []string
-	for _, p := range peers {
-		ip, err := resolveIPv4(ctx, p.host)
-		if err != nil {
-			return fmt.Errorf("link delay from %s to %s: %w", m.Name, p.Name, err)
-		}
-		if p.host == m.host {
-			return fmt.Errorf("nodes %s and %s share the address %s: no link between them to delay", m.Name, p.Name, m.host)
-		}
-		ips = append(ips, ip)
+	ips, err := d.peerIPs(ctx, m, peers)
+	if err != nil {
+		return err
 	}
-	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpDelay, Peers: ips, Delay: mean, Jitter: jitter})
+	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpDelay, Peers: ips, Delay: mean, Jitter: jitter})
 	return err
 }
 

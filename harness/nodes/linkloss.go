@@ -149,18 +149,11 @@ func (d *hosts) loseWhy(m *member) string { return d.cutWhy(m) }
 // lose makes the host lose percent percent of what it sends to the peers'
 // hosts, in the run's own loss table there.
 func (d *hosts) lose(ctx context.Context, m *member, peers []*member, percent int) error {
-	var ips []string
-	for _, p := range peers {
-		ip, err := resolveIPv4(ctx, p.host)
-		if err != nil {
-			return fmt.Errorf("link loss from %s to %s: %w", m.Name, p.Name, err)
-		}
-		if p.host == m.host {
-			return fmt.Errorf("nodes %s and %s share the address %s: no link between them to make lossy", m.Name, p.Name, m.host)
-		}
-		ips = append(ips, ip)
+	ips, err := d.peerIPs(ctx, m, peers)
+	if err != nil {
+		return err
 	}
-	_, err := sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpLose, Peers: ips, Percent: percent})
+	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpLose, Peers: ips, Percent: percent})
 	return err
 }
 
@@ -175,4 +168,127 @@ func (d *hosts) healLoss(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+var _ nemesis.LinkDuplicator = (*Cluster)(nil)
+
+// duper is a loser that can also send a share of a node's packets to its
+// peers twice (link duplication), where it can lose them (loseWhy).
+type duper interface {
+	loser
+	dup(ctx context.Context, m *member, peers []*member, percent int) error
+	healDup(ctx context.Context) error
+}
+
+func dupWhy(m *member) string {
+	if _, ok := m.drv.(duper); !ok {
+		return fmt.Sprintf("node %s is a %s node: only containers and ssh hosts send packets twice on their links (nftables in their own namespace)", m.Name, m.Kind())
+	}
+	return lossWhy(m)
+}
+
+// DupNodes implements nemesis.LinkDuplicator.
+func (c *Cluster) DupNodes() []string {
+	var out []string
+	for _, m := range c.members {
+		if dupWhy(m) == "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// SetLinkDup implements nemesis.LinkDuplicator: each node a sends percent
+// percent of its packets to the nodes dup[a] names twice, at random. It
+// replaces every earlier duplication, and leaves the other link faults as
+// they are; an empty one heals.
+func (c *Cluster) SetLinkDup(ctx context.Context, dup map[string][]string, percent int) error {
+	if percent < 0 || percent > 100 {
+		return fmt.Errorf("%d%% of packets sent twice is not a share", percent)
+	}
+	peers, err := c.linkPeers(dup, dupWhy)
+	if err != nil {
+		return err
+	}
+	if err := c.HealLinkDup(ctx); err != nil {
+		return err
+	}
+	if percent == 0 {
+		return nil
+	}
+	for _, m := range c.members {
+		if len(peers[m.Name]) == 0 {
+			continue
+		}
+		if err := m.drv.(duper).dup(ctx, m, peers[m.Name], percent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HealLinkDup lifts every duplication.
+func (c *Cluster) HealLinkDup(ctx context.Context) error {
+	if _, err := c.running(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range []driver{c.ctr, c.proc, c.srv, c.ssh} {
+		if dd, ok := d.(duper); ok {
+			errs = append(errs, dd.healDup(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *containers) dup(ctx context.Context, m *member, peers []*member, percent int) error {
+	ips := make([]string, len(peers))
+	for i, p := range peers {
+		ips[i] = p.host
+	}
+	return d.rt.SetDup(ctx, m.Name, docker.Loss{Peers: ips, Percent: percent})
+}
+
+func (d *containers) healDup(ctx context.Context) error {
+	if d.rt == nil {
+		return nil
+	}
+	return d.rt.HealDupAll(ctx)
+}
+
+func (d *hosts) dup(ctx context.Context, m *member, peers []*member, percent int) error {
+	ips, err := d.peerIPs(ctx, m, peers)
+	if err != nil {
+		return err
+	}
+	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpDup, Peers: ips, Percent: percent})
+	return err
+}
+
+func (d *hosts) healDup(ctx context.Context) error {
+	var errs []error
+	for _, a := range d.agentsNow() {
+		if a.hello.NetfilterWhy != "" {
+			continue
+		}
+		_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpDup})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// peerIPs are the addresses of the peers' hosts, for a link fault of m's.
+func (d *hosts) peerIPs(ctx context.Context, m *member, peers []*member) ([]string, error) {
+	var ips []string
+	for _, p := range peers {
+		ip, err := resolveIPv4(ctx, p.host)
+		if err != nil {
+			return nil, fmt.Errorf("the link from %s to %s: %w", m.Name, p.Name, err)
+		}
+		if p.host == m.host {
+			return nil, fmt.Errorf("nodes %s and %s share the address %s: no link between them", m.Name, p.Name, m.host)
+		}
+		ips = append(ips, ip)
+	}
+	return ips, nil
 }

@@ -53,6 +53,7 @@ type agent struct {
 	nodes map[string]*node
 	cut   bool // the run's table exists
 	lost  bool // the run's loss table exists
+	duped bool // the run's duplication table exists
 	// delayer holds the packets of the run's delay (nil: no delay).
 	delayer *netcut.Delayer
 	nft     *nftables.Conn
@@ -181,6 +182,9 @@ func (a *agent) do(req Request) Response {
 	if req.Op == OpLose {
 		return Response{Error: errText(a.setLoss(req.Peers, req.Percent))}
 	}
+	if req.Op == OpDup {
+		return Response{Error: errText(a.setDup(req.Peers, req.Percent))}
+	}
 	if req.Op == OpDelay {
 		return Response{Error: errText(a.setDelay(req.Peers, req.Delay, req.Jitter))}
 	}
@@ -272,6 +276,30 @@ func (a *agent) setCut(peers, to []string) error {
 	return nil
 }
 
+// setDup makes this host send percent percent of its packets to peers
+// twice (netcut.SetDupIn), in the run's own table; no peers heals.
+func (a *agent) setDup(peers []string, percent int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nftOK != nil {
+		return a.nftOK
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return fmt.Errorf("peer %s is the controller's own address: its link to this host is left alone", c)
+		}
+	}
+	if err := netcut.SetDupIn(a.nft, netcut.DupTableOf(a.opts.Run), netcut.Loss{Peers: addrs, Percent: percent}); err != nil {
+		return err
+	}
+	a.duped = len(addrs) > 0 && percent > 0
+	return nil
+}
+
 // setLoss makes this host lose percent percent of the packets it sends to
 // peers (netcut.Loss), in the run's own loss table; no peers heals. The
 // controller's own address is never made lossy.
@@ -332,13 +360,16 @@ func (a *agent) setDelay(peers []string, mean, jitter time.Duration) error {
 func (a *agent) end() error {
 	var errs []error
 	a.mu.Lock()
-	cut, lost, delayed := a.cut, a.lost, a.delayer != nil
+	cut, lost, duped, delayed := a.cut, a.lost, a.duped, a.delayer != nil
 	a.mu.Unlock()
 	if cut {
 		errs = append(errs, a.setCut(nil, nil))
 	}
 	if lost {
 		errs = append(errs, a.setLoss(nil, 0))
+	}
+	if duped {
+		errs = append(errs, a.setDup(nil, 0))
 	}
 	if delayed {
 		errs = append(errs, a.setDelay(nil, 0, 0))

@@ -58,6 +58,7 @@ const (
 	OpCut        = "cut"        // drop traffic with Peers (none: heal)
 	OpLose       = "lose"       // lose Percent % of what is sent to Peers (none: heal)
 	OpDelay      = "delay"      // hold what is sent to Peers Delay ± Jitter (none: heal)
+	OpDup        = "dup"        // send Percent % of what goes to Peers twice (none: heal)
 	OpTail       = "tail"       // the last Lines of the node's log -> Text
 	OpBye        = "bye"        // heal, stop, unmount, remove the folder, exit
 	OpRenew      = "renew"      // (id 0) renews the lease only
@@ -84,7 +85,7 @@ type Request struct {
 	// cut: Peers both ways, To one way (netcut.Cut)
 	Peers []string `json:"peers,omitempty"`
 	To    []string `json:"to,omitempty"`
-	// lose: Percent percent of the packets to Peers (netcut.Loss)
+	// lose, dup: Percent percent of the packets to Peers (netcut.Loss)
 	Percent int `json:"percent,omitempty"`
 	// delay: what is sent to Peers waits Delay ± Jitter (netcut.Delay)
 	Delay  time.Duration `json:"delay_ns,omitempty"`

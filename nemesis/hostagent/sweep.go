@@ -60,6 +60,9 @@ func sweepDeadAgents(dir string, nft *nftables.Conn, log io.Writer) error {
 		if lt := netcut.LossTableOf(run); nft != nil && tableExists(nft, lt) {
 			errs = append(errs, netcut.SetLossIn(nft, lt, netcut.Loss{}))
 		}
+		if dt := netcut.DupTableOf(run); nft != nil && tableExists(nft, dt) {
+			errs = append(errs, netcut.SetDupIn(nft, dt, netcut.Loss{}))
+		}
 		if dt := netcut.DelayTableOf(run); nft != nil && tableExists(nft, dt) {
 			errs = append(errs, netcut.SetDelayIn(nft, dt, netcut.Delay{}))
 		}

@@ -138,7 +138,9 @@ func TestServeLose(t *testing.T) {
 	}
 	assert.Equal(t, "ok "+LossCounts(2, 25), ask(LossCommand(25, []string{"10.213.0.12", "10.213.0.11"})))
 	assert.Equal(t, "ok dropping=1", ask("drop 10.213.0.13"))
-	assert.True(t, strings.HasPrefix(ask("lose 200 10.213.0.12"), "error lose"))
+	assert.True(t, strings.HasPrefix(ask("lose 200 10.213.0.12"), "error \"200\" is not a percentage"))
+	assert.Equal(t, "ok "+DupCounts(1, 10), ask(DupCommand(10, []string{"10.213.0.12"})))
+	assert.Equal(t, "ok duplicating=1 percent=10", "ok "+DupCounts(1, 10))
 	assert.True(t, strings.HasPrefix(ask("lose 20 nowhere"), "error peer"))
 	l, err := LossOf(conn, LossTable)
 	require.NoError(t, err)
@@ -150,4 +152,7 @@ func TestServeLose(t *testing.T) {
 	l, err = LossOf(conn, LossTable)
 	require.NoError(t, err)
 	assert.Equal(t, Loss{}, l)
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	require.NoError(t, err)
+	assert.Empty(t, tables, "the duplication healed too")
 }

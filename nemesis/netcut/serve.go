@@ -27,6 +27,9 @@ import (
 //	            lose P percent of the packets sent to exactly these peers,
 //	            at random (Loss, a table apart from the cut's); no peer or
 //	            P 0: the loss healed -> "ok losing=N percent=P"
+//	dup P IP... send P percent of the packets to exactly these peers
+//	            twice (SetDupIn); no peer or P 0: healed -> "ok
+//	            duplicating=N percent=P"
 //	delay MS JITTER IP...
 //	            hold what is sent to exactly these peers MS ± JITTER
 //	            milliseconds (Delay, a Delayer in this process); no peer
@@ -45,7 +48,7 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 		_, err := fmt.Fprintf(w, format+"\n", args...)
 		return err
 	}
-	cut, lost := false, false
+	cut, lost, duped := false, false, false
 	var delayer *Delayer
 	defer func() {
 		if delayer != nil {
@@ -83,6 +86,18 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 			}
 			lost = lost || !l.empty()
 			err = answer("ok %s", LossCounts(len(l.Peers), l.Percent))
+		case f[0] == "dup" && len(f) >= 2:
+			l, perr := parseLoss(f[1:])
+			if perr != nil {
+				err = answer("error %s", perr)
+				break
+			}
+			if serr := SetDupIn(conn, DupTable, l); serr != nil {
+				err = answer("error %s", oneLine(serr.Error()))
+				break
+			}
+			duped = duped || !l.empty()
+			err = answer("ok %s", DupCounts(len(l.Peers), l.Percent))
 		case f[0] == "delay" && len(f) >= 3:
 			d, perr := parseDelay(f[1:])
 			if perr != nil {
@@ -108,7 +123,7 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 		case f[0] == "quit" && len(f) == 1:
 			return answer("ok")
 		default:
-			err = answer("error unknown command %q (drop IP..., lose P IP..., delay MS JITTER IP..., heal, status, quit)", in.Text())
+			err = answer("error unknown command %q (drop IP..., lose P IP..., dup P IP..., delay MS JITTER IP..., heal, status, quit)", in.Text())
 		}
 		if err != nil {
 			return err
@@ -124,6 +139,11 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 			return fmt.Errorf("healing the loss at the end of the commands: %w", err)
 		}
 	}
+	if duped {
+		if err := SetDupIn(conn, DupTable, Loss{}); err != nil {
+			return fmt.Errorf("healing the duplication at the end of the commands: %w", err)
+		}
+	}
 	if delayer != nil {
 		if err := SetDelay(conn, &delayer, 0, Delay{}); err != nil {
 			return fmt.Errorf("healing the delay at the end of the commands: %w", err)
@@ -136,7 +156,7 @@ func Serve(r io.Reader, w io.Writer, conn *nftables.Conn) error {
 func parseLoss(f []string) (Loss, error) {
 	p, err := strconv.Atoi(f[0])
 	if err != nil || p < 0 || p > 100 {
-		return Loss{}, fmt.Errorf("lose: %q is not a percentage", f[0])
+		return Loss{}, fmt.Errorf("%q is not a percentage", f[0])
 	}
 	peers, err := ParsePeers(f[1:])
 	if err != nil {
@@ -177,6 +197,16 @@ func DelayCounts(peers int, mean, jitter time.Duration) string {
 // packets to peers lost; no peer heals the loss.
 func LossCommand(percent int, peers []string) string {
 	return strings.TrimSpace(fmt.Sprintf("lose %d %s", percent, strings.Join(peers, " ")))
+}
+
+// DupCommand is the helper's dup command (Serve).
+func DupCommand(percent int, peers []string) string {
+	return "dup" + strings.TrimPrefix(LossCommand(percent, peers), "lose")
+}
+
+// DupCounts is Serve's answer to a dup command, past "ok ".
+func DupCounts(peers, percent int) string {
+	return "duplicating" + strings.TrimPrefix(LossCounts(peers, percent), "losing")
 }
 
 // LossCounts is Serve's answer to a lose command, past "ok ".

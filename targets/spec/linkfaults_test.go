@@ -105,7 +105,7 @@ func sendFrom(t *testing.T, rt *docker.Runtime, node string, c *udpCounter, n in
 // to b, all of what b sends a (the rules are on the sending side), all of
 // it again after the heal; a partition's heal leaves the loss on. Delayed,
 // what a sends b arrives the delay late, spread by the jitter, out of
-// order. Both from this machine and through the engine's API (the netcut
+// order; duplicated, about (100+P) % of what is sent arrives. Both from this machine and through the engine's API (the netcut
 // helper).
 func TestImageNodesLinkFaults(t *testing.T) {
 	dockertest.Require(t)
@@ -216,6 +216,22 @@ func imageNodesLinkFaults(t *testing.T, path string) {
 	assert.Less(t, median, 10*time.Millisecond, "healed")
 	assert.Zero(t, reordered)
 	assert.Empty(t, rt.DelayOf("a").Peers)
+
+	// Duplication, replayed from a schedule: the link both ways, 20 %.
+	sched, err = nemesis.ParseSchedule([]byte(`{"schedule_version": 1, "faults": [{"nemesis": "link-duplicate", "nodes": ["a", "b"],
+		"params": {"mode": "pair", "groups": [["a"], ["b"]], "percent": 20}, "duration_ns": 1000000000}]}`))
+	require.NoError(t, err)
+	sel = nemesis.Select([]string{nemesis.LinkDuplicate}, env)
+	require.NoError(t, sched.CheckTarget(env, sel.Active, sel.NotApplicable))
+	f, err = sel.Active[0].Start(ctx, env, sched.Faults[0].Plan())
+	require.NoError(t, err)
+	assert.Equal(t, docker.Loss{Peers: []string{ip("b")}, Percent: 20}, rt.DupOf("a"))
+	toB, toA = sendFrom(t, rt, "a", atB, n), sendFrom(t, rt, "b", atA, n)
+	t.Logf("%s: link-duplicate (pair) 20%%: b received %d, a received %d of %d sent each", path, toB, toA, n)
+	assert.InDelta(t, n*120/100, toB, 120)
+	assert.InDelta(t, n*120/100, toA, 120)
+	require.NoError(t, f.Stop(ctx))
+	assert.Equal(t, n, sendFrom(t, rt, "a", atB, n), "healed: each datagram once")
 	if path == "api" {
 		assert.Equal(t, docker.PathAPI, rt.FaultPath("partition"))
 	}
@@ -223,7 +239,8 @@ func imageNodesLinkFaults(t *testing.T, path string) {
 
 // Link loss and delay between two ssh hosts, seen from the receiving host:
 // host-2's socket gets about (100-P) % of what host-1 sends while n1 loses
-// P % to n2; host-1's gets what n2 sends the delay late and out of order;
+// P % to n2, and about (100+P) % while n1 sends P % twice; host-1's gets
+// what n2 sends the delay late and out of order;
 // each run's table is on the sending host only, and gone after the heal.
 func TestSSHLinkFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -264,6 +281,15 @@ func TestSSHLinkFaults(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, left.Tables, "host %s after the heal", h)
 	}
+
+	// Duplication: n1 sends 20 % of what goes to n2 twice.
+	ldup := tg.(nemesis.LinkDuplicator)
+	require.NoError(t, ldup.SetLinkDup(ctx, map[string][]string{"n1": {"n2"}}, 20))
+	got = sendFrom(t, rt, "host-1", at2, n)
+	t.Logf("ssh: n1 sends 20%% to n2 twice: host-2 received %d of %d sent", got, n)
+	assert.InDelta(t, n*120/100, got, 120)
+	require.NoError(t, ldup.SetLinkDup(ctx, nil, 0))
+	assert.Equal(t, n, sendFrom(t, rt, "host-1", at2, n))
 
 	// Delay: what n2 sends n1 waits 100 ms ± 40 ms, held by host-2's agent.
 	t1, t2 := timedAt(t, rt, "host-1", lab.Hosts[0].IP), timedAt(t, rt, "host-2", lab.Hosts[1].IP)
