@@ -207,6 +207,19 @@ func imageNodesLinkFaults(t *testing.T, path string) {
 		assert.InDelta(t, 64, spread.Milliseconds(), 25, side.name)
 		assert.Greater(t, reordered, m/4, side.name)
 	}
+	// A node started again gets its delay back, in its new namespace (from
+	// this machine, a new delayer bound there).
+	rs := tg.(nemesis.Restarter)
+	require.NoError(t, rs.KillNode(ctx, "a"))
+	require.NoError(t, rs.StartNode(ctx, "a", false))
+	tb.reset()
+	sendTimedFrom(t, rt, "a", tb.addr, 100, 2*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	median, _, got, _ := tb.stats()
+	t.Logf("%s: a started again: median one-way to b %v, %d of 100 arrived", path, median.Round(time.Millisecond), got)
+	assert.Equal(t, 100, got)
+	assert.InDelta(t, 100, median.Milliseconds(), 20, "the delay is back after the restart")
+	atA = countAt(t, rt, "a", ip("a"))
 	require.NoError(t, f.Stop(ctx))
 	tb.reset()
 	sendTimedFrom(t, rt, "a", tb.addr, m, time.Millisecond)
