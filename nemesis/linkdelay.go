@@ -71,7 +71,7 @@ func (linkDelay) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error)
 		return Plan{}, errors.New("no two nodes whose links can be delayed")
 	}
 	var dp linkDelayParams
-	dp.Mode, dp.Groups = drawLinkGroups(names, rng)
+	dp.Mode, dp.Groups = drawLinkGroups(env, names, rng)
 	dp.DelayMS = 20 + rng.Int64N(231)
 	dp.JitterMS = rng.Int64N(dp.DelayMS/2 + 1)
 	return Plan{Nodes: groupNodes(dp.Groups), Outage: true, Params: &dp}, nil

@@ -60,7 +60,7 @@ func (linkDup) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 		return Plan{}, errors.New("no two nodes whose links can carry copies")
 	}
 	var lp linkLossParams
-	lp.Mode, lp.Groups = drawLinkGroups(names, rng)
+	lp.Mode, lp.Groups = drawLinkGroups(env, names, rng)
 	lp.Percent = 10 + rng.IntN(31)
 	return Plan{Nodes: groupNodes(lp.Groups), Params: &lp}, nil
 }

@@ -73,7 +73,7 @@ func (linkLoss) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) 
 		return Plan{}, errors.New("no two nodes whose links can lose packets")
 	}
 	var lp linkLossParams
-	lp.Mode, lp.Groups = drawLinkGroups(names, rng)
+	lp.Mode, lp.Groups = drawLinkGroups(env, names, rng)
 	lp.Percent = 10 + rng.IntN(41)
 	return Plan{Nodes: groupNodes(lp.Groups), Outage: true, Params: &lp}, nil
 }
@@ -94,14 +94,26 @@ func (linkLoss) CheckPlan(env *Env, p Plan) error {
 
 // drawLinkGroups draws the links a link fault acts on, as groups (the links
 // between nodes of different groups): every link of one node, the one link
-// between two nodes, or every link.
-func drawLinkGroups(names []string, rng *rand.Rand) (string, [][]string) {
-	perm := rng.Perm(len(names))
+// between two nodes, or every link. The one node, and the two, are drawn
+// among the nodes that keep state of their own where there are two or more
+// (the members: two stateless adapters do not talk to each other).
+func drawLinkGroups(env *Env, names []string, rng *rand.Rand) (string, [][]string) {
+	pool := names
+	var stateful []string
+	for _, n := range nodesNamed(env, names) {
+		if !n.Stateless {
+			stateful = append(stateful, n.Name)
+		}
+	}
+	if len(stateful) >= 2 {
+		pool = stateful
+	}
+	perm := rng.Perm(len(pool))
 	switch rng.IntN(3) {
 	case 0:
-		return "one", [][]string{{names[perm[0]]}, without(names, names[perm[0]])}
+		return "one", [][]string{{pool[perm[0]]}, without(names, pool[perm[0]])}
 	case 1:
-		a, b := names[perm[0]], names[perm[1]]
+		a, b := pool[perm[0]], pool[perm[1]]
 		if b < a {
 			a, b = b, a
 		}

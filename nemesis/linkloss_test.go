@@ -109,3 +109,27 @@ func TestLinkLossNeedsTwoNodes(t *testing.T) {
 	assert.False(t, ok)
 	assert.Contains(t, why, "fewer than two")
 }
+
+// The one node and the pair are members (nodes that keep state) where
+// there are two or more: two stateless adapters do not talk to each other.
+func TestLinkFaultsAimAtMembers(t *testing.T) {
+	c := &fakeLosser{fakeCluster: fakeCluster{nodes: []Node{{Name: "e1", Role: "etcd"}, {Name: "e2", Role: "etcd"}, {Name: "e3", Role: "etcd"},
+		{Name: "a1", Role: "adapter", Stateless: true}, {Name: "a2", Role: "adapter", Stateless: true}}}}
+	env := &Env{Target: c}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 40 {
+		p, err := linkLoss{}.Draw(context.Background(), env, rng)
+		require.NoError(t, err)
+		lp := p.Params.(*linkLossParams)
+		switch lp.Mode {
+		case "pair":
+			assert.NotContains(t, []string{"a1", "a2"}, lp.Groups[0][0])
+			assert.NotContains(t, []string{"a1", "a2"}, lp.Groups[1][0])
+		case "one":
+			assert.NotContains(t, []string{"a1", "a2"}, lp.Groups[0][0])
+			assert.Len(t, lp.Groups[1], 4, "its links to every other node, adapters included")
+		case "every":
+			assert.Len(t, lp.Groups, 5)
+		}
+	}
+}
