@@ -70,11 +70,13 @@ func TestCorrectHostProcessSystemPasses(t *testing.T) {
 	// A kill and a start again, at random or timed by an acknowledgement
 	// (all shares its time among more nemeses than a short run has turns).
 	assert.Positive(t, res.Faults["restart"]+res.Faults["crash-on-ack"], "a kill and restart should act on a host process: %v", res.Faults)
-	// Every fault applies but a membership change: one process has no
-	// cluster to leave.
-	assert.Contains(t, res.NotApplicable, "member-replace")
+	// Every fault applies but a membership change and the link faults: one
+	// process has no cluster to leave, and no links of its own to others.
 	na := maps.Clone(res.NotApplicable)
-	delete(na, "member-replace")
+	for _, n := range []string{"member-replace", "link-loss", "link-delay", "link-duplicate"} {
+		assert.Contains(t, res.NotApplicable, n)
+		delete(na, n)
+	}
 	assert.Empty(t, na)
 	b, err := os.ReadFile(junit)
 	require.NoError(t, err)

@@ -91,6 +91,37 @@ type Grudger interface {
 	Grudge(ctx context.Context, grudge map[string][]string) error
 }
 
+// LinkLosser loses a share of the packets on the links between its nodes,
+// each packet drawn at random (nftables' `numgen random`), apart from any
+// cut: loss[a] names the nodes a loses percent percent of its packets to
+// (rules on a's side: a link lossy both ways loses percent each way).
+// SetLinkLoss replaces every earlier loss and leaves the partitions as they
+// are; an empty loss heals. The nodes are those of LossNodes.
+type LinkLosser interface {
+	LossNodes() []string
+	SetLinkLoss(ctx context.Context, loss map[string][]string, percent int) error
+}
+
+// LinkDuplicator sends a share of the packets on the links between its
+// nodes twice, each packet drawn at random, apart from any other link
+// fault: dup[a] names the nodes a sends percent percent of its packets to
+// twice. SetLinkDup replaces every earlier duplication; an empty one heals.
+// The nodes are those of DupNodes.
+type LinkDuplicator interface {
+	DupNodes() []string
+	SetLinkDup(ctx context.Context, dup map[string][]string, percent int) error
+}
+
+// LinkDelayer holds back the packets on the links between its nodes, apart
+// from any cut or loss: what a sends to the nodes delay[a] names waits mean
+// ± jitter (uniform, each packet drawn: jitter over the gap between two
+// packets reorders them). SetLinkDelay replaces every earlier delay; an
+// empty delay heals. The nodes are those of DelayNodes.
+type LinkDelayer interface {
+	DelayNodes() []string
+	SetLinkDelay(ctx context.Context, delay map[string][]string, mean, jitter time.Duration) error
+}
+
 // ClockSkewer shifts a node's wall clock by offset relative to real time
 // (0 resets it). Targets whose nodes cannot be skewed leave those nodes out of
 // ClockNodes.

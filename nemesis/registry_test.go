@@ -11,7 +11,7 @@ import (
 // The table is the registry: one line per nemesis, each name once.
 func TestTableNamesEachNemesisOnce(t *testing.T) {
 	assert.Len(t, registry, len(table), "two lines of the table give the same name")
-	assert.Equal(t, []string{"clock", "crash-on-ack", "delay", "disk-corrupt", "disk-full", "disk-slow", "member-replace", "partition", "pause", "power-loss", "restart", "restart-wipe", "strip"}, Names())
+	assert.Equal(t, []string{"clock", "crash-on-ack", "delay", "disk-corrupt", "disk-full", "disk-slow", "link-delay", "link-duplicate", "link-loss", "member-replace", "partition", "pause", "power-loss", "restart", "restart-wipe", "strip"}, Names())
 	all, err := Parse("all")
 	require.NoError(t, err)
 	assert.NotContains(t, expand(all), "restart-wipe", "opt-in nemeses are left out of all")
@@ -21,6 +21,9 @@ func TestTableNamesEachNemesisOnce(t *testing.T) {
 	assert.NotContains(t, expand(all), "disk-full", "etcd's NOSPACE alarm outlives the fault")
 	assert.Contains(t, expand(all), "disk-slow")
 	assert.Contains(t, expand(all), "member-replace", "a correct cluster survives a member replaced through it")
+	assert.Contains(t, expand(all), "link-loss", "link loss is in all (where it applies)")
+	assert.Contains(t, expand(all), "link-delay", "link delay is in all (where it applies)")
+	assert.Contains(t, expand(all), "link-duplicate", "link duplication is in all (where it applies)")
 	assert.Len(t, expand(all), len(table)-3)
 }
 
@@ -61,7 +64,7 @@ func TestEveryNemesisDeclaresItsEffects(t *testing.T) {
 		}
 	}
 	for name, e := range map[string]Effect{Restart: LosesState, RestartWipe: LosesState, PowerLoss: LosesState,
-		MemberReplace: LosesDurable, Partition: Separates, Clock: SkewsClocks, Pause: Delays, Delay: Delays, Strip: Tampers} {
+		MemberReplace: LosesDurable, Partition: Separates, LinkLoss: Delays, LinkDelay: Delays, LinkDuplicate: Delays, Clock: SkewsClocks, Pause: Delays, Delay: Delays, Strip: Tampers} {
 		assert.True(t, HasEffect(name, e), "%s %s", name, e)
 	}
 	assert.False(t, HasEffect(Partition, LosesState))

@@ -244,7 +244,7 @@ func (r *Runtime) Containers() []*Container {
 }
 
 // Start starts a created or stopped container and re-applies its partition
-// rules (they live in the container's network namespace, which a stop
+// and link loss, duplication and delay rules (they live in the container's network namespace, which a stop
 // destroys) and its clock offset (its processes are new).
 func (r *Runtime) Start(ctx context.Context, node string) error {
 	c, err := r.Container(node)
@@ -255,7 +255,7 @@ func (r *Runtime) Start(ctx context.Context, node string) error {
 		return fmt.Errorf("starting %s: %w", c.Name, wrapUnavailable(err))
 	}
 	clockErr := r.syncClock(ctx, node)
-	return errors.Join(clockErr, r.reapplyPartition(ctx, node))
+	return errors.Join(clockErr, r.reapplyPartition(ctx, node), r.reapplyShares(ctx, node), r.reapplyDelay(ctx, node))
 }
 
 // Stop stops a container gracefully (SIGTERM, then SIGKILL after timeout).

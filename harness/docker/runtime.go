@@ -80,6 +80,10 @@ type Runtime struct {
 	network    *Network
 	containers map[string]*Container // by node name
 	blocked    map[string]Cut        // node -> what it drops (re-applied at Start)
+	lossy      map[string]Loss       // node -> what it loses (re-applied at Start)
+	duped      map[string]Loss       // node -> what it sends twice (re-applied at Start)
+	delayed    map[string]Delay      // node -> what its packets wait (re-applied at Start)
+	delayers   map[string]*hostDelayer
 	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node
@@ -161,6 +165,7 @@ func (r *Runtime) labels(extra map[string]string) map[string]string {
 // then lets the watchdog go. Save logs before calling it.
 func (r *Runtime) Close(ctx context.Context) error {
 	_, err := Sweep(ctx, r.cli, r.runID)
+	r.closeDelayers()
 	r.mu.Lock()
 	for _, nc := range r.clocks {
 		nc.group.Close()
@@ -169,6 +174,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	r.helpers = nil
 	r.containers = map[string]*Container{}
 	r.blocked = nil
+	r.lossy = nil
+	r.duped = nil
+	r.delayed = nil
 	r.network = nil
 	w := r.watchdog
 	r.watchdog = nil

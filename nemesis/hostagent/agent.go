@@ -43,6 +43,8 @@ type Options struct {
 type agent struct {
 	opts  Options
 	table string
+	// lossTable is the run's table of link loss, apart from its cut's.
+	lossTable string
 
 	outMu sync.Mutex
 	out   *json.Encoder
@@ -50,8 +52,12 @@ type agent struct {
 	mu    sync.Mutex
 	nodes map[string]*node
 	cut   bool // the run's table exists
-	nft   *nftables.Conn
-	nftOK error
+	lost  bool // the run's loss table exists
+	duped bool // the run's duplication table exists
+	// delayer holds the packets of the run's delay (nil: no delay).
+	delayer *netcut.Delayer
+	nft     *nftables.Conn
+	nftOK   error
 }
 
 // Serve is the agent: it answers requests from r on w until a bye, the end
@@ -76,7 +82,7 @@ func Serve(r io.Reader, w io.Writer, opts Options) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	a := &agent{opts: opts, table: netcut.TableOf(opts.Run), out: json.NewEncoder(w), nodes: map[string]*node{}}
+	a := &agent{opts: opts, table: netcut.TableOf(opts.Run), lossTable: netcut.LossTableOf(opts.Run), out: json.NewEncoder(w), nodes: map[string]*node{}}
 	a.nft, a.nftOK = netfilter()
 	if err := claim(dir); err != nil {
 		return err
@@ -173,6 +179,15 @@ func (a *agent) do(req Request) Response {
 	if req.Op == OpCut {
 		return Response{Error: errText(a.setCut(req.Peers, req.To))}
 	}
+	if req.Op == OpLose {
+		return Response{Error: errText(a.setLoss(req.Peers, req.Percent))}
+	}
+	if req.Op == OpDup {
+		return Response{Error: errText(a.setDup(req.Peers, req.Percent))}
+	}
+	if req.Op == OpDelay {
+		return Response{Error: errText(a.setDelay(req.Peers, req.Delay, req.Jitter))}
+	}
 	// A layer at given folders needs no prepare (a local agent's nodes).
 	n, err := a.node(req.Node, req.Op == OpPrepare || req.Op == OpLayer && req.Backing != "")
 	if err != nil {
@@ -261,16 +276,103 @@ func (a *agent) setCut(peers, to []string) error {
 	return nil
 }
 
+// setDup makes this host send percent percent of its packets to peers
+// twice (netcut.SetDupIn), in the run's own table; no peers heals.
+func (a *agent) setDup(peers []string, percent int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nftOK != nil {
+		return a.nftOK
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return fmt.Errorf("peer %s is the controller's own address: its link to this host is left alone", c)
+		}
+	}
+	if err := netcut.SetDupIn(a.nft, netcut.DupTableOf(a.opts.Run), netcut.Loss{Peers: addrs, Percent: percent}); err != nil {
+		return err
+	}
+	a.duped = len(addrs) > 0 && percent > 0
+	return nil
+}
+
+// setLoss makes this host lose percent percent of the packets it sends to
+// peers (netcut.Loss), in the run's own loss table; no peers heals. The
+// controller's own address is never made lossy.
+func (a *agent) setLoss(peers []string, percent int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nftOK != nil {
+		return a.nftOK
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return fmt.Errorf("peer %s is the controller's own address: losing its packets would slow fencecheck's own link to this host", c)
+		}
+	}
+	l := netcut.Loss{Peers: addrs, Percent: percent}
+	if err := netcut.SetLossIn(a.nft, a.lossTable, l); err != nil {
+		return err
+	}
+	a.lost = len(addrs) > 0 && percent > 0
+	return nil
+}
+
+// setDelay makes what this host sends to peers wait mean ± jitter
+// (netcut.Delay), in the run's own delay table, with a delayer in this
+// agent; no peers heals. The controller's own address is never delayed.
+func (a *agent) setDelay(peers []string, mean, jitter time.Duration) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nftOK != nil {
+		return a.nftOK
+	}
+	if mean < 0 || jitter < 0 || jitter > mean {
+		return fmt.Errorf("a delay of %v ± %v: the jitter must be at most the delay", mean, jitter)
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return fmt.Errorf("peer %s is the controller's own address: delaying it would slow fencecheck's own link to this host", c)
+		}
+	}
+	d := netcut.Delay{Peers: addrs, Mean: mean, Jitter: jitter}
+	if len(addrs) == 0 || mean == 0 {
+		d = netcut.Delay{}
+	}
+	return netcut.SetDelayNamed(a.nft, netcut.DelayTableOf(a.opts.Run), &a.delayer, 0, d)
+}
+
 // end heals and removes what the run left on the host: cuts lifted,
 // clocks back to real time, every program continued and killed, layers
 // taken down, the folder removed (with Remove).
 func (a *agent) end() error {
 	var errs []error
 	a.mu.Lock()
-	cut := a.cut
+	cut, lost, duped, delayed := a.cut, a.lost, a.duped, a.delayer != nil
 	a.mu.Unlock()
 	if cut {
 		errs = append(errs, a.setCut(nil, nil))
+	}
+	if lost {
+		errs = append(errs, a.setLoss(nil, 0))
+	}
+	if duped {
+		errs = append(errs, a.setDup(nil, 0))
+	}
+	if delayed {
+		errs = append(errs, a.setDelay(nil, 0, 0))
 	}
 	a.mu.Lock()
 	nodes := make([]*node, 0, len(a.nodes))

@@ -4,8 +4,8 @@
 // each in a process group of its own, and carries out every fault on them
 // with the same code as on the control machine: SIGSTOP and SIGCONT of the
 // group (pause), kill -9 (restart), the lazyfs layer under the node's data
-// (power loss), the vDSO patch of its processes (clock), and an nftables
-// table tagged with the run (partition).
+// (power loss), the vDSO patch of its processes (clock), and nftables
+// tables tagged with the run (partition, link loss).
 //
 // The agent holds a lease: every line from its controller renews it, and
 // the controller sends one a second. When the lease runs out or the
@@ -56,6 +56,9 @@ const (
 	OpClockReach = "clock-reach"
 	OpClockFile  = "clock-file" // write Offset into the node's offset file
 	OpCut        = "cut"        // drop traffic with Peers (none: heal)
+	OpLose       = "lose"       // lose Percent % of what is sent to Peers (none: heal)
+	OpDelay      = "delay"      // hold what is sent to Peers Delay ± Jitter (none: heal)
+	OpDup        = "dup"        // send Percent % of what goes to Peers twice (none: heal)
 	OpTail       = "tail"       // the last Lines of the node's log -> Text
 	OpBye        = "bye"        // heal, stop, unmount, remove the folder, exit
 	OpRenew      = "renew"      // (id 0) renews the lease only
@@ -82,6 +85,11 @@ type Request struct {
 	// cut: Peers both ways, To one way (netcut.Cut)
 	Peers []string `json:"peers,omitempty"`
 	To    []string `json:"to,omitempty"`
+	// lose, dup: Percent percent of the packets to Peers (netcut.Loss)
+	Percent int `json:"percent,omitempty"`
+	// delay: what is sent to Peers waits Delay ± Jitter (netcut.Delay)
+	Delay  time.Duration `json:"delay_ns,omitempty"`
+	Jitter time.Duration `json:"jitter_ns,omitempty"`
 	// tail
 	Lines int `json:"lines,omitempty"`
 	// layer: the backing folder and mount point to use instead of the

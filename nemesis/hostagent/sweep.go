@@ -57,6 +57,15 @@ func sweepDeadAgents(dir string, nft *nftables.Conn, log io.Writer) error {
 		if nft != nil && tableExists(nft, table) {
 			errs = append(errs, netcut.SetIn(nft, table, nil))
 		}
+		if lt := netcut.LossTableOf(run); nft != nil && tableExists(nft, lt) {
+			errs = append(errs, netcut.SetLossIn(nft, lt, netcut.Loss{}))
+		}
+		if dt := netcut.DupTableOf(run); nft != nil && tableExists(nft, dt) {
+			errs = append(errs, netcut.SetDupIn(nft, dt, netcut.Loss{}))
+		}
+		if dt := netcut.DelayTableOf(run); nft != nil && tableExists(nft, dt) {
+			errs = append(errs, netcut.SetDelayIn(nft, dt, netcut.Delay{}))
+		}
 		errs = append(errs, os.RemoveAll(other))
 		fmt.Fprintf(log, "fencehost: swept %s, left by an agent that was killed (%d dead layers detached, table %s removed if it was there)\n", other, len(detached), table)
 	}

@@ -50,7 +50,7 @@ func TestRunValidUnderEachNemesis(t *testing.T) {
 	for _, tc := range []struct {
 		n    string
 		seed uint64
-	}{{"member-replace", 13}, {"all", 14}, {"pause", 7}, {"restart", 8}, {"partition", 9}, {"clock", 10}, {"strip", 11}, {"delay", 12}} {
+	}{{"member-replace", 13}, {"all", 14}, {"pause", 7}, {"restart", 8}, {"partition", 9}, {"clock", 10}, {"strip", 11}, {"delay", 12}, {"link-loss", 15}, {"link-delay", 16}, {"link-duplicate", 17}} {
 		n := tc.n
 		t.Run(n, func(t *testing.T) {
 			cfg := harness.Config{Target: "etcd", Time: 8 * time.Second, Concurrency: 4, Keys: 2, Readers: 1,
