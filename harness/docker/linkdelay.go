@@ -39,6 +39,8 @@ type hostDelayer struct {
 // delay; an empty one heals). Start re-applies it after a restart.
 func (r *Runtime) SetDelay(ctx context.Context, node string, d Delay) error {
 	d = Delay{Peers: sortedIPs(d.Peers), Mean: d.Mean, Jitter: d.Jitter}
+	r.delayMu.Lock()
+	defer r.delayMu.Unlock()
 	r.mu.Lock()
 	if r.delayed == nil {
 		r.delayed = map[string]Delay{}
@@ -83,6 +85,8 @@ func (r *Runtime) HealDelayAll(ctx context.Context) error {
 }
 
 func (r *Runtime) reapplyDelay(ctx context.Context, node string) error {
+	r.delayMu.Lock()
+	defer r.delayMu.Unlock()
 	d := r.DelayOf(node)
 	if d.empty() {
 		return nil

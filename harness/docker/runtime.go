@@ -84,6 +84,12 @@ type Runtime struct {
 	duped      map[string]Loss       // node -> what it sends twice (re-applied at Start)
 	delayed    map[string]Delay      // node -> what its packets wait (re-applied at Start)
 	delayers   map[string]*hostDelayer
+	// delayMu makes one delay change at a time: a link delay set while
+	// the node starts again (its rules re-applied) made two delayers for
+	// one new namespace, and the second one's bind of the queue failed the
+	// start (redis under all: power-loss's stop failed, the node held to
+	// the end of the run).
+	delayMu sync.Mutex
 	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node
