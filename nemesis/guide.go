@@ -143,7 +143,7 @@ const (
 	minFault = 300 * time.Millisecond
 	// exploreOneIn: one draw in this many ignores coverage, so the
 	// faults no situation asks for (disk, crash-on-ack) still run.
-	exploreOneIn = 4
+	exploreOneIn = 6
 	// aimTries bounds the redraws of a plan until it hits the wanted node.
 	aimTries = 20
 )
