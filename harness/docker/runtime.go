@@ -90,7 +90,7 @@ type Runtime struct {
 	// start (redis under all: power-loss's stop failed, the node held to
 	// the end of the run).
 	delayMu sync.Mutex
-	clocks     map[string]*nodeClock // node -> its clock offset (re-applied at Start)
+	clocks  map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node
 	// (helper.go), with their images' tags.
