@@ -159,11 +159,11 @@ func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string)
 		if !done(o) || o.Outcome == history.OutcomeInfo || v.end <= 0 {
 			continue
 		}
-		bs, ok := byF[o.F]
+		bs, ok := byF[v.fOf(o)]
 		if !ok {
 			bs = make([][]int64, plotBuckets)
-			byF[o.F] = bs
-			fs = append(fs, o.F)
+			byF[v.fOf(o)] = bs
+			fs = append(fs, v.fOf(o))
 		}
 		d := max(o.Completed-o.Call, 1000) // below 1 µs is noise on a log scale
 		b := min(int(float64(o.Call)/width), plotBuckets-1)

@@ -17,33 +17,72 @@ import (
 type opsView struct {
 	end  int64
 	ops  []laidOp // by call, then invoke index
-	lane []int    // the row of ops[i]
+	lane []int32  // the row of ops[i]
 	// lanes lists each row's processes, in order.
 	lanes [][]int
-	keys  []string // sorted
+	keys  []string // sorted; laidOp.key indexes it
+	fs    []string // laidOp.f indexes it
 	all   *history.Ops
 	op    history.Op // full's, reused
 }
 
-// laidOp is what the layout and the plots read of one operation; pos is
-// its index in the analysis's Ops.
+// laidOp is what the layout and the plots read of one operation, in 48
+// bytes (72 with the key and function as strings): its key and function
+// as indexes into opsView.keys and .fs; pos is its index in the
+// analysis's Ops.
 type laidOp struct {
 	ID, Call, Completed int64
 	Process             int
-	F, Key              string
-	Outcome             history.Outcome
 	pos                 int32
+	key, f              uint32
+	Outcome             history.Outcome
 }
 
 func newOpsView(res *analysis.Result) *opsView {
 	v := &opsView{end: res.End, all: res.Ops}
 	if res.Ops != nil {
 		v.ops = make([]laidOp, res.Ops.Len())
+		keyIx, fIx := map[string]uint32{}, map[string]uint32{}
+		var lastKey, lastF string
+		var lastKeyIx uint32
+		var lastFIx uint32
 		var o history.Op
 		for i := range v.ops {
 			res.Ops.Load(i, &o)
-			v.ops[i] = laidOp{ID: o.ID, Call: o.Call, Completed: o.Completed, Process: o.Process, F: o.F, Key: o.Key,
+			if i == 0 || o.Key != lastKey {
+				k, ok := keyIx[o.Key]
+				if !ok {
+					k = uint32(len(v.keys))
+					keyIx[o.Key] = k
+					v.keys = append(v.keys, o.Key)
+				}
+				lastKey, lastKeyIx = o.Key, k
+			}
+			if i == 0 || o.F != lastF {
+				f, ok := fIx[o.F]
+				if !ok {
+					f = uint32(len(v.fs))
+					fIx[o.F] = f
+					v.fs = append(v.fs, o.F)
+				}
+				lastF, lastFIx = o.F, f
+			}
+			v.ops[i] = laidOp{ID: o.ID, Call: o.Call, Completed: o.Completed, Process: o.Process, key: lastKeyIx, f: lastFIx,
 				Outcome: o.Outcome, pos: int32(i)}
+		}
+		// The keys sorted, and the operations' indexes with them.
+		order := make([]uint32, len(v.keys))
+		for i := range order {
+			order[i] = uint32(i)
+		}
+		slices.SortFunc(order, func(x, y uint32) int { return cmp.Compare(v.keys[x], v.keys[y]) })
+		sorted, at := make([]string, len(v.keys)), make([]uint32, len(v.keys))
+		for i, k := range order {
+			sorted[i], at[k] = v.keys[k], uint32(i)
+		}
+		v.keys = sorted
+		for i := range v.ops {
+			v.ops[i].key = at[v.ops[i].key]
 		}
 	}
 	slices.SortFunc(v.ops, func(x, y laidOp) int {
@@ -52,17 +91,12 @@ func newOpsView(res *analysis.Result) *opsView {
 		}
 		return cmp.Compare(x.ID, y.ID)
 	})
-	seen := map[string]bool{}
-	for i := range v.ops {
-		if o := &v.ops[i]; !seen[o.Key] {
-			seen[o.Key] = true
-			v.keys = append(v.keys, o.Key)
-		}
-	}
-	slices.Sort(v.keys)
 	v.assignLanes()
 	return v
 }
+
+// fOf is the operation's function.
+func (v *opsView) fOf(o *laidOp) string { return v.fs[o.f] }
 
 // full is the whole of ops[i]: valid until the next call.
 func (v *opsView) full(i int) *history.Op {
@@ -119,9 +153,9 @@ func (v *opsView) assignLanes() {
 		laneOf[s.proc] = lane
 		heap.Push(free, laneEnd{lane: lane, end: s.end})
 	}
-	v.lane = make([]int, len(v.ops))
+	v.lane = make([]int32, len(v.ops))
 	for i := range v.ops {
-		v.lane[i] = laneOf[v.ops[i].Process]
+		v.lane[i] = int32(laneOf[v.ops[i].Process])
 	}
 }
 

@@ -173,14 +173,10 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 	for i, k := range v.keys {
 		t.Keys[i] = clip(k, timelineTextLimit)
 	}
-	keyIdx := make(map[string]int, len(v.keys))
-	for i, k := range v.keys {
-		keyIdx[k] = i
-	}
 	if len(v.lanes) > 0 {
 		t.Row, t.Lanes = timelineRows(v)
 	}
-	fIdx := map[string]int{}
+	fIdx := map[uint32]int{}
 	keep := func(int) bool { return true }
 	if len(v.ops) > timelineDetailOps {
 		named := map[int64]bool{}
@@ -203,11 +199,11 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 			continue
 		}
 		o := &v.ops[i]
-		fi, ok := fIdx[o.F]
+		fi, ok := fIdx[o.f]
 		if !ok {
 			fi = len(t.Fs)
-			fIdx[o.F] = fi
-			t.Fs = append(t.Fs, o.F)
+			fIdx[o.f] = fi
+			t.Fs = append(t.Fs, v.fOf(o))
 		}
 		call := o.Call / timelineUnit
 		t.C = append(t.C, call-prevCall)
@@ -219,10 +215,10 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 			dur = max(o.Completed/timelineUnit-call, 0)
 		}
 		t.D = append(t.D, dur)
-		t.Lane = append(t.Lane, v.lane[i])
+		t.Lane = append(t.Lane, int(v.lane[i]))
 		t.P = append(t.P, o.Process)
 		t.F = append(t.F, fi)
-		t.K = append(t.K, keyIdx[o.Key])
+		t.K = append(t.K, int(o.key))
 		t.O = append(t.O, int(o.Outcome))
 		full := v.full(i)
 		t.Tok = append(t.Tok, clip(full.Token.Raw, timelineTextLimit))

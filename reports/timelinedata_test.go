@@ -113,9 +113,9 @@ func TestTimelineUnderTheBudgetEmbedsEveryOperation(t *testing.T) {
 // A latency series whose buckets are each alone between gaps (rare
 // renews) is drawn as dashes, never as a path of bare moves.
 func TestLatencyOfRareOperationsIsDrawn(t *testing.T) {
-	v := &opsView{end: 150e9}
+	v := &opsView{end: 150e9, fs: []string{"renew"}}
 	for i, at := range []int64{10e9, 40e9, 90e9} {
-		v.ops = append(v.ops, laidOp{ID: int64(i), F: "renew", Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
+		v.ops = append(v.ops, laidOp{ID: int64(i), f: 0, Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
 	}
 	plots := latencyPlots(v, nil, nil)
 	require.Len(t, plots, 1)
