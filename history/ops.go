@@ -511,7 +511,8 @@ func (o *Ops) Touch(at []int32) uint64 {
 // TouchBatch is how many positions to Touch at a time.
 const TouchBatch = 32
 
-// Brief is what the analysis's counting passes read of an operation.
+// Brief is what the analysis's counting passes (and the report's layout)
+// read of an operation.
 type Brief struct {
 	F, Key string
 	// KeyID is the same for every operation on Key, and small: an index
@@ -519,15 +520,24 @@ type Brief struct {
 	KeyID           uint32
 	Outcome         Outcome
 	Call, Completed int64
+	ID              int64
+	Process         int
 }
 
 // Brief is the i-th operation's Brief: Load without the rest.
 func (o *Ops) Brief(i int) Brief {
 	o.Sort()
 	r := o.rec(uint32(i))
-	b := Brief{F: opNames[r.f()], Key: o.names[r.key], KeyID: r.key, Outcome: r.outcome(), Call: r.call, Completed: r.complete}
-	if r.f() == 0 && r.rare != 0 {
-		b.F = o.rare[r.rare].f
+	b := Brief{F: opNames[r.f()], Key: o.names[r.key], KeyID: r.key, Outcome: r.outcome(), Call: r.call, Completed: r.complete,
+		ID: r.id, Process: int(r.process)}
+	if r.rare != 0 {
+		rf := &o.rare[r.rare]
+		if r.f() == 0 {
+			b.F = rf.f
+		}
+		if rf.process != 0 {
+			b.Process = rf.process
+		}
 	}
 	return b
 }

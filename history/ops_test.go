@@ -43,6 +43,19 @@ func TestOpsUnusualFields(t *testing.T) {
 	assert.Equal(t, "other", OpsOf(ops).F(0))
 }
 
+// Brief is Load's answer, fewer fields.
+func TestOpsBriefAgrees(t *testing.T) {
+	ops := []*Op{
+		{ID: 1, Process: 1 << 40, F: "other", Key: "k", Call: 1, Return: 3, Completed: 5, Outcome: OutcomeOk},
+		{ID: 2, Process: 3, F: Read, Key: "j", Call: 1, Return: 7, Completed: 9, Outcome: OutcomeInfo},
+	}
+	o := OpsOf(ops)
+	for i, op := range ops {
+		assert.Equal(t, Brief{F: op.F, Key: op.Key, KeyID: o.Brief(i).KeyID, Outcome: op.Outcome, Call: op.Call,
+			Completed: op.Completed, ID: op.ID, Process: op.Process}, o.Brief(i))
+	}
+}
+
 // Far completions and many names leave the record too.
 func TestOpsFarAndMany(t *testing.T) {
 	var ops []*Op

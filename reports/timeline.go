@@ -15,26 +15,33 @@ import (
 // the few it draws in full (opsView.full). A copy of every operation (about
 // 250 bytes each) had made the report cost more memory than the check.
 type opsView struct {
-	end  int64
-	ops  []laidOp // by call, then invoke index
-	lane []int32  // the row of ops[i]
+	end int64
+	ops []laidOp // by call, then invoke index
 	// lanes lists each row's processes, in order.
 	lanes [][]int
-	keys  []string // sorted; laidOp.key indexes it
-	fs    []string // laidOp.f indexes it
+	keys  []string // sorted
+	keyAt []int    // the index in keys of an Ops key id (Brief.KeyID)
 	all   *history.Ops
 	op    history.Op // full's, reused
 }
 
-// laidOp is what the layout and the plots read of one operation, in 48
-// bytes (72 with the key and function as strings): its key and function
-// as indexes into opsView.keys and .fs; pos is its index in the
-// analysis's Ops.
+// laidOp is what the layout keeps of one operation, in 16 bytes: its call
+// (the order), its index in the analysis's Ops (pos; the rest is read
+// from there, brief) and its row. Two earlier layouts, a copy of every
+// operation (about 250 bytes each) and then the fields the page reads
+// (72 bytes), had made the report cost more memory than the check.
 type laidOp struct {
+	Call int64
+	pos  int32
+	lane int32
+}
+
+// opBrief is what the layout and the plots read of one operation.
+type opBrief struct {
 	ID, Call, Completed int64
 	Process             int
-	pos                 int32
-	key, f              uint32
+	F                   string
+	key                 int // index into opsView.keys
 	Outcome             history.Outcome
 }
 
@@ -42,61 +49,44 @@ func newOpsView(res *analysis.Result) *opsView {
 	v := &opsView{end: res.End, all: res.Ops}
 	if res.Ops != nil {
 		v.ops = make([]laidOp, res.Ops.Len())
-		keyIx, fIx := map[string]uint32{}, map[string]uint32{}
-		var lastKey, lastF string
-		var lastKeyIx uint32
-		var lastFIx uint32
-		var o history.Op
+		var names []string // by key id
 		for i := range v.ops {
-			res.Ops.Load(i, &o)
-			if i == 0 || o.Key != lastKey {
-				k, ok := keyIx[o.Key]
-				if !ok {
-					k = uint32(len(v.keys))
-					keyIx[o.Key] = k
-					v.keys = append(v.keys, o.Key)
-				}
-				lastKey, lastKeyIx = o.Key, k
+			b := res.Ops.Brief(i)
+			v.ops[i] = laidOp{Call: b.Call, pos: int32(i)}
+			for int(b.KeyID) >= len(names) {
+				names = append(names, "")
+				v.keyAt = append(v.keyAt, -1)
 			}
-			if i == 0 || o.F != lastF {
-				f, ok := fIx[o.F]
-				if !ok {
-					f = uint32(len(v.fs))
-					fIx[o.F] = f
-					v.fs = append(v.fs, o.F)
-				}
-				lastF, lastFIx = o.F, f
+			if v.keyAt[b.KeyID] < 0 {
+				v.keyAt[b.KeyID] = 0
+				names[b.KeyID] = b.Key
+				v.keys = append(v.keys, b.Key)
 			}
-			v.ops[i] = laidOp{ID: o.ID, Call: o.Call, Completed: o.Completed, Process: o.Process, key: lastKeyIx, f: lastFIx,
-				Outcome: o.Outcome, pos: int32(i)}
 		}
-		// The keys sorted, and the operations' indexes with them.
-		order := make([]uint32, len(v.keys))
-		for i := range order {
-			order[i] = uint32(i)
-		}
-		slices.SortFunc(order, func(x, y uint32) int { return cmp.Compare(v.keys[x], v.keys[y]) })
-		sorted, at := make([]string, len(v.keys)), make([]uint32, len(v.keys))
-		for i, k := range order {
-			sorted[i], at[k] = v.keys[k], uint32(i)
-		}
-		v.keys = sorted
-		for i := range v.ops {
-			v.ops[i].key = at[v.ops[i].key]
+		slices.Sort(v.keys)
+		for id, k := range names {
+			if v.keyAt[id] >= 0 {
+				v.keyAt[id], _ = slices.BinarySearch(v.keys, k)
+			}
 		}
 	}
+	// By call, then invoke index: Ops is in invoke order, so pos orders
+	// as the index does.
 	slices.SortFunc(v.ops, func(x, y laidOp) int {
 		if x.Call != y.Call {
 			return cmp.Compare(x.Call, y.Call)
 		}
-		return cmp.Compare(x.ID, y.ID)
+		return cmp.Compare(x.pos, y.pos)
 	})
 	v.assignLanes()
 	return v
 }
 
-// fOf is the operation's function.
-func (v *opsView) fOf(o *laidOp) string { return v.fs[o.f] }
+// brief is what the layout reads of ops[i].
+func (v *opsView) brief(i int) opBrief {
+	b := v.all.Brief(int(v.ops[i].pos))
+	return opBrief{ID: b.ID, Call: b.Call, Completed: b.Completed, Process: b.Process, F: b.F, key: v.keyAt[b.KeyID], Outcome: b.Outcome}
+}
 
 // full is the whole of ops[i]: valid until the next call.
 func (v *opsView) full(i int) *history.Op {
@@ -105,11 +95,11 @@ func (v *opsView) full(i int) *history.Op {
 }
 
 // done reports whether the operation's completion is in the history.
-func done(o *laidOp) bool { return o.Completed != history.Never }
+func done(o *opBrief) bool { return o.Completed != history.Never }
 
 // barEnd is where the operation's bar ends: its completion (also for info),
 // or the end of the history when it never completed.
-func (v *opsView) barEnd(o *laidOp) int64 {
+func (v *opsView) barEnd(o *opBrief) int64 {
 	if done(o) {
 		return o.Completed
 	}
@@ -129,14 +119,14 @@ func (v *opsView) assignLanes() {
 	spans := map[int]*span{}
 	var order []*span
 	for i := range v.ops {
-		o := &v.ops[i]
+		o := v.brief(i)
 		s := spans[o.Process]
 		if s == nil {
-			s = &span{proc: o.Process, first: o.Call, end: v.barEnd(o)}
+			s = &span{proc: o.Process, first: o.Call, end: v.barEnd(&o)}
 			spans[o.Process] = s
 			order = append(order, s)
 		}
-		s.end = max(s.end, v.barEnd(o))
+		s.end = max(s.end, v.barEnd(&o))
 	}
 	// order is by first call already (ops are sorted by call).
 	free := &laneHeap{}
@@ -153,9 +143,8 @@ func (v *opsView) assignLanes() {
 		laneOf[s.proc] = lane
 		heap.Push(free, laneEnd{lane: lane, end: s.end})
 	}
-	v.lane = make([]int32, len(v.ops))
 	for i := range v.ops {
-		v.lane[i] = int32(laneOf[v.ops[i].Process])
+		v.ops[i].lane = int32(laneOf[v.brief(i).Process])
 	}
 }
 
