@@ -6,14 +6,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // memProfileEnv names a folder: when set, the process samples its memory
-// every 100 ms into DIR/memory.tsv (seconds since start, RSS, the Go
+// every 100 ms into DIR/PID/memory.tsv (seconds since start, RSS, the Go
 // heap's live and in-use bytes, the GC's goal) and writes a heap profile
-// to DIR/peak-SECONDS.pb.gz whenever the in-use heap passes its highest so far by
+// to DIR/PID/peak-SECONDS.pb.gz whenever the in-use heap passes its highest so far by
 // 5% (at most every 200 ms), so the last one shows what was live
 // near the peak (docs/endtoend.md). For measuring only; off by default.
 const memProfileEnv = "FENCECHECK_MEMPROFILE"
@@ -23,6 +24,9 @@ func init() {
 	if dir == "" {
 		return
 	}
+	// A folder per process: a run's children (the reference's nodes) and
+	// the `report` after it write beside it, not over it.
+	dir = filepath.Join(dir, strconv.Itoa(os.Getpid()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "fencecheck: %s: %v\n", memProfileEnv, err)
 		return
