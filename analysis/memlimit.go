@@ -20,8 +20,8 @@ const (
 	// extra work buys nothing worth having.
 	MemoryFloor = 24 << 20
 	// MemoryPerHistoryByte is the limit per byte of history.jsonl (the
-	// working set of a run, and of its check and report, measured on the
-	// reference at 0.3 to 0.4 of it, the floor aside: docs/endtoend.md).
+	// working sets of a run, and of its check and report, were 0.3 to
+	// 0.45 of it on the reference's 10-minute runs: docs/endtoend.md).
 	MemoryPerHistoryByte = 0.4
 )
 
