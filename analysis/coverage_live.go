@@ -36,19 +36,17 @@ func (c *CoverageCounter) Add(e history.Event) error {
 // Coverage is what the events so far created. Operations still in flight
 // are not counted until they complete, faults still on count as lasting
 // until the latest event, and a time scale applies once the main phase so
-// far could hold it. Each call copies and counts every operation so far:
-// read it every few seconds, not per event.
+// far could hold it. Each call sorts and counts every operation so far
+// (in place: the info writes that may still change are added for the
+// count and dropped after it, not a copy of every operation): read it
+// every few seconds, not per event.
 func (c *CoverageCounter) Coverage() *Coverage {
-	snap := &history.Ops{}
-	var o history.Op
-	for i := range c.a.ops.Len() {
-		c.a.ops.Load(i, &o)
-		snap.Add(&o)
-	}
+	ops := c.a.ops
 	for _, op := range c.a.late {
-		snap.Add(op)
+		ops.AddProvisional(op)
 	}
-	snap.Sort()
-	_, lateReached := lateWrites(snap)
-	return c.a.coverageOf(snap, c.a.faults.periods(c.a.end), lateReached)
+	defer ops.DropProvisional()
+	ops.Sort()
+	_, lateReached := lateWrites(ops)
+	return c.a.coverageOf(ops, c.a.faults.periods(c.a.end), lateReached)
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -23,8 +24,20 @@ type Verdict struct {
 // junit.xml and Porcupine's visualizations into the run folder. An error
 // means the history could not be checked (ErrCannotRun) or the report not
 // written (the verdict is then still returned). ctx ending (Config.Abort,
-// through UntilAbort) stops the check: ErrAborted, nothing written.
+// through UntilAbort) stops the check: ErrAborted, nothing written. The
+// check and the report run under a soft memory limit sized from the
+// history (analysis.LimitMemory).
 func Finish(ctx context.Context, run *Run, sem checkers.Semantics) (*Verdict, error) {
+	// The run's structures (live coverage, the workload's, the proxies')
+	// are garbage by now: collected and given back before the check, which
+	// then runs under a soft memory limit sized from the history, as does
+	// the report (analysis.LimitMemory, docs/endtoend.md).
+	analysis.ReleaseMemory()
+	var size int64
+	if st, err := os.Stat(run.HistoryPath); err == nil {
+		size = st.Size()
+	}
+	defer analysis.LimitMemory(size)()
 	res, err := analysis.CheckFile(ctx, run.HistoryPath, CheckOptions(run.Config, sem))
 	if ctx.Err() != nil {
 		// Aborted: a check cut off is no verdict, and no report says one.

@@ -210,6 +210,8 @@ func (n Normalized) execute(ctx context.Context, target Target) (*Run, error) {
 		return run, fmt.Errorf("%w: %v", ErrCannotRun, err)
 	}
 	defer rec.Close()
+	// The collector's headroom follows the history's size (memlimit.go).
+	defer limitRunMemory(run.HistoryPath)()
 
 	links, linkedEps, err := interpose(rec, cfg, eps, nemNames)
 	if err != nil {

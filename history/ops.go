@@ -35,6 +35,13 @@ type Ops struct {
 	memoMu sync.Mutex
 	memo   map[any]*memoEntry
 	recent [16]recentName // name's cache
+	// prov is where the Ops ended before its first provisional record
+	// (AddProvisional); active while there are any.
+	prov struct {
+		active      bool
+		textChunks  int
+		rare, count int
+	}
 }
 
 // Memo returns what build returned the first time it was asked for key on
@@ -198,6 +205,68 @@ func (o *Ops) str(chunk, off, n uint32) string {
 
 // Add copies one operation in.
 func (o *Ops) Add(op *Op) {
+	if o.prov.active {
+		panic("history: Ops.Add between AddProvisional and DropProvisional")
+	}
+	o.add(op)
+}
+
+// provisional marks a record AddProvisional added (opRec.kind's free bit).
+const provisional = 1 << 7
+
+// AddProvisional copies in an operation that may still change (an info
+// write a later strip event can still amend), to be counted with the
+// others now and dropped again with DropProvisional: a live count of a
+// growing history reads every operation without a copy of them all. No
+// Add may come in between. Its text goes to chunks of its own, which
+// DropProvisional lets go of without reusing them, so strings Load gave
+// out stay valid.
+func (o *Ops) AddProvisional(op *Op) {
+	if !o.prov.active {
+		o.prov.active, o.prov.textChunks, o.prov.rare = true, len(o.text), len(o.rare)
+		o.text = append(o.text, make([]byte, 0, provTextChunk))
+	}
+	o.add(op)
+	o.rec(uint32(o.n - 1)).kind |= provisional
+	o.prov.count++
+}
+
+// provTextChunk is the first provisional text chunk's size.
+const provTextChunk = 64 << 10
+
+// DropProvisional removes every record AddProvisional added, keeping the
+// others in their order (sorted stays sorted).
+func (o *Ops) DropProvisional() {
+	if !o.prov.active {
+		return
+	}
+	j := 0
+	for i := range o.n {
+		r := o.rec(uint32(i))
+		if r.kind&provisional != 0 {
+			continue
+		}
+		if i != j {
+			*o.rec(uint32(j)) = *r
+		}
+		j++
+	}
+	o.n = j
+	chunks := (j + opsChunk - 1) >> opsChunkBits
+	clear(o.recs[chunks:])
+	o.recs = o.recs[:chunks]
+	if j&(opsChunk-1) != 0 {
+		o.recs[chunks-1] = o.recs[chunks-1][:j&(opsChunk-1)]
+	}
+	clear(o.text[o.prov.textChunks:])
+	o.text = o.text[:o.prov.textChunks]
+	clear(o.rare[o.prov.rare:])
+	o.rare = o.rare[:o.prov.rare]
+	o.prov.active, o.prov.count = false, 0
+	o.memo = nil
+}
+
+func (o *Ops) add(op *Op) {
 	rf := rareFields{tampered: op.Tampered, sentByClient: op.SentByClient}
 	raw, hw := op.Token.Raw, op.HighWater
 	if len(raw) > math.MaxUint16 || len(hw) > math.MaxUint16 {
@@ -442,7 +511,8 @@ func (o *Ops) Touch(at []int32) uint64 {
 // TouchBatch is how many positions to Touch at a time.
 const TouchBatch = 32
 
-// Brief is what the analysis's counting passes read of an operation.
+// Brief is what the analysis's counting passes (and the report's layout)
+// read of an operation.
 type Brief struct {
 	F, Key string
 	// KeyID is the same for every operation on Key, and small: an index
@@ -450,15 +520,24 @@ type Brief struct {
 	KeyID           uint32
 	Outcome         Outcome
 	Call, Completed int64
+	ID              int64
+	Process         int
 }
 
 // Brief is the i-th operation's Brief: Load without the rest.
 func (o *Ops) Brief(i int) Brief {
 	o.Sort()
 	r := o.rec(uint32(i))
-	b := Brief{F: opNames[r.f()], Key: o.names[r.key], KeyID: r.key, Outcome: r.outcome(), Call: r.call, Completed: r.complete}
-	if r.f() == 0 && r.rare != 0 {
-		b.F = o.rare[r.rare].f
+	b := Brief{F: opNames[r.f()], Key: o.names[r.key], KeyID: r.key, Outcome: r.outcome(), Call: r.call, Completed: r.complete,
+		ID: r.id, Process: int(r.process)}
+	if r.rare != 0 {
+		rf := &o.rare[r.rare]
+		if r.f() == 0 {
+			b.F = rf.f
+		}
+		if rf.process != 0 {
+			b.Process = rf.process
+		}
 	}
 	return b
 }

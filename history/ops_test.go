@@ -43,6 +43,19 @@ func TestOpsUnusualFields(t *testing.T) {
 	assert.Equal(t, "other", OpsOf(ops).F(0))
 }
 
+// Brief is Load's answer, fewer fields.
+func TestOpsBriefAgrees(t *testing.T) {
+	ops := []*Op{
+		{ID: 1, Process: 1 << 40, F: "other", Key: "k", Call: 1, Return: 3, Completed: 5, Outcome: OutcomeOk},
+		{ID: 2, Process: 3, F: Read, Key: "j", Call: 1, Return: 7, Completed: 9, Outcome: OutcomeInfo},
+	}
+	o := OpsOf(ops)
+	for i, op := range ops {
+		assert.Equal(t, Brief{F: op.F, Key: op.Key, KeyID: o.Brief(i).KeyID, Outcome: op.Outcome, Call: op.Call,
+			Completed: op.Completed, ID: op.ID, Process: op.Process}, o.Brief(i))
+	}
+}
+
 // Far completions and many names leave the record too.
 func TestOpsFarAndMany(t *testing.T) {
 	var ops []*Op
@@ -52,6 +65,41 @@ func TestOpsFarAndMany(t *testing.T) {
 	}
 	ops = append(ops, &Op{ID: 1 << 41, F: Read, CompleteID: -1, Completed: Never, Return: Never, Outcome: OutcomeInfo})
 	assert.Equal(t, ops, OpsOf(ops).All())
+}
+
+// Provisional operations are counted with the others until dropped; the
+// others then read as before, in their order, and later ones add as
+// usual, over as many record chunks as it takes.
+func TestOpsProvisional(t *testing.T) {
+	long := strings.Repeat("y", 70_000)
+	var ops, late []*Op
+	for i := range opsChunk + 100 {
+		ops = append(ops, &Op{ID: int64(2 * i), F: Write, Key: "k", Value: fmt.Sprint("v", i), Call: int64(i), Completed: int64(i) + 1, Return: int64(i) + 1, Outcome: OutcomeOk})
+	}
+	for i := range 300 {
+		late = append(late, &Op{ID: int64(2*i + 1), F: Write, Key: "k", Value: fmt.Sprint("late", i), Tampered: "t",
+			Token: ParseToken(long), Call: int64(i), Completed: Never, Return: Never, CompleteID: -1, Outcome: OutcomeInfo})
+	}
+	o := &Ops{}
+	for _, op := range ops {
+		o.Add(op)
+	}
+	o.Sort()
+	for round := range 3 {
+		for _, op := range late {
+			o.AddProvisional(op)
+		}
+		assert.Panics(t, func() { o.Add(ops[0]) })
+		assert.Equal(t, OpsOf(append(append([]*Op{}, ops...), late...)).All(), o.All(), "round %d", round)
+		o.DropProvisional()
+		assert.Equal(t, OpsOf(ops).All(), o.All(), "round %d", round)
+		more := &Op{ID: int64(2*len(ops) + round), F: Read, Key: "k", Value: "m", Call: 9, Completed: 10, Return: 10, Outcome: OutcomeOk}
+		ops = append(ops, more)
+		o.Add(more)
+		assert.Equal(t, OpsOf(ops).All(), o.All(), "round %d", round)
+	}
+	o.DropProvisional() // none: nothing changes
+	assert.Equal(t, OpsOf(ops).All(), o.All())
 }
 
 // BenchmarkOpsAt reads every operation of a 100k-operation history once,

@@ -104,8 +104,8 @@ func throughputPlot(v *opsView, faults []analysis.Fault, colors map[string]strin
 		counts[o] = make([]float64, plotBuckets)
 	}
 	for i := range v.ops {
-		o := &v.ops[i]
-		if !done(o) {
+		o := v.brief(i)
+		if !done(&o) {
 			continue
 		}
 		b := min(int(float64(o.Completed)/width), plotBuckets-1)
@@ -155,8 +155,8 @@ func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string)
 	width := float64(v.end) / plotBuckets
 	lo, hi := int64(math.MaxInt64), int64(0)
 	for i := range v.ops {
-		o := &v.ops[i]
-		if !done(o) || o.Outcome == history.OutcomeInfo || v.end <= 0 {
+		o := v.brief(i)
+		if !done(&o) || o.Outcome == history.OutcomeInfo || v.end <= 0 {
 			continue
 		}
 		bs, ok := byF[o.F]

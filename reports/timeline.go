@@ -15,53 +15,77 @@ import (
 // the few it draws in full (opsView.full). A copy of every operation (about
 // 250 bytes each) had made the report cost more memory than the check.
 type opsView struct {
-	end  int64
-	ops  []laidOp // by call, then invoke index
-	lane []int    // the row of ops[i]
+	end int64
+	ops []laidOp // by call, then invoke index
 	// lanes lists each row's processes, in order.
 	lanes [][]int
 	keys  []string // sorted
+	keyAt []int    // the index in keys of an Ops key id (Brief.KeyID)
 	all   *history.Ops
 	op    history.Op // full's, reused
 }
 
-// laidOp is what the layout and the plots read of one operation; pos is
-// its index in the analysis's Ops.
+// laidOp is what the layout keeps of one operation, in 16 bytes: its call
+// (the order), its index in the analysis's Ops (pos; the rest is read
+// from there, brief) and its row. Two earlier layouts, a copy of every
+// operation (about 250 bytes each) and then the fields the page reads
+// (72 bytes), had made the report cost more memory than the check.
 type laidOp struct {
+	Call int64
+	pos  int32
+	lane int32
+}
+
+// opBrief is what the layout and the plots read of one operation.
+type opBrief struct {
 	ID, Call, Completed int64
 	Process             int
-	F, Key              string
+	F                   string
+	key                 int // index into opsView.keys
 	Outcome             history.Outcome
-	pos                 int32
 }
 
 func newOpsView(res *analysis.Result) *opsView {
 	v := &opsView{end: res.End, all: res.Ops}
 	if res.Ops != nil {
 		v.ops = make([]laidOp, res.Ops.Len())
-		var o history.Op
+		var names []string // by key id
 		for i := range v.ops {
-			res.Ops.Load(i, &o)
-			v.ops[i] = laidOp{ID: o.ID, Call: o.Call, Completed: o.Completed, Process: o.Process, F: o.F, Key: o.Key,
-				Outcome: o.Outcome, pos: int32(i)}
+			b := res.Ops.Brief(i)
+			v.ops[i] = laidOp{Call: b.Call, pos: int32(i)}
+			for int(b.KeyID) >= len(names) {
+				names = append(names, "")
+				v.keyAt = append(v.keyAt, -1)
+			}
+			if v.keyAt[b.KeyID] < 0 {
+				v.keyAt[b.KeyID] = 0
+				names[b.KeyID] = b.Key
+				v.keys = append(v.keys, b.Key)
+			}
+		}
+		slices.Sort(v.keys)
+		for id, k := range names {
+			if v.keyAt[id] >= 0 {
+				v.keyAt[id], _ = slices.BinarySearch(v.keys, k)
+			}
 		}
 	}
+	// By call, then invoke index: Ops is in invoke order, so pos orders
+	// as the index does.
 	slices.SortFunc(v.ops, func(x, y laidOp) int {
 		if x.Call != y.Call {
 			return cmp.Compare(x.Call, y.Call)
 		}
-		return cmp.Compare(x.ID, y.ID)
+		return cmp.Compare(x.pos, y.pos)
 	})
-	seen := map[string]bool{}
-	for i := range v.ops {
-		if o := &v.ops[i]; !seen[o.Key] {
-			seen[o.Key] = true
-			v.keys = append(v.keys, o.Key)
-		}
-	}
-	slices.Sort(v.keys)
 	v.assignLanes()
 	return v
+}
+
+// brief is what the layout reads of ops[i].
+func (v *opsView) brief(i int) opBrief {
+	b := v.all.Brief(int(v.ops[i].pos))
+	return opBrief{ID: b.ID, Call: b.Call, Completed: b.Completed, Process: b.Process, F: b.F, key: v.keyAt[b.KeyID], Outcome: b.Outcome}
 }
 
 // full is the whole of ops[i]: valid until the next call.
@@ -71,11 +95,11 @@ func (v *opsView) full(i int) *history.Op {
 }
 
 // done reports whether the operation's completion is in the history.
-func done(o *laidOp) bool { return o.Completed != history.Never }
+func done(o *opBrief) bool { return o.Completed != history.Never }
 
 // barEnd is where the operation's bar ends: its completion (also for info),
 // or the end of the history when it never completed.
-func (v *opsView) barEnd(o *laidOp) int64 {
+func (v *opsView) barEnd(o *opBrief) int64 {
 	if done(o) {
 		return o.Completed
 	}
@@ -95,14 +119,14 @@ func (v *opsView) assignLanes() {
 	spans := map[int]*span{}
 	var order []*span
 	for i := range v.ops {
-		o := &v.ops[i]
+		o := v.brief(i)
 		s := spans[o.Process]
 		if s == nil {
-			s = &span{proc: o.Process, first: o.Call, end: v.barEnd(o)}
+			s = &span{proc: o.Process, first: o.Call, end: v.barEnd(&o)}
 			spans[o.Process] = s
 			order = append(order, s)
 		}
-		s.end = max(s.end, v.barEnd(o))
+		s.end = max(s.end, v.barEnd(&o))
 	}
 	// order is by first call already (ops are sorted by call).
 	free := &laneHeap{}
@@ -119,9 +143,8 @@ func (v *opsView) assignLanes() {
 		laneOf[s.proc] = lane
 		heap.Push(free, laneEnd{lane: lane, end: s.end})
 	}
-	v.lane = make([]int, len(v.ops))
 	for i := range v.ops {
-		v.lane[i] = laneOf[v.ops[i].Process]
+		v.ops[i].lane = int32(laneOf[v.brief(i).Process])
 	}
 }
 

@@ -173,10 +173,6 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 	for i, k := range v.keys {
 		t.Keys[i] = clip(k, timelineTextLimit)
 	}
-	keyIdx := make(map[string]int, len(v.keys))
-	for i, k := range v.keys {
-		keyIdx[k] = i
-	}
 	if len(v.lanes) > 0 {
 		t.Row, t.Lanes = timelineRows(v)
 	}
@@ -194,7 +190,7 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		if marks != nil {
 			t.Win = detailWindows(v, marks, timelineDetailOps-min(len(named), timelineDetailOps/2))
 		}
-		keep = func(i int) bool { return named[v.ops[i].ID] || inWindows(t.Win, v.ops[i].Call) }
+		keep = func(i int) bool { return named[v.brief(i).ID] || inWindows(t.Win, v.ops[i].Call) }
 		t.Dens = density(v, t.Row, len(t.Lanes))
 	}
 	var prevCall, prevID int64
@@ -202,7 +198,7 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		if !keep(i) {
 			continue
 		}
-		o := &v.ops[i]
+		o := v.brief(i)
 		fi, ok := fIdx[o.F]
 		if !ok {
 			fi = len(t.Fs)
@@ -215,14 +211,14 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		t.ID = append(t.ID, o.ID-prevID)
 		prevID = o.ID
 		dur := int64(-1)
-		if done(o) {
+		if done(&o) {
 			dur = max(o.Completed/timelineUnit-call, 0)
 		}
 		t.D = append(t.D, dur)
-		t.Lane = append(t.Lane, v.lane[i])
+		t.Lane = append(t.Lane, int(v.ops[i].lane))
 		t.P = append(t.P, o.Process)
 		t.F = append(t.F, fi)
-		t.K = append(t.K, keyIdx[o.Key])
+		t.K = append(t.K, o.key)
 		t.O = append(t.O, int(o.Outcome))
 		full := v.full(i)
 		t.Tok = append(t.Tok, clip(full.Token.Raw, timelineTextLimit))
@@ -250,11 +246,11 @@ func density(v *opsView, rowOf []int, rows int) *densityJS {
 	d := &densityJS{B: densityBuckets, Ok: make([]int, rows*densityBuckets), Fail: make([]int, rows*densityBuckets), Info: make([]int, rows*densityBuckets)}
 	width := float64(max(v.end, 1)) / densityBuckets
 	for i := range v.ops {
-		o := &v.ops[i]
+		o := v.brief(i)
 		b := min(int(float64(o.Call)/width), densityBuckets-1)
-		cell := rowOf[v.lane[i]]*densityBuckets + max(b, 0)
+		cell := rowOf[v.ops[i].lane]*densityBuckets + max(b, 0)
 		switch {
-		case !done(o) || o.Outcome == history.OutcomeInfo:
+		case !done(&o) || o.Outcome == history.OutcomeInfo:
 			d.Info[cell]++
 		case o.Outcome == history.OutcomeFail:
 			d.Fail[cell]++

@@ -113,9 +113,13 @@ func TestTimelineUnderTheBudgetEmbedsEveryOperation(t *testing.T) {
 // A latency series whose buckets are each alone between gaps (rare
 // renews) is drawn as dashes, never as a path of bare moves.
 func TestLatencyOfRareOperationsIsDrawn(t *testing.T) {
-	v := &opsView{end: 150e9}
+	var ops []*history.Op
 	for i, at := range []int64{10e9, 40e9, 90e9} {
-		v.ops = append(v.ops, laidOp{ID: int64(i), F: "renew", Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
+		ops = append(ops, &history.Op{ID: int64(i), F: "renew", Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
+	}
+	v := &opsView{end: 150e9, all: history.OpsOf(ops), keys: []string{""}, keyAt: []int{0}}
+	for i, op := range ops {
+		v.ops = append(v.ops, laidOp{Call: op.Call, pos: int32(i)})
 	}
 	plots := latencyPlots(v, nil, nil)
 	require.Len(t, plots, 1)

@@ -68,10 +68,10 @@ func (c *Checker) Check(ctx context.Context, ops *history.Ops, sem checkers.Sema
 	var keys []*porcupineKey
 	for _, k := range h.RegisterKeys {
 		ko := h.Register(k)
-		keys = append(keys, &porcupineKey{model: checkers.ModelRegister, key: k, writes: ko.Writes, reads: ko.Reads, sem: sem, issued: h.Issued})
+		keys = append(keys, &porcupineKey{model: checkers.ModelRegister, key: k, writes: ko.Writes, reads: ko.Reads, sem: sem, issued: h.Issued, h: h})
 	}
 	for _, k := range h.IssuerKeys {
-		keys = append(keys, &porcupineKey{model: checkers.ModelIssuer, key: k, acquires: h.Issuer(k), sem: sem})
+		keys = append(keys, &porcupineKey{model: checkers.ModelIssuer, key: k, acquires: h.Issuer(k), sem: sem, h: h})
 	}
 	runPorcupine(ctx, keys, deadline)
 	elapsed := time.Since(start)
@@ -99,6 +99,12 @@ func (c *Checker) Check(ctx context.Context, ops *history.Ops, sem checkers.Sema
 			}
 			unknown[k.model] = append(unknown[k.model], scopeName(k.model, k.key))
 		}
+	}
+	// The keys' copies of their operations (a whole Op each: about 40
+	// bytes per operation of the history, kept until the report) are let
+	// go; a visualization copies its key's again from the grouping (ops).
+	for _, k := range keys {
+		k.writes, k.reads, k.acquires = nil, nil, nil
 	}
 	sort.Slice(list, func(i, j int) bool {
 		if list[i].Model != list[j].Model {

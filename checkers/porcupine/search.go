@@ -21,6 +21,22 @@ type porcupineKey struct {
 	sem                     checkers.Semantics
 	issued                  *checkers.Issued
 	result                  checkers.KeyResult
+	// h is the grouping the operations were copied from (nil: the copies
+	// are all there is).
+	h *checkers.ByKey
+}
+
+// ops are the key's operations: its copies while it is checked, copied
+// again from the grouping once Check let them go.
+func (k *porcupineKey) ops() (writes, reads, acquires []*history.Op) {
+	if k.h == nil || k.writes != nil || k.reads != nil || k.acquires != nil {
+		return k.writes, k.reads, k.acquires
+	}
+	if k.model == checkers.ModelIssuer {
+		return nil, nil, k.h.Issuer(k.key)
+	}
+	ko := k.h.Register(k.key)
+	return ko.Writes, ko.Reads, nil
 }
 
 func (k *porcupineKey) operations(writes, reads, acquires []*history.Op) []porc.Operation {

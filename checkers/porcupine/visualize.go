@@ -28,7 +28,7 @@ func (c *Checker) Visualize(model, key string, notes []checkers.Annotation, w io
 		budget = min(budget, VisualizeUnknownBudget)
 	}
 	m := k.porcupineModel(nil)
-	ops, window := visualWindow(k.operations(k.writes, k.reads, k.acquires), k.result.FirstInvalidAt, MaxVisualizedOps)
+	ops, window := visualWindow(k.operations(k.ops()), k.result.FirstInvalidAt, MaxVisualizedOps)
 	_, info := porc.CheckOperationsVerbose(m, ops, budget)
 	out := make([]porc.Annotation, 0, len(notes)+1)
 	if window != "" {

@@ -87,7 +87,13 @@ func recheck(ctx context.Context, dir string, f *reportFlags) (*analysis.Result,
 		}
 		opts.Checkers = []analysis.Checker{analysis.Replay(st.Checks)}
 	}
-	res, err := analysis.CheckFile(ctx, filepath.Join(dir, reports.HistoryFile), opts)
+	path := filepath.Join(dir, reports.HistoryFile)
+	// The check and the report under a soft memory limit sized from the
+	// history, as a run's own (harness.Finish, docs/endtoend.md).
+	if st, err := os.Stat(path); err == nil {
+		defer analysis.LimitMemory(st.Size())()
+	}
+	res, err := analysis.CheckFile(ctx, path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("check history: %w", err)
 	}
