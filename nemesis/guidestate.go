@@ -1,0 +1,148 @@
+package nemesis
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The guided schedule's state (guide.go): the phase on now and its end,
+// the calm phases so far, the faults being started, read by the conductor
+// and by every nemesis's own loop.
+
+// guide is the guided schedule's state the nemeses' own loops read: the
+// current phase, and when the fault phase ends.
+type guide struct {
+	lengths phaseLengths
+	mu      sync.Mutex
+	calm    bool
+	// until is when the current phase ends.
+	until  time.Time
+	phases []Phase
+	// idle: the calm phase on is held for the idle probes.
+	idle bool
+	// inStart are the conducted nemeses whose fault is being started (or
+	// runs: until conductOne returns).
+	inStart map[string]bool
+}
+
+// faultWindow is how long a fault touching a node may last from now: until
+// the fault phase ends; false in a calm phase.
+func (g *guide) faultWindow() (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	left := time.Until(g.until)
+	return left, !g.calm && left >= minFault
+}
+
+// starting notes that a conducted nemesis's fault is being started (or no
+// longer is): it is not free meanwhile, and no calm phase begins.
+func (g *guide) starting(name string, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inStart == nil {
+		g.inStart = map[string]bool{}
+	}
+	if on {
+		g.inStart[name] = true
+	} else {
+		delete(g.inStart, name)
+	}
+}
+
+func (g *guide) isStarting(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inStart[name]
+}
+
+func (g *guide) anyStarting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.inStart) > 0
+}
+
+// calmLeft is how long the calm phase on now lasts; 0 in a fault phase.
+func (g *guide) calmLeft() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.calm {
+		return 0
+	}
+	return max(time.Until(g.until), 0)
+}
+
+// clientWindow is how long a fault on the clients' links may last from
+// now: as a fault on a node in a fault phase; in another calm phase,
+// unbounded (with the node up, more of what they strip reaches it:
+// token-stripped fell from 140-400 to 11 per 30 s run when they waited
+// for fault phases only), but for a fault that delays requests in a calm
+// phase held for the idle probes (delayed answers time out, and spoil
+// their rounds: redis, two of four 5 s probes lost theirs to 1 s timeouts
+// under a delay; a stripped token is a rejection they send again).
+func (g *guide) clientWindow(delays bool) (time.Duration, bool) {
+	if left, ok := g.faultWindow(); ok {
+		return left, true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Duration(math.MaxInt64), g.calm && !(g.idle && delays)
+}
+
+// delays says whether n's faults make requests late.
+func delays(n Nemesis) bool {
+	e, ok := n.(Effector)
+	return !ok || slices.Contains(e.Effects(), Delays)
+}
+
+func (g *guide) forIdle(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.idle = on
+}
+
+// clientFault says whether a fault is on the clients' links, and whether
+// it delays requests.
+type clientFault struct{ on, delays bool }
+
+// awaitFaultPhase waits until a fault phase is on with room for a fault, or
+// with clients, a calm phase that lets them have one; false when ctx ended
+// first.
+func (g *guide) awaitFaultPhase(ctx context.Context, clients clientFault) bool {
+	for {
+		if _, ok := g.faultWindow(); ok {
+			return true
+		}
+		if _, ok := g.clientWindow(clients.delays); ok && clients.on {
+			return true
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return false
+		}
+	}
+}
+
+func (g *guide) set(calm bool, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calm, g.until = calm, until
+}
+
+func (g *guide) calmPhase(p Phase) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.phases = append(g.phases, p)
+}
+
+// extendLast makes the latest calm phase last d, held on for the idle
+// probes.
+func (g *guide) extendLast(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.phases); n > 0 {
+		g.phases[n-1].Duration = d
+		g.phases[n-1].Why += "; held on for the idle probes' late writes"
+	}
+}
