@@ -267,14 +267,7 @@ func (d *containers) cutWhy(*member) string { return "" }
 // cut drops the node's traffic with its peers, with rules in its own
 // network namespace (re-applied when it starts again).
 func (d *containers) cut(ctx context.Context, m *member, both, to []*member) error {
-	hosts := func(ms []*member) []string {
-		out := make([]string, len(ms))
-		for i, p := range ms {
-			out[i] = p.host
-		}
-		return out
-	}
-	return d.rt.SetCut(ctx, m.Name, docker.Cut{Both: hosts(both), To: hosts(to)})
+	return d.rt.SetCut(ctx, m.Name, docker.Cut{Both: hostsOf(both), To: hostsOf(to)})
 }
 
 func (d *containers) healCuts(ctx context.Context) error {

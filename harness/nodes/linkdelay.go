@@ -92,11 +92,7 @@ func (d *containers) delayWhy(*member) string { return "" }
 // delay holds what the node sends to peers, with a table and a delayer in
 // its own network namespace (re-applied when it starts again).
 func (d *containers) delay(ctx context.Context, m *member, peers []*member, mean, jitter time.Duration) error {
-	ips := make([]string, len(peers))
-	for i, p := range peers {
-		ips[i] = p.host
-	}
-	return d.rt.SetDelay(ctx, m.Name, docker.Delay{Peers: ips, Mean: mean, Jitter: jitter})
+	return d.rt.SetDelay(ctx, m.Name, docker.Delay{Peers: hostsOf(peers), Mean: mean, Jitter: jitter})
 }
 
 func (d *containers) healDelay(ctx context.Context) error {

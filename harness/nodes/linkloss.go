@@ -34,15 +34,7 @@ func lossWhy(m *member) string {
 
 // LossNodes implements nemesis.LinkLosser: the nodes whose links this
 // machine can make lossy, in table order.
-func (c *Cluster) LossNodes() []string {
-	var out []string
-	for _, m := range c.members {
-		if lossWhy(m) == "" {
-			out = append(out, m.Name)
-		}
-	}
-	return out
-}
+func (c *Cluster) LossNodes() []string { return c.nodesWhere(lossWhy) }
 
 // SetLinkLoss implements nemesis.LinkLosser: each node a loses percent
 // percent of the packets it sends to the nodes loss[a] names, at random
@@ -50,14 +42,64 @@ func (c *Cluster) LossNodes() []string {
 // replaces every earlier loss, and leaves the cuts as they are; an empty
 // loss heals.
 func (c *Cluster) SetLinkLoss(ctx context.Context, loss map[string][]string, percent int) error {
-	if percent < 0 || percent > 100 {
-		return fmt.Errorf("a loss of %d%% is not a share of packets", percent)
+	return c.setShare(ctx, loss, percent, lossShare)
+}
+
+// shareFault is a link fault on a share of a node's packets (a loss, a
+// duplication): which nodes can take it, and how their driver sets it on
+// one node and lifts every one it made.
+type shareFault struct {
+	what string // for errors: "lost", "sent twice"
+	why  func(*member) string
+	set  func(ctx context.Context, m *member, peers []*member, percent int) error
+	heal func(ctx context.Context, d driver) error // nil error for a driver without it
+}
+
+var lossShare = shareFault{what: "lost", why: lossWhy,
+	set: func(ctx context.Context, m *member, peers []*member, percent int) error {
+		return m.drv.(loser).lose(ctx, m, peers, percent)
+	},
+	heal: func(ctx context.Context, d driver) error {
+		if l, ok := d.(loser); ok {
+			return l.healLoss(ctx)
+		}
+		return nil
+	}}
+
+var dupShare = shareFault{what: "sent twice", why: dupWhy,
+	set: func(ctx context.Context, m *member, peers []*member, percent int) error {
+		return m.drv.(duper).dup(ctx, m, peers, percent)
+	},
+	heal: func(ctx context.Context, d driver) error {
+		if dd, ok := d.(duper); ok {
+			return dd.healDup(ctx)
+		}
+		return nil
+	}}
+
+// nodesWhere are the nodes why has nothing against, in table order.
+func (c *Cluster) nodesWhere(why func(*member) string) []string {
+	var out []string
+	for _, m := range c.members {
+		if why(m) == "" {
+			out = append(out, m.Name)
+		}
 	}
-	peers, err := c.linkPeers(loss, lossWhy)
+	return out
+}
+
+// setShare replaces every earlier fault of kind f with links (links[a]: the
+// nodes a's packets to are affected) on percent percent of the packets; an
+// empty one heals.
+func (c *Cluster) setShare(ctx context.Context, links map[string][]string, percent int, f shareFault) error {
+	if percent < 0 || percent > 100 {
+		return fmt.Errorf("%d%% of packets %s is not a share", percent, f.what)
+	}
+	peers, err := c.linkPeers(links, f.why)
 	if err != nil {
 		return err
 	}
-	if err := c.HealLinkLoss(ctx); err != nil {
+	if err := c.healShare(ctx, f); err != nil {
 		return err
 	}
 	if percent == 0 {
@@ -67,11 +109,23 @@ func (c *Cluster) SetLinkLoss(ctx context.Context, loss map[string][]string, per
 		if len(peers[m.Name]) == 0 {
 			continue
 		}
-		if err := m.drv.(loser).lose(ctx, m, peers[m.Name], percent); err != nil {
+		if err := f.set(ctx, m, peers[m.Name], percent); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// healShare lifts every fault of kind f.
+func (c *Cluster) healShare(ctx context.Context, f shareFault) error {
+	if _, err := c.running(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range []driver{c.ctr, c.proc, c.srv, c.ssh} {
+		errs = append(errs, f.heal(ctx, d))
+	}
+	return errors.Join(errs...)
 }
 
 // linkPeers checks the links of a link fault (links[a]: the nodes a's
@@ -110,29 +164,14 @@ func (c *Cluster) linkPeers(links map[string][]string, why func(*member) string)
 }
 
 // HealLinkLoss lifts every loss (the cuts stay).
-func (c *Cluster) HealLinkLoss(ctx context.Context) error {
-	if _, err := c.running(); err != nil {
-		return err
-	}
-	var errs []error
-	for _, d := range []driver{c.ctr, c.proc, c.srv, c.ssh} {
-		if l, ok := d.(loser); ok {
-			errs = append(errs, l.healLoss(ctx))
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cluster) HealLinkLoss(ctx context.Context) error { return c.healShare(ctx, lossShare) }
 
 func (d *containers) loseWhy(*member) string { return "" }
 
 // lose makes the node lose percent percent of what it sends to peers, with
 // a table in its own network namespace (re-applied when it starts again).
 func (d *containers) lose(ctx context.Context, m *member, peers []*member, percent int) error {
-	ips := make([]string, len(peers))
-	for i, p := range peers {
-		ips[i] = p.host
-	}
-	return d.rt.SetLoss(ctx, m.Name, docker.Loss{Peers: ips, Percent: percent})
+	return d.rt.SetLoss(ctx, m.Name, docker.Loss{Peers: hostsOf(peers), Percent: percent})
 }
 
 func (d *containers) healLoss(ctx context.Context) error {
@@ -149,22 +188,31 @@ func (d *hosts) loseWhy(m *member) string { return d.cutWhy(m) }
 // lose makes the host lose percent percent of what it sends to the peers'
 // hosts, in the run's own loss table there.
 func (d *hosts) lose(ctx context.Context, m *member, peers []*member, percent int) error {
+	return d.shareOn(ctx, hostagent.OpLose, m, peers, percent)
+}
+
+// healLoss lifts every host's loss.
+func (d *hosts) healLoss(ctx context.Context) error { return d.shareOff(ctx, hostagent.OpLose) }
+
+// shareOn asks m's host agent for a share fault (op) on its packets to the
+// peers' hosts.
+func (d *hosts) shareOn(ctx context.Context, op string, m *member, peers []*member, percent int) error {
 	ips, err := d.peerIPs(ctx, m, peers)
 	if err != nil {
 		return err
 	}
-	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpLose, Peers: ips, Percent: percent})
+	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: op, Peers: ips, Percent: percent})
 	return err
 }
 
-// healLoss lifts every host's loss.
-func (d *hosts) healLoss(ctx context.Context) error {
+// shareOff lifts the share fault op on every host that can have one.
+func (d *hosts) shareOff(ctx context.Context, op string) error {
 	var errs []error
 	for _, a := range d.agentsNow() {
 		if a.hello.NetfilterWhy != "" {
 			continue
 		}
-		_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpLose})
+		_, err := a.call(ctx, hostagent.Request{Op: op})
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -188,65 +236,21 @@ func dupWhy(m *member) string {
 }
 
 // DupNodes implements nemesis.LinkDuplicator.
-func (c *Cluster) DupNodes() []string {
-	var out []string
-	for _, m := range c.members {
-		if dupWhy(m) == "" {
-			out = append(out, m.Name)
-		}
-	}
-	return out
-}
+func (c *Cluster) DupNodes() []string { return c.nodesWhere(dupWhy) }
 
 // SetLinkDup implements nemesis.LinkDuplicator: each node a sends percent
 // percent of its packets to the nodes dup[a] names twice, at random. It
 // replaces every earlier duplication, and leaves the other link faults as
 // they are; an empty one heals.
 func (c *Cluster) SetLinkDup(ctx context.Context, dup map[string][]string, percent int) error {
-	if percent < 0 || percent > 100 {
-		return fmt.Errorf("%d%% of packets sent twice is not a share", percent)
-	}
-	peers, err := c.linkPeers(dup, dupWhy)
-	if err != nil {
-		return err
-	}
-	if err := c.HealLinkDup(ctx); err != nil {
-		return err
-	}
-	if percent == 0 {
-		return nil
-	}
-	for _, m := range c.members {
-		if len(peers[m.Name]) == 0 {
-			continue
-		}
-		if err := m.drv.(duper).dup(ctx, m, peers[m.Name], percent); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.setShare(ctx, dup, percent, dupShare)
 }
 
 // HealLinkDup lifts every duplication.
-func (c *Cluster) HealLinkDup(ctx context.Context) error {
-	if _, err := c.running(); err != nil {
-		return err
-	}
-	var errs []error
-	for _, d := range []driver{c.ctr, c.proc, c.srv, c.ssh} {
-		if dd, ok := d.(duper); ok {
-			errs = append(errs, dd.healDup(ctx))
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cluster) HealLinkDup(ctx context.Context) error { return c.healShare(ctx, dupShare) }
 
 func (d *containers) dup(ctx context.Context, m *member, peers []*member, percent int) error {
-	ips := make([]string, len(peers))
-	for i, p := range peers {
-		ips[i] = p.host
-	}
-	return d.rt.SetDup(ctx, m.Name, docker.Loss{Peers: ips, Percent: percent})
+	return d.rt.SetDup(ctx, m.Name, docker.Loss{Peers: hostsOf(peers), Percent: percent})
 }
 
 func (d *containers) healDup(ctx context.Context) error {
@@ -257,25 +261,10 @@ func (d *containers) healDup(ctx context.Context) error {
 }
 
 func (d *hosts) dup(ctx context.Context, m *member, peers []*member, percent int) error {
-	ips, err := d.peerIPs(ctx, m, peers)
-	if err != nil {
-		return err
-	}
-	_, err = sshOf(m).agent.call(ctx, hostagent.Request{Op: hostagent.OpDup, Peers: ips, Percent: percent})
-	return err
+	return d.shareOn(ctx, hostagent.OpDup, m, peers, percent)
 }
 
-func (d *hosts) healDup(ctx context.Context) error {
-	var errs []error
-	for _, a := range d.agentsNow() {
-		if a.hello.NetfilterWhy != "" {
-			continue
-		}
-		_, err := a.call(ctx, hostagent.Request{Op: hostagent.OpDup})
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
+func (d *hosts) healDup(ctx context.Context) error { return d.shareOff(ctx, hostagent.OpDup) }
 
 // peerIPs are the addresses of the peers' hosts, for a link fault of m's.
 func (d *hosts) peerIPs(ctx context.Context, m *member, peers []*member) ([]string, error) {
@@ -291,4 +280,13 @@ func (d *hosts) peerIPs(ctx context.Context, m *member, peers []*member) ([]stri
 		ips = append(ips, ip)
 	}
 	return ips, nil
+}
+
+// hostsOf are the peers' addresses on the run's network.
+func hostsOf(peers []*member) []string {
+	out := make([]string, len(peers))
+	for i, p := range peers {
+		out[i] = p.host
+	}
+	return out
 }
