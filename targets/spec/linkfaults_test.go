@@ -203,9 +203,7 @@ func imageNodesLinkFaults(t *testing.T, path string) {
 		t.Logf("%s: link-delay 100 ms ± 40 ms, %s: median one-way %v, spread (p10-p90) %v, %d of %d arrived, %d out of order",
 			path, side.name, median.Round(time.Millisecond), spread.Round(time.Millisecond), got, m, reordered)
 		assert.Equal(t, m, got, "%s: nothing lost", side.name)
-		assert.InDelta(t, 100, median.Milliseconds(), 20, side.name)
-		assert.InDelta(t, 64, spread.Milliseconds(), 25, side.name)
-		assert.Greater(t, reordered, m/4, side.name)
+		assertHeld100ms40(t, median, spread, reordered, m, side.name)
 	}
 	// A node started again gets its delay back, in its new namespace (from
 	// this machine, a new delayer bound there).
@@ -218,7 +216,7 @@ func imageNodesLinkFaults(t *testing.T, path string) {
 	median, _, got, _ := tb.stats()
 	t.Logf("%s: a started again: median one-way to b %v, %d of 100 arrived", path, median.Round(time.Millisecond), got)
 	assert.Equal(t, 100, got)
-	assert.InDelta(t, 100, median.Milliseconds(), 20, "the delay is back after the restart")
+	assert.GreaterOrEqual(t, median, 80*time.Millisecond, "the delay is back after the restart")
 	atA = countAt(t, rt, "a", ip("a"))
 	require.NoError(t, f.Stop(ctx))
 	tb.reset()
@@ -322,9 +320,7 @@ func TestSSHLinkFaults(t *testing.T) {
 	t.Logf("ssh: n2 to n1 held 100 ms ± 40 ms: median one-way %v, spread (p10-p90) %v, %d of %d arrived, %d out of order",
 		median.Round(time.Millisecond), spread.Round(time.Millisecond), got, m, reordered)
 	assert.Equal(t, m, got)
-	assert.InDelta(t, 100, median.Milliseconds(), 20)
-	assert.InDelta(t, 64, spread.Milliseconds(), 25)
-	assert.Greater(t, reordered, m/4)
+	assertHeld100ms40(t, median, spread, reordered, m, "n2 to n1")
 	median, _, got, reordered = t2.stats()
 	assert.Equal(t, m, got)
 	assert.Less(t, median, 10*time.Millisecond, "n1 to n2 is not delayed")

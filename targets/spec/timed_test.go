@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/fencecheck/fencecheck/harness/docker"
 )
 
@@ -96,4 +98,18 @@ func sendTimedFrom(t *testing.T, rt *docker.Runtime, node, addr string, n int, g
 		}
 		return nil
 	})
+}
+
+// assertHeld100ms40 asserts that a link held 100 ms ± 40 ms took effect: the
+// median is at least the mean less a margin, the jitter spread the times
+// (a plain delay's p10-p90 spread is a few ms) and reordered a quarter of
+// them. The upper bounds are loose on purpose: a loaded machine adds its own
+// scheduling delay on top of the delayer's, which says nothing of the fault.
+func assertHeld100ms40(t *testing.T, median, spread time.Duration, reordered, sent int, what string) {
+	t.Helper()
+	assert.GreaterOrEqual(t, median, 80*time.Millisecond, "%s: delayed by the mean", what)
+	assert.Less(t, median, 250*time.Millisecond, "%s: not stuck", what)
+	assert.GreaterOrEqual(t, spread, 30*time.Millisecond, "%s: the jitter spreads the times", what)
+	assert.Less(t, spread, 400*time.Millisecond, "%s", what)
+	assert.Greater(t, reordered, sent/4, "%s: the jitter reorders", what)
 }
