@@ -208,10 +208,13 @@ type aim struct {
 
 // nextFault chooses the next fault among free (the conducted nemeses with
 // no fault live; tried counts each one's faults so far): first a turn for
-// each that never had one, then one draw in exploreOneIn for one of the
-// least tried, otherwise the remedy of the situation furthest below target
-// that a free nemesis can create on a node keeping its state (ties drawn),
-// or one of the least tried when none is short.
+// each that never had one (aimed first: the remedies of the situations
+// furthest below target go before the nemeses no situation asks for, so
+// a run's first seconds go to the faults that create something), then one
+// draw in exploreOneIn for one of the least tried, otherwise the remedy of
+// the situation furthest below target that a free nemesis can create on a
+// node keeping its state (ties drawn), or one of the least tried when none
+// is short.
 func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]int, rng *rand.Rand) (aim, bool) {
 	if len(free) == 0 {
 		return aim{}, false
@@ -221,13 +224,29 @@ func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]in
 		ties := slices.DeleteFunc(slices.Clone(free), func(n Nemesis) bool { return tried[n.Name()] > tried[fewest.Name()] })
 		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
 	}
+	best := remedyAims(env, deficits(cov), free)
 	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
+		untried := slices.DeleteFunc(slices.Clone(best), func(a aim) bool { return tried[a.nemesis.Name()] > 0 })
+		if len(untried) > 0 {
+			a := untried[rng.IntN(len(untried))]
+			a.why = "first turn, aimed: " + a.why
+			return a, true
+		}
 		return leastTried("first turn")
 	}
 	if rng.IntN(exploreOneIn) == 0 {
 		return leastTried("explore")
 	}
-	short := deficits(cov)
+	if len(best) > 0 {
+		return best[rng.IntN(len(best))], true
+	}
+	return leastTried("no situation it can create is short")
+}
+
+// remedyAims are the aims at the situations furthest below target (short,
+// by remedies' index) that a free nemesis can create on a node keeping
+// their state.
+func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 	var best []aim
 	most := 0
 	for i, r := range remedies {
@@ -251,10 +270,7 @@ func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]in
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
-	if len(best) > 0 {
-		return best[rng.IntN(len(best))], true
-	}
-	return leastTried("no situation it can create is short")
+	return best
 }
 
 // stateNodes are the target's nodes keeping the half's state, as the

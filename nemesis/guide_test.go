@@ -82,7 +82,16 @@ func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
 	a, ok := nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, map[string]int{Restart: 2, PowerLoss: 1}, rand.New(rand.NewPCG(1, 1)))
 	require.True(t, ok)
 	assert.Equal(t, Clock, a.nemesis.Name())
-	assert.Equal(t, "first turn", a.why)
+	assert.Equal(t, "first turn", a.why, "no situation a clock step creates is short: an unaimed first turn")
+	// Among the nemeses that never had a turn, those that create a short
+	// situation go first, aimed at the node keeping its state.
+	for seed := range uint64(20) {
+		a, ok = nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, map[string]int{PowerLoss: 1}, rand.New(rand.NewPCG(seed, 1)))
+		require.True(t, ok)
+		assert.Equal(t, Restart, a.nemesis.Name(), "seed %d: the untried remedy before the untried clock", seed)
+		assert.Equal(t, "first turn, aimed: resource-restart-stale 0 of 3", a.why)
+		assert.True(t, a.short, "an edge remedy's fault is short")
+	}
 	// A nemesis with a fault live is not free: the next situation's is drawn.
 	a = aimedFault(t, env, atTarget(map[string]int{"resource-restart-stale": 0, "issuer-clock-back-regrant": 1}), []Nemesis{clock{}})
 	assert.Equal(t, "issuer-clock-back-regrant 1 of 3", a.why)
