@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -298,8 +299,8 @@ func coverage(in coverageInput) *Coverage {
 	resourceNodes := in.stateNodes(false)
 
 	// counter reset, or a counter not durable.
-	rn, rex := h.regrantsAfter(in.faultsOf(nemesis.Restart, issuerNodes, nemesis.RestartWipe))
-	pn, pex := h.regrantsAfter(in.faultsOf(nemesis.PowerLoss, issuerNodes))
+	rn, rex := h.regrantsAfter(in.crashesOf(nemesis.Restart, issuerNodes, nemesis.RestartWipe))
+	pn, pex := h.regrantsAfter(in.crashesOf(nemesis.PowerLoss, issuerNodes))
 	c.add("counter-reset", "counter reset or not durable (issuer)",
 		newSituation(SitIssuerRestart, "the issuer restarted (kill -9) after granting, then granted again on the same lock",
 			in.faultNA(nemesis.Restart, issuerNodes, "issuer"), rn, rex, in.faultMissing(nemesis.Restart, "no restart of a node holding issuer state was followed by a new grant on a lock granted before it")),
@@ -339,8 +340,8 @@ func coverage(in coverageInput) *Coverage {
 		forgot = append(forgot, in.idle(SitLockFree(d), fmt.Sprintf("a lock was free for %s or more, its issuer untouched by faults, then granted again", d),
 			na, h.freeRegrants(d, in.lease), issuerNodes, fmt.Sprintf("no lock sat free (released or expired, no grant; its issuer without faults) for %s and was then granted again", d)))
 	}
-	an, aex := h.staleAfter(in.faultsOf(nemesis.Restart, resourceNodes, nemesis.RestartWipe))
-	bn, bex := h.staleAfter(in.faultsOf(nemesis.PowerLoss, resourceNodes))
+	an, aex := h.staleAfter(in.crashesOf(nemesis.Restart, resourceNodes, nemesis.RestartWipe))
+	bn, bex := h.staleAfter(in.crashesOf(nemesis.PowerLoss, resourceNodes))
 	forgot = append(forgot,
 		newSituation(SitResourceRestart, "a resource restarted (kill -9), then was sent a token older than a key's mark from before",
 			in.faultNA(nemesis.Restart, resourceNodes, "resource"), an, aex, in.faultMissing(nemesis.Restart, "no restart of a node holding resource state was followed by a write older than a key's mark")),
@@ -458,6 +459,25 @@ func (in coverageInput) faultsOf(name string, nodes map[string]bool, more ...str
 			out = append(out, f)
 		}
 	}
+	return out
+}
+
+// crashesOf are the faults of the nemesis name (restart: a kill -9,
+// power-loss: a power cut; more: others of its kind) on a node of nodes,
+// with the crashes on an acknowledgement of the same mode: what a
+// situation asks for is the crash, whatever timed it.
+func (in coverageInput) crashesOf(name string, nodes map[string]bool, more ...string) []Fault {
+	out := in.faultsOf(name, nodes, more...)
+	mode := nemesis.CrashKill
+	if name == nemesis.PowerLoss {
+		mode = nemesis.CrashPower
+	}
+	for _, f := range in.faultsOf(nemesis.CrashOnAck, nodes) {
+		if f.Mode() == mode {
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.Start, b.Start) })
 	return out
 }
 

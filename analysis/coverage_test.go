@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,6 +85,23 @@ func TestCoverageCountsRegrantsAfterAnIssuerRestart(t *testing.T) {
 	assert.Zero(t, situation(t, c, SitIssuerPowerLoss).Count, "no grant after the power loss")
 	assert.Contains(t, situation(t, c, SitIssuerPowerLoss).Missing, "power loss")
 	assert.Equal(t, CoveragePartial, class(c, "counter-reset").Status)
+}
+
+// A crash on an acknowledgement is a crash as its mode says: a power cut
+// counts where a power loss does, a kill -9 where a restart does.
+func TestCoverageCountsCrashesOnAnAcknowledgementByTheirMode(t *testing.T) {
+	nodes := []history.RunNode{{Name: "db", Role: "redis"}}
+	b := covRun(nodes, append(slices.Clone(allNem), "crash-on-ack"), nil, 10000)
+	b.OnProcess(1).Acquire("L", 0, 5, "1").Release("L", "1", 10, 15)
+	b.FaultWith("crash-on-ack", "db", 100, 200, map[string]any{"mode": "power-loss", "after": "acquire"})
+	b.OnProcess(1).Acquire("L", 300, 305, "2").Release("L", "2", 310, 315)
+	b.FaultWith("crash-on-ack", "db", 400, 500, map[string]any{"mode": "kill", "after": "write"})
+	b.OnProcess(1).Acquire("L", 600, 605, "3").Release("L", "3", 610, 615)
+	b.FaultWith("crash-on-ack", "db", 700, 800, map[string]any{"mode": "power-loss", "after": "acquire"})
+	b.OnProcess(1).Acquire("L", 900, 905, "4").Release("L", "4", 910, 915)
+	c := covCheck(t, b, checkers.Semantics{})
+	assert.Equal(t, 2, situation(t, c, SitIssuerPowerLoss).Count, "the two power cuts")
+	assert.Equal(t, 1, situation(t, c, SitIssuerRestart).Count, "the kill")
 }
 
 // A clock stepped back (a negative step at its start, a forward step at its

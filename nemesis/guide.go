@@ -106,17 +106,33 @@ var remedies = []remedy{
 	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
 	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
+	// A crash on an acknowledgement is the same crash, timed where
+	// durability is at stake (the analysis counts it by its mode).
+	{situation: "issuer-restart-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashKill)},
+	{situation: "issuer-power-loss-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashPower)},
+	{situation: "resource-restart-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashKill)},
+	{situation: "resource-power-loss-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashPower)},
 	{situation: "key-idle-1s-stale", idle: time.Second},
 	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
 	{situation: "lock-free-1s-regrant", idle: time.Second},
 	{situation: "lock-free-5s-regrant", idle: 5 * time.Second},
 }
 
+// crashesAs: a crash on an acknowledgement in mode, on one of nodes.
+func crashesAs(mode string) func(p Plan, nodes map[string]bool) bool {
+	return func(p Plan, nodes map[string]bool) bool {
+		c, ok := p.Params.(*ackCrash)
+		return ok && c.Crash == mode && actsOn(p, nodes)
+	}
+}
+
 // Situations lists the situation ids the guide aims at.
 func Situations() []string {
 	var out []string
 	for _, r := range remedies {
-		out = append(out, r.situation)
+		if !slices.Contains(out, r.situation) {
+			out = append(out, r.situation)
+		}
 	}
 	return out
 }

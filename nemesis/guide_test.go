@@ -97,6 +97,31 @@ func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
 	assert.Equal(t, "issuer-clock-back-regrant 1 of 3", a.why)
 }
 
+// A crash on an acknowledgement is a remedy of the crash situations too,
+// aimed by its mode: a power cut for the power-loss ones.
+func TestTheGuideAimsCrashesOnAcknowledgementsByTheirMode(t *testing.T) {
+	env := &Env{Target: halves{}}
+	free := []Nemesis{powerLoss{}, crashOnAck{}}
+	tried := map[string]int{PowerLoss: 1, CrashOnAck: 1}
+	seen := map[string]bool{}
+	for seed := range uint64(40) {
+		a, ok := nextFault(env, atTarget(map[string]int{"resource-power-loss-stale": 1}), free, tried, rand.New(rand.NewPCG(seed, 2)))
+		require.True(t, ok)
+		if a.why == "explore" {
+			continue
+		}
+		seen[a.nemesis.Name()] = true
+		assert.Equal(t, "resource-power-loss-stale 1 of 3", a.why)
+		assert.Equal(t, map[string]bool{"r1": true}, a.nodes)
+		if a.nemesis.Name() == CrashOnAck {
+			assert.True(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &ackCrash{Crash: CrashPower}}, a.nodes))
+			assert.False(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &ackCrash{Crash: CrashKill}}, a.nodes), "a kill is no power loss")
+			assert.False(t, a.hits(Plan{Nodes: []string{"i1"}, Params: &ackCrash{Crash: CrashPower}}, a.nodes), "the issuer keeps no resource state")
+		}
+	}
+	assert.Equal(t, map[string]bool{PowerLoss: true, CrashOnAck: true}, seen, "either creates it")
+}
+
 // triedOnce: every nemesis had its first turn.
 var triedOnce = map[string]int{Restart: 1, PowerLoss: 1, Clock: 1}
 
