@@ -77,17 +77,17 @@ func New(o Options) harness.Target {
 	data := nodes.Data{Path: "/data"}
 	master := "{addr:" + MasterNode + "}"
 	seaweed := []nodes.Node{
-		{Name: MasterNode, Role: "seaweedfs-master", Ports: []nodes.Port{{Number: masterPort}, grpc(masterPort)},
+		{Name: MasterNode, Role: "seaweedfs-master, resource state", Ports: []nodes.Port{{Number: masterPort}, grpc(masterPort)},
 			Data: data, Clock: clock, Health: health("/cluster/status", false),
 			// One master: no raft quorum to wait for (-peers=none). No
 			// usage reports leave the run (-telemetry=false).
 			Container: weed("master", "-port="+strconv.Itoa(masterPort), "-mdir={data}", "-peers=none",
 				"-volumeSizeLimitMB=64", "-defaultReplication=000", "-telemetry=false")},
-		{Name: VolumeNode, Role: "seaweedfs-volume", Ports: []nodes.Port{{Number: volumePort}, grpc(volumePort)},
+		{Name: VolumeNode, Role: "seaweedfs-volume, resource state", Ports: []nodes.Port{{Number: volumePort}, grpc(volumePort)},
 			Data: nodes.Data{Path: "/data", NoLayer: volumeNoLayer}, Clock: clock, Health: health("/status", true), WaitFor: []string{MasterNode},
 			Container: weed("volume", "-port="+strconv.Itoa(volumePort), "-dir={data}", "-max=0",
 				"-master="+master, "-preStopSeconds=0")},
-		{Name: FilerNode, Role: "seaweedfs-filer", Ports: []nodes.Port{{Number: filerPort}, {Name: "s3", Number: S3Port}, grpc(filerPort)},
+		{Name: FilerNode, Role: "seaweedfs-filer, resource state", Ports: []nodes.Port{{Number: filerPort}, {Name: "s3", Number: S3Port}, grpc(filerPort)},
 			Data: data, Clock: clock, WaitFor: []string{MasterNode},
 			Health: nodes.Health{Probe: nodes.Probe{Func: filerDurable}, Timeout: 90 * time.Second, Quorum: true},
 			Container: weed("filer", "-port="+strconv.Itoa(filerPort), "-master="+master, "-defaultStoreDir={data}",

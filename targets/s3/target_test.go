@@ -31,6 +31,17 @@ func TestTable(t *testing.T) {
 			assert.False(t, byName[n].Issuer || byName[n].Resource, "%s is a data node", n)
 			assert.Equal(t, "/data", byName[n].Data.Path, "%s keeps its data on this machine", n)
 		}
+		// The halves, by role: the members keep the issuer's state, the
+		// SeaweedFS servers the resource's (coverage and the guided
+		// schedule judge a node's half by its role).
+		for _, n := range []string{"etcd-1", "etcd-2", "etcd-3"} {
+			assert.Contains(t, byName[n].Role, "issuer", n)
+			assert.NotContains(t, byName[n].Role, "resource", n)
+		}
+		for _, n := range []string{MasterNode, VolumeNode, FilerNode} {
+			assert.Contains(t, byName[n].Role, "resource", n)
+			assert.NotContains(t, byName[n].Role, "issuer", n)
+		}
 		assert.NotEmpty(t, byName[VolumeNode].Data.NoLayer, "the volume server is off the power-loss layer, and says why")
 		assert.Empty(t, byName[FilerNode].Data.NoLayer)
 		a := byName["adapter-1"]
