@@ -268,6 +268,7 @@ const (
 	SitGarbled          = "token-garbled"
 	SitForged           = "token-forged"
 	SitLateWrite        = "late-write-after-newer"
+	SitWriteOvertaken   = "write-overtaken"
 )
 
 // SitKeyIdle and SitLockFree name the idle situations of scale d
@@ -377,10 +378,41 @@ func coverage(in coverageInput) *Coverage {
 			"no write carried a token no issuer returned (the forger runs with --forge, always for authenticated targets)"))
 
 	// the seeds' scenario.
+	wn, wex := h.overtaken(in.heldInPausedNode(h))
 	c.add("late-write", "late write by an expired holder",
 		newSituation(SitLateWrite, "a holder whose lease had expired wrote after a newer holder's write was accepted", "",
-			len(in.lateReached), in.lateReached, "no holder wrote with its old token after a newer holder's write was accepted (holder pauses: --nemesis pause)"))
+			len(in.lateReached), in.lateReached, "no holder wrote with its old token after a newer holder's write was accepted (holder pauses: --nemesis pause)"),
+		newSituation(SitWriteOvertaken, "a write was still in flight at the resource when a newer token's write on its key was accepted (where a resource checks the mark, then writes, in two steps)",
+			in.overtakenNA(h), wn, wex, "no write was overtaken in flight by a newer token's accepted write on its key (a pause of a node the writes go through: --nemesis pause)"))
 	return c
+}
+
+// heldInPausedNode: a write whose client gave up on it (timed out) while a
+// pause froze the node it was sent to, from when that pause ended (the
+// request waits in the frozen node and is served as it thaws).
+func (in coverageInput) heldInPausedNode(h *opsIndex) func(w timedOp) (int64, bool) {
+	return func(w timedOp) (int64, bool) {
+		if !w.timedOut {
+			return 0, false
+		}
+		node := map[string]bool{h.nodes[w.node]: true}
+		for _, f := range in.faults {
+			if f.Nemesis == nemesis.Pause && f.Mode() == nemesis.PauseNode && !f.Open && f.Start < w.completed && f.Stop > w.call && f.on(node) {
+				return f.Stop, true
+			}
+		}
+		return 0, false
+	}
+}
+
+// overtakenNA: a write is overtaken in flight only where writes go
+// through more than one node (a pause of the only one holds every writer
+// alike).
+func (in coverageInput) overtakenNA(h *opsIndex) string {
+	if len(h.nodes) < 2 && in.run != nil {
+		return "every write went through one node: while it is held, so is every newer writer"
+	}
+	return ""
 }
 
 // add appends a class, its status read from its situations.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencecheck/fencecheck/fencing"
 	"github.com/fencecheck/fencecheck/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
@@ -22,6 +23,7 @@ type opsIndex struct {
 	stored   map[string][]timedOp // ok writes per key, by return
 	tampered map[string][]int64   // tampered writes that reached the resource, by strip mode
 	forged   []int64              // writes with a forged token that reached the resource
+	nodes    []string             // the nodes operations were sent to, by timedOp.node
 }
 
 type timedOp struct {
@@ -29,6 +31,10 @@ type timedOp struct {
 	call, ret, completed int64
 	n                    uint64
 	valid, ok, failed    bool
+	// timedOut: it ended info because its client gave up waiting (not
+	// refused); node: the node it was sent to, by opsIndex.nodes.
+	timedOut bool
+	node     int32
 }
 
 // reached: the system answered (accepted, or rejected for certain). Only
@@ -105,7 +111,11 @@ func indexOps(ops *history.Ops) *opsIndex {
 			byID[kid] = l
 		}
 		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
-			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk, failed: o.Outcome == history.OutcomeFail}
+			valid: o.Token.State == history.TokenValid, ok: o.Outcome == history.OutcomeOk, failed: o.Outcome == history.OutcomeFail,
+			timedOut: o.Outcome == history.OutcomeInfo && o.Error == fencing.ErrWordTimeout}
+		if o.F == history.Write {
+			t.node = h.nodeID(o.Node)
+		}
 		switch o.F {
 		case history.Acquire:
 			switch {
@@ -189,6 +199,54 @@ func indexOps(ops *history.Ops) *opsIndex {
 		slices.SortStableFunc(e, func(x, y lockEvent) int { return cmp.Compare(x.at, y.at) })
 	}
 	return h
+}
+
+// nodeID is node's index in h.nodes (a run has a handful).
+func (h *opsIndex) nodeID(node string) int32 {
+	if i := slices.Index(h.nodes, node); i >= 0 {
+		return int32(i)
+	}
+	h.nodes = append(h.nodes, node)
+	return int32(len(h.nodes) - 1)
+}
+
+// overtaken counts the writes with a valid token still in flight at the
+// resource when a newer token's write on their key was accepted: the
+// window a resource that checks the mark and then writes, in two steps,
+// leaves open. Such a write counts only where it reached the resource
+// after the newer one was accepted: answered (accepted or refused), or
+// held inside its node (heldUntil: a pause of the node it was sent to
+// froze it while in flight; its client gave up, but the request waits
+// in the frozen node and is served when it thaws).
+func (h *opsIndex) overtaken(heldUntil func(w timedOp) (int64, bool)) (int, []int64) {
+	n, ex := 0, []int64(nil)
+	for _, ws := range h.writes { // by call
+		for i, w := range ws {
+			if !w.valid {
+				continue
+			}
+			end := w.ret
+			if !w.reached() {
+				held, ok := heldUntil(w)
+				if !ok {
+					continue
+				}
+				end = held
+			}
+			for _, newer := range ws[i+1:] {
+				if newer.call >= end {
+					break
+				}
+				if newer.ok && newer.valid && newer.n > w.n && newer.ret < end {
+					n++
+					ex = append(ex, w.id)
+					break
+				}
+			}
+		}
+	}
+	slices.Sort(ex)
+	return n, ex
 }
 
 // markBefore is the key's high-water mark as the clients saw it: the

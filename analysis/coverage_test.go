@@ -104,6 +104,39 @@ func TestCoverageCountsCrashesOnAnAcknowledgementByTheirMode(t *testing.T) {
 	assert.Equal(t, 1, situation(t, c, SitIssuerRestart).Count, "the kill")
 }
 
+// A write still in flight at the resource when a newer token's write on
+// its key was accepted counts once it reached the resource: answered
+// after the newer one, or held in its node by a pause of that node (its
+// client gave up). One that timed out on a node nothing froze, one the
+// newer write did not overtake, and one of a single-node target do not.
+func TestCoverageCountsWritesOvertakenInFlight(t *testing.T) {
+	adapters := []history.RunNode{{Name: "db", Role: "redis"}, {Name: "a1", Role: "adapter", Stateless: true}, {Name: "a2", Role: "adapter", Stateless: true}}
+	b := covRun(adapters, allNem, nil, 10000)
+	// Answered (refused) after a newer write was accepted: counts.
+	b.OnNode("a1").WriteStale("k", "1", "v1", 100, 900, "2")
+	b.OnNode("a2").Write("k", "2", "v2", 200, 300)
+	// Timed out while a1 was frozen, overtaken meanwhile: counts.
+	b.FaultWith("pause", "a1", 1000, 2500, map[string]any{"mode": "node"})
+	b.OnNode("a1").WriteInfo("k", "3", "v3", 1100, 2100)
+	b.OnNode("a2").Write("k", "4", "v4", 1500, 1600)
+	// Timed out with no pause of its node: it may never have arrived.
+	b.OnNode("a1").WriteInfo("k", "5", "v5", 3000, 4000)
+	b.OnNode("a2").Write("k", "6", "v6", 3200, 3300)
+	// Answered before the newer write was: not overtaken.
+	b.OnNode("a1").Write("k", "7", "v7", 5000, 5100)
+	b.OnNode("a2").Write("k", "8", "v8", 5050, 5200)
+	c := covCheck(t, b, checkers.Semantics{})
+	s := situation(t, c, SitWriteOvertaken)
+	assert.Equal(t, 2, s.Count)
+	assert.Len(t, s.Examples, 2)
+
+	one := covRun(reference, allNem, nil, 10000)
+	one.OnNode("reference").WriteStale("k", "1", "v1", 100, 900, "2")
+	one.OnNode("reference").Write("k", "2", "v2", 200, 300)
+	s = situation(t, covCheck(t, one, checkers.Semantics{}), SitWriteOvertaken)
+	assert.Contains(t, s.NotApplicable, "one node")
+}
+
 // A clock stepped back (a negative step at its start, a forward step at its
 // end) between two grants on a lock counts; a forward step's start does
 // not, nor a clock that only the clients' side moved.

@@ -69,6 +69,10 @@ const (
 	anyNode half = iota
 	issuerState
 	resourceState
+	// writePath: the nodes writes go through, where there is more than
+	// one (stateless adapters in front of a store): a write held in one
+	// can be overtaken by a newer one through another.
+	writePath
 )
 
 // remedy is what creates a situation: a fault of nemesis on a node keeping
@@ -112,6 +116,10 @@ var remedies = []remedy{
 	{situation: "issuer-power-loss-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashPower)},
 	{situation: "resource-restart-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashKill)},
 	{situation: "resource-power-loss-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashPower)},
+	// A node the writes go through frozen, long enough for the lease to
+	// run out and the next holder to write through another: the held
+	// write reaches the resource when the node thaws.
+	{situation: "write-overtaken", nemesis: Pause, state: writePath, hits: freezes},
 	{situation: "key-idle-1s-stale", idle: time.Second},
 	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
 	{situation: "lock-free-1s-regrant", idle: time.Second},
@@ -124,6 +132,12 @@ func crashesAs(mode string) func(p Plan, nodes map[string]bool) bool {
 		c, ok := p.Params.(*ackCrash)
 		return ok && c.Crash == mode && actsOn(p, nodes)
 	}
+}
+
+// freezes: a node pause of one of nodes (not a holder pause).
+func freezes(p Plan, nodes map[string]bool) bool {
+	pp, ok := p.Params.(*pauseParams)
+	return ok && pp.Mode == PauseNode && actsOn(p, nodes)
 }
 
 // Situations lists the situation ids the guide aims at.
@@ -231,8 +245,12 @@ type aim struct {
 // the situation furthest below target that a free nemesis can create on a
 // node keeping its state (ties drawn), or one of the least tried when none
 // is short.
-func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]int, rng *rand.Rand) (aim, bool) {
-	if len(free) == 0 {
+//
+// aimOnly are nemeses that draw on their own (the clients' faults) but
+// whose node faults a remedy asks for: the guide aims them at what it
+// needs, and gives them no other turn.
+func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[string]int, rng *rand.Rand) (aim, bool) {
+	if len(free) == 0 && len(aimOnly) == 0 {
 		return aim{}, false
 	}
 	leastTried := func(why string) (aim, bool) {
@@ -240,7 +258,13 @@ func nextFault(env *Env, cov map[string]int, free []Nemesis, tried map[string]in
 		ties := slices.DeleteFunc(slices.Clone(free), func(n Nemesis) bool { return tried[n.Name()] > tried[fewest.Name()] })
 		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
 	}
-	best := remedyAims(env, deficits(cov), free)
+	best := remedyAims(env, deficits(cov), append(slices.Clone(free), aimOnly...))
+	if len(free) == 0 {
+		if len(best) == 0 {
+			return aim{}, false
+		}
+		return best[rng.IntN(len(best))], true
+	}
 	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
 		untried := slices.DeleteFunc(slices.Clone(best), func(a aim) bool { return tried[a.nemesis.Name()] > 0 })
 		if len(untried) > 0 {
@@ -291,13 +315,24 @@ func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 
 // stateNodes are the target's nodes keeping the half's state, as the
 // analysis judges them: stateful nodes whose role does not name only the
-// other half; every stateful node when no role names this half. anyNode:
-// nil (any node).
+// other half; every stateful node when no role names this half. writePath:
+// the stateless nodes, when there are two or more. anyNode: nil (any node).
 func stateNodes(env *Env, h half) map[string]bool {
 	if h == anyNode {
 		return nil
 	}
 	out, stateful := map[string]bool{}, map[string]bool{}
+	if h == writePath {
+		for _, n := range nodesOf(env) {
+			if n.Stateless {
+				out[n.Name] = true
+			}
+		}
+		if len(out) < 2 {
+			return nil
+		}
+		return out
+	}
 	for _, n := range nodesOf(env) {
 		if n.Stateless {
 			continue
@@ -359,7 +394,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				s.guide.set(false, end)
 			}
 			free := s.free(conducted)
-			if a, ok := nextFault(s.Env, s.coverage(), free, s.tried(), rng); ok {
+			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok {
 				// Each fault starts on its own goroutine: a start can
 				// take seconds (an etcd member replaced, a container
 				// restarted), and the conductor drew nothing meanwhile
@@ -573,6 +608,19 @@ func (s *Scheduler) free(conducted []Nemesis) []Nemesis {
 			continue
 		}
 		out = append(out, n)
+	}
+	return out
+}
+
+// aimOnly are the nemeses that draw on their own (not conducted) whose
+// node faults a remedy names, with no fault live or being started.
+func (s *Scheduler) aimOnly(conducted []Nemesis) []Nemesis {
+	var out []Nemesis
+	for _, n := range s.Nemeses {
+		named := slices.ContainsFunc(remedies, func(r remedy) bool { return r.nemesis == n.Name() })
+		if named && !slices.Contains(conducted, n) && !s.live(n.Name()) && !s.guide.isStarting(n.Name()) {
+			out = append(out, n)
+		}
 	}
 	return out
 }

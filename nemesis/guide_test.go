@@ -57,7 +57,7 @@ func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		aimed := 0
 		for range 40 {
-			a, ok := nextFault(env, atTarget(tc.short), free, triedOnce, rng)
+			a, ok := nextFault(env, atTarget(tc.short), free, nil, triedOnce, rng)
 			require.True(t, ok)
 			if a.why == "explore" {
 				continue
@@ -79,14 +79,14 @@ func TestTheGuideAimsAtTheSituationFurthestBelowTarget(t *testing.T) {
 	assert.Equal(t, Clock, a.nemesis.Name())
 	assert.Equal(t, map[string]bool{"i1": true}, a.nodes)
 	// A nemesis that never had a turn has it first.
-	a, ok := nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, map[string]int{Restart: 2, PowerLoss: 1}, rand.New(rand.NewPCG(1, 1)))
+	a, ok := nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, nil, map[string]int{Restart: 2, PowerLoss: 1}, rand.New(rand.NewPCG(1, 1)))
 	require.True(t, ok)
 	assert.Equal(t, Clock, a.nemesis.Name())
 	assert.Equal(t, "first turn", a.why, "no situation a clock step creates is short: an unaimed first turn")
 	// Among the nemeses that never had a turn, those that create a short
 	// situation go first, aimed at the node keeping its state.
 	for seed := range uint64(20) {
-		a, ok = nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, map[string]int{PowerLoss: 1}, rand.New(rand.NewPCG(seed, 1)))
+		a, ok = nextFault(env, atTarget(map[string]int{"resource-restart-stale": 0}), free, nil, map[string]int{PowerLoss: 1}, rand.New(rand.NewPCG(seed, 1)))
 		require.True(t, ok)
 		assert.Equal(t, Restart, a.nemesis.Name(), "seed %d: the untried remedy before the untried clock", seed)
 		assert.Equal(t, "first turn, aimed: resource-restart-stale 0 of 3", a.why)
@@ -105,7 +105,7 @@ func TestTheGuideAimsCrashesOnAcknowledgementsByTheirMode(t *testing.T) {
 	tried := map[string]int{PowerLoss: 1, CrashOnAck: 1}
 	seen := map[string]bool{}
 	for seed := range uint64(40) {
-		a, ok := nextFault(env, atTarget(map[string]int{"resource-power-loss-stale": 1}), free, tried, rand.New(rand.NewPCG(seed, 2)))
+		a, ok := nextFault(env, atTarget(map[string]int{"resource-power-loss-stale": 1}), free, nil, tried, rand.New(rand.NewPCG(seed, 2)))
 		require.True(t, ok)
 		if a.why == "explore" {
 			continue
@@ -122,6 +122,41 @@ func TestTheGuideAimsCrashesOnAcknowledgementsByTheirMode(t *testing.T) {
 	assert.Equal(t, map[string]bool{PowerLoss: true, CrashOnAck: true}, seen, "either creates it")
 }
 
+// twoAdapters is a store behind two stateless adapters.
+type twoAdapters struct{ halves }
+
+func (twoAdapters) Nodes() []Node {
+	return []Node{{Name: "db", Role: "redis"}, {Name: "a1", Role: "adapter", Stateless: true}, {Name: "a2", Role: "adapter", Stateless: true}}
+}
+
+// A write overtaken in flight is aimed at with a node pause of an adapter,
+// long, though pause draws on its own otherwise (aimOnly: no first turn or
+// explore of the conductor's); a target with one path for writes has no
+// such aim.
+func TestTheGuideFreezesAnAdapterForAnOvertakenWrite(t *testing.T) {
+	cov := atTarget(map[string]int{"write-overtaken": 0})
+	for seed := range uint64(10) {
+		a, ok := nextFault(&Env{Target: twoAdapters{}}, cov, []Nemesis{restart{}}, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(seed, 5)))
+		require.True(t, ok)
+		if a.why == "explore" {
+			assert.Equal(t, Restart, a.nemesis.Name(), "the conductor's own explore")
+			continue
+		}
+		assert.Equal(t, Pause, a.nemesis.Name())
+		assert.Equal(t, "write-overtaken 0 of 3", a.why)
+		assert.Equal(t, map[string]bool{"a1": true, "a2": true}, a.nodes)
+		assert.True(t, a.long, "long enough for the lease to run out")
+		assert.True(t, a.hits(Plan{Nodes: []string{"a2"}, Params: &pauseParams{Mode: PauseNode}}, a.nodes))
+		assert.False(t, a.hits(Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: PauseHolders}}, a.nodes), "a holder pause holds no write inside a node")
+		assert.False(t, a.hits(Plan{Nodes: []string{"db"}, Params: &pauseParams{Mode: PauseNode}}, a.nodes), "the store holds every writer alike")
+	}
+	// Alone, the aim-only nemesis is drawn only for its aim.
+	_, ok := nextFault(&Env{Target: twoAdapters{}}, atTarget(nil), nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(1, 5)))
+	assert.False(t, ok, "nothing short: no turn for pause")
+	_, ok = nextFault(&Env{Target: halves{}}, cov, nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(1, 5)))
+	assert.False(t, ok, "one adapter: no second path for a newer write")
+}
+
 // triedOnce: every nemesis had its first turn.
 var triedOnce = map[string]int{Restart: 1, PowerLoss: 1, Clock: 1}
 
@@ -130,7 +165,7 @@ func aimedFault(t *testing.T, env *Env, cov map[string]int, free []Nemesis) aim 
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 1))
 	for {
-		a, ok := nextFault(env, cov, free, triedOnce, rng)
+		a, ok := nextFault(env, cov, free, nil, triedOnce, rng)
 		require.True(t, ok)
 		if a.why != "explore" {
 			return a
@@ -385,7 +420,7 @@ func TestANemesisThatStartsAloneWaitsForTheOthers(t *testing.T) {
 // strip, a delay) and node pauses wait for a fault phase, as node faults do.
 func TestOnlyHolderPausesRunInCalmPhases(t *testing.T) {
 	assert.True(t, calmToo(&pause{}, Plan{Params: &pauseParams{Mode: PauseHolders}}))
-	assert.False(t, calmToo(&pause{}, Plan{Nodes: []string{"n1"}, Params: &pauseParams{Mode: pauseNode}}))
+	assert.False(t, calmToo(&pause{}, Plan{Nodes: []string{"n1"}, Params: &pauseParams{Mode: PauseNode}}))
 	assert.False(t, calmToo(strip{}, Plan{}))
 	assert.False(t, calmToo(delay{}, Plan{}))
 	assert.False(t, calmToo(restart{}, Plan{}))

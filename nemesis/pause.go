@@ -48,7 +48,7 @@ type pauseParams struct {
 const (
 	Pause        = "pause"
 	PauseHolders = "holder"
-	pauseNode    = "node"
+	PauseNode    = "node"
 )
 
 func (*pause) Name() string { return Pause }
@@ -151,7 +151,7 @@ func (pz *pause) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, erro
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: &pauseParams{Mode: pauseNode}}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: &pauseParams{Mode: PauseNode}}, nil
 }
 
 func (*pause) CheckPlan(env *Env, p Plan) error {
@@ -170,7 +170,7 @@ func (*pause) CheckPlan(env *Env, p Plan) error {
 		if pp.Holders < 0 || pp.IdleMS < 0 {
 			return errors.New("mode holder needs holders >= 0 (0 means one) and idle_ms >= 0")
 		}
-	case pauseNode:
+	case PauseNode:
 		if _, ok := env.Target.(Pauser); !ok {
 			return errors.New("mode node: the target's nodes cannot be paused")
 		}
@@ -262,9 +262,9 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	}
 	node := p.Nodes[0]
 	if err := pz.PauseNode(ctx, node); err != nil {
-		return nil, applyFailed(pauseNode, []string{node}, err)
+		return nil, applyFailed(PauseNode, []string{node}, err)
 	}
-	return &Fault{Nodes: p.Nodes, Details: map[string]any{history.ExtraMode: pauseNode},
+	return &Fault{Nodes: p.Nodes, Details: map[string]any{history.ExtraMode: PauseNode},
 		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil
 }
 
