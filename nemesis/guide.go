@@ -518,6 +518,13 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 	// a second): a partition of a tenth of a second cut nothing (etcd, 3
 	// members, a start that ran past the end).
 	floor := max(minFault, min(t.FaultMin, time.Second))
+	if a.long {
+		// A situation made while the fault lasts needs its length even
+		// where the phase ends sooner (a node frozen 1 s, cut by the
+		// phase's end, held no write past its lease: etcd, four such
+		// pauses, no write overtaken).
+		floor = max(floor, shortest)
+	}
 	length := func() time.Duration { return max(min(between(rng, shortest, longest), time.Until(end)), floor) }
 	var waitedSince time.Time
 	for {

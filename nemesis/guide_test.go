@@ -472,3 +472,29 @@ func TestACalmPhaseIsHeldOnForTheIdleProbes(t *testing.T) {
 		}
 	}
 }
+
+// slowRestart is restart with faults of 400 ms to 1 s.
+type slowRestart struct{ restart }
+
+func (slowRestart) Timing(*Env) Timing {
+	return Timing{QuietMin: 20 * time.Millisecond, QuietMax: 60 * time.Millisecond, FaultMin: 400 * time.Millisecond, FaultMax: time.Second}
+}
+
+// A fault aimed at a situation made while it lasts keeps the longer half
+// of its range even when the fault phase ends first; an edge fault is cut
+// to its shortest.
+func TestALongAimIsNotCutByThePhaseEnd(t *testing.T) {
+	for _, tc := range []struct {
+		long     bool
+		min, max time.Duration
+	}{{true, 700 * time.Millisecond, time.Second}, {false, 400 * time.Millisecond, 450 * time.Millisecond}} {
+		env := &Env{Target: newClockedNode(), TTL: 40 * time.Millisecond}
+		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{slowRestart{}})
+		s.Guide()
+		s.conductOne(context.Background(), rand.New(rand.NewPCG(1, 1)), aim{nemesis: slowRestart{}, long: tc.long, short: !tc.long}, time.Now().Add(10*time.Millisecond))
+		sched := s.Planned(2*time.Second, "restart")
+		require.Len(t, sched.Faults, 1)
+		d := sched.Faults[0].Duration
+		assert.True(t, d >= tc.min && d <= tc.max, "long %v: lasted %s, not in %s-%s", tc.long, d, tc.min, tc.max)
+	}
+}
