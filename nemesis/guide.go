@@ -116,6 +116,9 @@ var remedies = []remedy{
 	{situation: "issuer-power-loss-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashPower)},
 	{situation: "resource-restart-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashKill)},
 	{situation: "resource-power-loss-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashPower)},
+	// The proxies strip tokens from a share of the writes: many a fault,
+	// so one early turn makes the situation (it keeps its own draws too).
+	{situation: "token-stripped", nemesis: Strip, edge: true},
 	// A node the writes go through frozen, long enough for the lease to
 	// run out and the next holder to write through another: the held
 	// write reaches the resource when the node thaws.
@@ -295,7 +298,7 @@ func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 			continue
 		}
 		nodes := stateNodes(env, r.state)
-		if len(nodes) == 0 {
+		if r.state != anyNode && len(nodes) == 0 {
 			continue
 		}
 		if short[i] > most {

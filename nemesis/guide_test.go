@@ -150,8 +150,14 @@ func TestTheGuideFreezesAnAdapterForAnOvertakenWrite(t *testing.T) {
 		assert.False(t, a.hits(Plan{Nodes: []string{holderNode}, Params: &pauseParams{Mode: PauseHolders}}, a.nodes), "a holder pause holds no write inside a node")
 		assert.False(t, a.hits(Plan{Nodes: []string{"db"}, Params: &pauseParams{Mode: PauseNode}}, a.nodes), "the store holds every writer alike")
 	}
+	// Tokens stripped: the proxies' strip, on any link, short.
+	a, ok := nextFault(&Env{Target: halves{}}, atTarget(map[string]int{"token-stripped": 0}), nil, []Nemesis{strip{}}, triedOnce, rand.New(rand.NewPCG(1, 5)))
+	require.True(t, ok)
+	assert.Equal(t, Strip, a.nemesis.Name())
+	assert.Nil(t, a.nodes, "any link")
+	assert.True(t, a.short)
 	// Alone, the aim-only nemesis is drawn only for its aim.
-	_, ok := nextFault(&Env{Target: twoAdapters{}}, atTarget(nil), nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(1, 5)))
+	_, ok = nextFault(&Env{Target: twoAdapters{}}, atTarget(nil), nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(1, 5)))
 	assert.False(t, ok, "nothing short: no turn for pause")
 	_, ok = nextFault(&Env{Target: halves{}}, cov, nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(1, 5)))
 	assert.False(t, ok, "one adapter: no second path for a newer write")

@@ -232,6 +232,13 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 		if !sleep(ctx, between(rng, t.QuietMin, t.QuietMax)) {
 			return
 		}
+		// The guide may have aimed this nemesis meanwhile (aimOnly): one
+		// fault of it at a time, as its own draws have.
+		for s.guide != nil && (s.live(n.Name()) || s.guide.isStarting(n.Name())) {
+			if !sleep(ctx, busyRetry) {
+				return
+			}
+		}
 		first := time.Now()
 		id, d := s.drawAndStart(ctx, n, rng, t, time.Time{})
 		// Every node it could take is held by another fault (a restart
