@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -62,98 +61,6 @@ type Phase struct {
 // End is when the phase ends.
 func (p Phase) End() time.Duration { return p.Start + p.Duration }
 
-// half says which state a fault must hit for a situation.
-type half int
-
-const (
-	anyNode half = iota
-	issuerState
-	resourceState
-	// writePath: the nodes writes go through, where there is more than
-	// one (stateless adapters in front of a store): a write held in one
-	// can be overtaken by a newer one through another.
-	writePath
-)
-
-// remedy is what creates a situation: a fault of nemesis on a node keeping
-// state, or (nemesis "") a calm phase long enough for idle.
-type remedy struct {
-	situation string
-	nemesis   string
-	state     half
-	idle      time.Duration
-	// edge: the fault creates the situation at its start or its end (a
-	// node back from a restart or a power loss, a clock stepped back), so
-	// a short fault does it as well as a long one, and leaves the phase
-	// room for the next.
-	edge bool
-	// hits says whether a plan creates it on the nodes keeping its state;
-	// nil: a plan that acts on one of them does.
-	hits func(p Plan, nodes map[string]bool) bool
-}
-
-// actsOn is a plan that acts on one of nodes.
-func actsOn(p Plan, nodes map[string]bool) bool {
-	return slices.ContainsFunc(p.Nodes, func(n string) bool { return nodes[n] })
-}
-
-// remedies are the situations the guide aims at, one line each; their ids
-// are the analysis's (a harness test holds them to it). The replays,
-// tokens stripped and late writes come from the clients' faults and the
-// workload, which run throughout; the 20 s scales need more than a calm
-// phase of a short run.
-var remedies = []remedy{
-	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
-	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
-	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
-	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
-	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay},
-	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
-	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
-	// A crash on an acknowledgement is the same crash, timed where
-	// durability is at stake (the analysis counts it by its mode).
-	{situation: "issuer-restart-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashKill)},
-	{situation: "issuer-power-loss-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashPower)},
-	{situation: "resource-restart-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashKill)},
-	{situation: "resource-power-loss-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashPower)},
-	// The proxies strip tokens from a share of the writes: many a fault,
-	// so one early turn makes the situation (it keeps its own draws too).
-	{situation: "token-stripped", nemesis: Strip, edge: true},
-	// A node the writes go through frozen, long enough for the lease to
-	// run out and the next holder to write through another: the held
-	// write reaches the resource when the node thaws.
-	{situation: "write-overtaken", nemesis: Pause, state: writePath, hits: freezes},
-	{situation: "key-idle-1s-stale", idle: time.Second},
-	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
-	{situation: "lock-free-1s-regrant", idle: time.Second},
-	{situation: "lock-free-5s-regrant", idle: 5 * time.Second},
-}
-
-// crashesAs: a crash on an acknowledgement in mode, on one of nodes.
-func crashesAs(mode string) func(p Plan, nodes map[string]bool) bool {
-	return func(p Plan, nodes map[string]bool) bool {
-		c, ok := p.Params.(*ackCrash)
-		return ok && c.Crash == mode && actsOn(p, nodes)
-	}
-}
-
-// freezes: a node pause of one of nodes (not a holder pause).
-func freezes(p Plan, nodes map[string]bool) bool {
-	pp, ok := p.Params.(*pauseParams)
-	return ok && pp.Mode == PauseNode && actsOn(p, nodes)
-}
-
-// Situations lists the situation ids the guide aims at.
-func Situations() []string {
-	var out []string
-	for _, r := range remedies {
-		if !slices.Contains(out, r.situation) {
-			out = append(out, r.situation)
-		}
-	}
-	return out
-}
-
 // Phase lengths. A fault phase holds a few faults; a calm phase for an
 // idle time T lasts T plus calmMargin, so the idle probes (T plus a little,
 // on a round of about that period) leave a key and its lock alone inside
@@ -180,30 +87,6 @@ const (
 	aimTries = 20
 )
 
-// deficits is how far each remedy's situation is below GuideTarget, by
-// index of remedies: only those that apply (in cov), or, for an idle scale
-// not yet reached by the run so far, those whose other scales apply. A nil
-// cov (no live coverage) has every situation short.
-func deficits(cov map[string]int) map[int]int {
-	idleApplies := false
-	for _, r := range remedies {
-		if _, ok := cov[r.situation]; ok && r.nemesis == "" {
-			idleApplies = true
-		}
-	}
-	out := map[int]int{}
-	for i, r := range remedies {
-		n, ok := cov[r.situation]
-		if cov != nil && !ok && !(r.nemesis == "" && idleApplies) {
-			continue
-		}
-		if d := GuideTarget - n; d > 0 {
-			out[i] = d
-		}
-	}
-	return out
-}
-
 // calmFor is the calm phase to hold now, and why: long enough for the
 // longest idle time of a situation below target that fits in left (the
 // first in the table among equals), or brief when none is short.
@@ -223,134 +106,6 @@ func (pl phaseLengths) calmFor(cov map[string]int, left time.Duration) (time.Dur
 	}
 	r := remedies[best]
 	return r.idle + pl.calmMargin, fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[best], GuideTarget)
-}
-
-// aim is the next fault a guided fault phase draws: a nemesis, the nodes it
-// should hit (nil: any) and why.
-type aim struct {
-	nemesis Nemesis
-	nodes   map[string]bool
-	why     string
-	// short: the fault's length is drawn from the shorter half of the
-	// nemesis's range (remedy.edge); long: from the longer half (a
-	// situation made while the fault lasts: a grant during a partition).
-	short, long bool
-	// hits: as the remedy's (never nil when nodes is set).
-	hits func(p Plan, nodes map[string]bool) bool
-}
-
-// nextFault chooses the next fault among free (the conducted nemeses with
-// no fault live; tried counts each one's faults so far): first a turn for
-// each that never had one (aimed first: the remedies of the situations
-// furthest below target go before the nemeses no situation asks for, so
-// a run's first seconds go to the faults that create something), then one
-// draw in exploreOneIn for one of the least tried, otherwise the remedy of
-// the situation furthest below target that a free nemesis can create on a
-// node keeping its state (ties drawn), or one of the least tried when none
-// is short.
-//
-// aimOnly are nemeses that draw on their own (the clients' faults) but
-// whose node faults a remedy asks for: the guide aims them at what it
-// needs, and gives them no other turn.
-func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[string]int, rng *rand.Rand) (aim, bool) {
-	if len(free) == 0 && len(aimOnly) == 0 {
-		return aim{}, false
-	}
-	leastTried := func(why string) (aim, bool) {
-		fewest := slices.MinFunc(free, func(a, b Nemesis) int { return tried[a.Name()] - tried[b.Name()] })
-		ties := slices.DeleteFunc(slices.Clone(free), func(n Nemesis) bool { return tried[n.Name()] > tried[fewest.Name()] })
-		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
-	}
-	best := remedyAims(env, deficits(cov), append(slices.Clone(free), aimOnly...))
-	if len(free) == 0 {
-		if len(best) == 0 {
-			return aim{}, false
-		}
-		return best[rng.IntN(len(best))], true
-	}
-	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
-		untried := slices.DeleteFunc(slices.Clone(best), func(a aim) bool { return tried[a.nemesis.Name()] > 0 })
-		if len(untried) > 0 {
-			a := untried[rng.IntN(len(untried))]
-			a.why = "first turn, aimed: " + a.why
-			return a, true
-		}
-		return leastTried("first turn")
-	}
-	if rng.IntN(exploreOneIn) == 0 {
-		return leastTried("explore")
-	}
-	if len(best) > 0 {
-		return best[rng.IntN(len(best))], true
-	}
-	return leastTried("no situation it can create is short")
-}
-
-// remedyAims are the aims at the situations furthest below target (short,
-// by remedies' index) that a free nemesis can create on a node keeping
-// their state.
-func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
-	var best []aim
-	most := 0
-	for i, r := range remedies {
-		k := slices.IndexFunc(free, func(n Nemesis) bool { return n.Name() == r.nemesis })
-		if short[i] == 0 || r.nemesis == "" || k < 0 {
-			continue
-		}
-		nodes := stateNodes(env, r.state)
-		if r.state != anyNode && len(nodes) == 0 {
-			continue
-		}
-		if short[i] > most {
-			best, most = nil, short[i]
-		}
-		if short[i] == most {
-			hits := r.hits
-			if hits == nil {
-				hits = actsOn
-			}
-			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits,
-				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
-		}
-	}
-	return best
-}
-
-// stateNodes are the target's nodes keeping the half's state, as the
-// analysis judges them: stateful nodes whose role does not name only the
-// other half; every stateful node when no role names this half. writePath:
-// the stateless nodes, when there are two or more. anyNode: nil (any node).
-func stateNodes(env *Env, h half) map[string]bool {
-	if h == anyNode {
-		return nil
-	}
-	out, stateful := map[string]bool{}, map[string]bool{}
-	if h == writePath {
-		for _, n := range nodesOf(env) {
-			if n.Stateless {
-				out[n.Name] = true
-			}
-		}
-		if len(out) < 2 {
-			return nil
-		}
-		return out
-	}
-	for _, n := range nodesOf(env) {
-		if n.Stateless {
-			continue
-		}
-		stateful[n.Name] = true
-		is, res := strings.Contains(n.Role, "issuer"), strings.Contains(n.Role, "resource")
-		if h == issuerState && res && !is || h == resourceState && is && !res {
-			continue
-		}
-		out[n.Name] = true
-	}
-	if len(out) == 0 {
-		return stateful
-	}
-	return out
 }
 
 // coverage is the live coverage, nil without a feed.
@@ -385,6 +140,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		begun := time.Now()
 		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
+		extended := false
 		for {
 			if time.Until(end) < minFault {
 				// A nemesis that never had a turn (its node held
@@ -395,9 +151,14 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				}
 				end = time.Now().Add(pl.gapMax + minFault)
 				s.guide.set(false, end)
+				extended = true
 			}
 			free := s.free(conducted)
-			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok {
+			// In the phase's extension, no new fault while one that
+			// starts alone awaits its first turn: the live ones end,
+			// and its turn comes.
+			drain := extended && s.drainForAlone(conducted, free)
+			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
 				// Each fault starts on its own goroutine: a start can
 				// take seconds (an etcd member replaced, a container
 				// restarted), and the conductor drew nothing meanwhile
@@ -633,6 +394,26 @@ func (s *Scheduler) aimOnly(conducted []Nemesis) []Nemesis {
 		}
 	}
 	return out
+}
+
+// drainForAlone says whether the conductor should start nothing now so
+// that a nemesis that starts alone (Alone) gets its first turn: it is the
+// last one never tried, and other faults are live. Without it, faults drawn
+// one after another kept one live at every moment, and etcd's member
+// replacement never ran in a 30 s run.
+func (s *Scheduler) drainForAlone(conducted, free []Nemesis) bool {
+	tried := s.tried()
+	waiting := false
+	for _, n := range conducted {
+		if tried[n.Name()] > 0 {
+			continue
+		}
+		if !alone(n) || slices.Contains(free, n) {
+			return false
+		}
+		waiting = true
+	}
+	return waiting
 }
 
 // tried counts each nemesis's faults so far, started or failed.

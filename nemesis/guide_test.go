@@ -504,3 +504,24 @@ func TestALongAimIsNotCutByThePhaseEnd(t *testing.T) {
 		assert.True(t, d >= tc.min && d <= tc.max, "long %v: lasted %s, not in %s-%s", tc.long, d, tc.min, tc.max)
 	}
 }
+
+// A nemesis that starts alone and never had a turn gets one: in a phase's
+// extension the conductor starts nothing new while other faults are live,
+// once every other nemesis had its first turn.
+func TestTheConductorDrainsForAnAloneNemesisFirstTurn(t *testing.T) {
+	env := &Env{Target: halves{}}
+	replace := &memberReplace{}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, clock{}, replace})
+	s.Guide()
+	conducted := []Nemesis{restart{}, clock{}, replace}
+	s.active[1] = &live{nem: restart{}}
+	s.Counts[Restart].Started = 1
+	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "clock has not had its turn: it may start beside the restart")
+	s.Counts[Clock].Started = 1
+	assert.True(t, s.drainForAlone(conducted, s.free(conducted)), "only the member replacement is untried, and the restart is live")
+	delete(s.active, 1)
+	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "nothing live: it is free, no need to hold back")
+	s.Counts[MemberReplace].Started = 1
+	s.active[1] = &live{nem: restart{}}
+	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "every nemesis had its turn")
+}
