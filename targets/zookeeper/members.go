@@ -223,6 +223,8 @@ func (t *Target) startJoiner(ctx context.Context, name string, current membershi
 		return err
 	}
 	cfg := staticCfg() + strings.Join(append(current.lines(), line), "\n") + "\n"
+	// The data folder is the node's folder's data/ (never a lazyfs layer's
+	// mount: NoLayer), bind-mounted as /data.
 	if err := os.WriteFile(filepath.Join(t.Folder(name), "data", "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
