@@ -212,7 +212,8 @@ type Container struct {
 	// data folder is its own.
 	Account string
 	// Files are written on this machine and mounted read-only, by path
-	// inside the container (a configuration such as zoo.cfg).
+	// inside the container (a configuration the program only reads; one it
+	// rewrites goes with Data.Files).
 	Files map[string]string
 }
 
