@@ -247,9 +247,11 @@ func (t *Target) reconfigure(ctx context.Context, conn *zk.Conn, limit time.Dura
 		if done(m) {
 			return nil
 		}
-		if _, err := await(ctx, func() (struct{}, error) { return struct{}{}, change() }); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := await(cctx, func() (struct{}, error) { return struct{}{}, change() }); err != nil {
 			if permanent(err) {
-				return stop{err}
+				return stopRetry{err}
 			}
 			return err
 		}
@@ -265,18 +267,18 @@ func permanent(err error) bool {
 		errors.Is(err, zk.ErrBadVersion)
 }
 
-// stop ends a retry with its error.
-type stop struct{ error }
+// stopRetry ends a retry with its error.
+type stopRetry struct{ error }
 
-func (s stop) Unwrap() error { return s.error }
+func (s stopRetry) Unwrap() error { return s.error }
 
-// retry calls fn every 500 ms until it succeeds, returns a stop, or limit
+// retry calls fn every 500 ms until it succeeds, returns a stopRetry, or limit
 // passes, and returns its last error.
 func retry(ctx context.Context, limit time.Duration, fn func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
 		err := fn()
-		var s stop
+		var s stopRetry
 		if err == nil || errors.As(err, &s) || time.Now().After(deadline) {
 			return err
 		}
