@@ -66,8 +66,10 @@ type member struct {
 	// the number the node listens on.
 	host  string
 	bound map[string]int
-	// vars are its placeholders, as it sees them.
-	vars map[string]string
+	// vars are its placeholders, as it sees them; files are its data
+	// files with theirs filled (dataFiles).
+	vars  map[string]string
+	files map[string]string
 	// disk is the lazyfs layer over its data (Env.DiskLayer); diskWhy says
 	// why there is none.
 	disk    disk

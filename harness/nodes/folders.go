@@ -37,13 +37,18 @@ func (c *Cluster) prepare(ctx context.Context) error {
 			return fmt.Errorf("node %s: %w", m.Name, err)
 		}
 	}
+	peers := addrVars(c.members, netAddr)
+	peers["run"] = c.Env().RunID
+	for _, m := range c.members {
+		if err := c.dataFiles(m, peers); err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
+		}
+	}
 	if c.Env().DiskLayer {
 		if err := c.mountLayers(); err != nil {
 			return err
 		}
 	}
-	peers := addrVars(c.members, netAddr)
-	peers["run"] = c.Env().RunID
 	for _, m := range c.members {
 		data, clockFile := m.drv.view(m)
 		m.vars = merge(peers, ownVars(m, data, clockFile))
@@ -109,9 +114,6 @@ func (c *Cluster) folders(m *member) error {
 		if err := c.ctr.own(m, m.dataDir()); err != nil {
 			return err
 		}
-		if err := hostagent.WriteFiles(m.dataDir(), m.Data.Files); err != nil {
-			return err
-		}
 	}
 	if m.usesClockFile() {
 		if err := os.MkdirAll(m.clockDir(), 0o755); err != nil {
@@ -122,6 +124,23 @@ func (c *Cluster) folders(m *member) error {
 		}
 	}
 	return nil
+}
+
+// dataFiles writes the node's data files into its new data folder, their
+// placeholders of the nodes' addresses, {name} and {run} filled: a file
+// that names the other nodes (ZooKeeper's zoo.cfg, which the server
+// rewrites as its membership changes, so it lives with the data). An ssh
+// node's files are written by its host agent, as given.
+func (c *Cluster) dataFiles(m *member, peers map[string]string) error {
+	if m.Kind() == KindSSH || !m.hasData() {
+		return nil
+	}
+	vars := merge(peers, map[string]string{"name": m.Name})
+	m.files = map[string]string{}
+	for name, content := range m.Data.Files {
+		m.files[name] = Substitute(content, vars)
+	}
+	return hostagent.WriteFiles(m.dataDir(), m.files)
 }
 
 // mountLayers puts each stateful node's data folder on the lazyfs layer
@@ -154,7 +173,7 @@ func (c *Cluster) mountLayers() error {
 
 // wipe empties the node's data folder, durably, and writes its files
 // again: it starts as on its first start.
-func wipe(m *member) error { return hostagent.Wipe(m.workDir(), m.Data.Files) }
+func wipe(m *member) error { return hostagent.Wipe(m.workDir(), m.files) }
 
 // WipeData empties a stopped node's data folder (a hook's replacement of a
 // member: etcd's).

@@ -105,7 +105,10 @@ type Data struct {
 	// given to it as {data}.
 	Path string
 	// Files are written into the data folder when it is made and again
-	// after a wipe (ZooKeeper's myid), by name.
+	// after a wipe (ZooKeeper's myid and zoo.cfg), by name. The nodes'
+	// addresses ({addr:NODE}, {addr:NODE:PORT}), {name} and {run} are
+	// filled in, as the nodes reach each other (not on an ssh node: its
+	// host agent writes them as given).
 	Files map[string]string
 	// NoLayer says why the data never goes on the lazyfs layer (the node
 	// cannot lose power); "" when it may.
@@ -209,7 +212,8 @@ type Container struct {
 	// data folder is its own.
 	Account string
 	// Files are written on this machine and mounted read-only, by path
-	// inside the container (a configuration such as zoo.cfg).
+	// inside the container (a configuration the program only reads; one it
+	// rewrites goes with Data.Files).
 	Files map[string]string
 }
 

@@ -2,6 +2,7 @@ package nodes_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -144,4 +145,37 @@ func TestATableIsValidated(t *testing.T) {
 	} {
 		assert.True(t, strings.Contains(err.Error(), want), "%q in %v", want, err)
 	}
+}
+
+// A node's data files name the other nodes as they reach each other (a
+// ZooKeeper server's zoo.cfg): the placeholders are filled when the folder
+// is made and again after a wipe.
+func TestDataFilesNameTheNodes(t *testing.T) {
+	sleep := requireTool(t, "sleep", "coreutils")
+	up := nodes.Health{Probe: nodes.Probe{Func: func(context.Context, string) error { return nil }}}
+	node := func(name, peer string) nodes.Node {
+		return nodes.Node{Name: name, Ports: []nodes.Port{{}, {Name: "peer"}}, Health: up,
+			Data:    nodes.Data{Files: map[string]string{"cfg": "me={name} peer={addr:" + peer + ":peer} run={run}\n"}},
+			Process: &nodes.Process{Argv: []string{sleep, "60"}}}
+	}
+	c, err := nodes.New("files", checkers.DefaultSemantics(), []nodes.Node{node("a", "b"), node("b", "a")}, nodes.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	env := harness.Env{RunID: "files-run", Dir: t.TempDir()}
+	_, err = c.Start(ctx, env)
+	require.NoError(t, err)
+	defer c.Stop(ctx)
+	peer, err := c.NetAddr("b", "peer")
+	require.NoError(t, err)
+	want := "me=a peer=" + peer + " run=files-run\n"
+	cfg := filepath.Join(c.Folder("a"), "data", "cfg")
+	got, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got))
+	require.NoError(t, os.WriteFile(cfg, []byte("changed by the node\n"), 0o644))
+	require.NoError(t, c.KillNode(ctx, "a"))
+	require.NoError(t, c.StartNode(ctx, "a", true))
+	got, err = os.ReadFile(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got), "written again by the wipe")
 }

@@ -50,7 +50,7 @@ const (
 // and the jars its manifests name (transitively), the libraries ldd lists
 // for the launcher and the JVM (the JVM's own libraries link against
 // libjvm.so and libc only; the desktop ones, for fonts, images and sound,
-// are never loaded by a server), and empty /tmp, /data and /conf. The
+// are never loaded by a server), and empty /tmp and /data. The
 // runtime mounts the clock-skew library (ContainerSpec.ClockPreload).
 func ImageSpec(ctx context.Context, progress io.Writer) (docker.ImageSpec, error) {
 	if progress == nil {
@@ -61,7 +61,6 @@ func ImageSpec(ctx context.Context, progress io.Writer) (docker.ImageSpec, error
 	}
 	fs := docker.NewRootfs()
 	fs.Dir("/data", 0o755)
-	fs.Dir("/conf", 0o755)
 	javaHome, err := addJavaRuntime(ctx, fs)
 	if err != nil {
 		return docker.ImageSpec{}, err

@@ -31,8 +31,8 @@ const TickTime = 500
 
 // Paths inside a server's container.
 const (
-	dataInContainer = "/data"
-	confInContainer = "/conf"
+	dataInContainer   = "/data"
+	configInContainer = dataInContainer + "/zoo.cfg"
 )
 
 // Options configure the zookeeper target.
@@ -69,25 +69,27 @@ func New(opts Options) *Target {
 		t.servers = append(t.servers, fmt.Sprintf("zk-%d", i))
 	}
 	cmd := append([]string{Java}, jvmArgs...)
-	cmd = append(cmd, "-cp", LibDir+"/*", "org.apache.zookeeper.server.quorum.QuorumPeerMain", confInContainer+"/zoo.cfg")
+	cmd = append(cmd, "-cp", LibDir+"/*", "org.apache.zookeeper.server.quorum.QuorumPeerMain", configInContainer)
 	var table []nodes.Node
 	var list []string
 	for i, name := range t.servers {
 		list = append(list, "{addr:"+name+"}")
 		table = append(table, nodes.Node{Name: name, Role: "zookeeper",
 			Ports: []nodes.Port{{Number: clientPort}, {Name: "quorum", Number: quorumPort}, {Name: "election", Number: electionPort}},
-			// Its myid, written again after a wipe: it rejoins with nothing
-			// and syncs from the leader, as after a disk replacement.
-			Data: nodes.Data{Path: dataInContainer, Files: map[string]string{"myid": strconv.Itoa(i+1) + "\n"},
+			// Its myid and zoo.cfg, written again after a wipe: it rejoins
+			// with nothing and syncs from the leader, as after a disk
+			// replacement. zoo.cfg lives with the data: with dynamic
+			// reconfiguration the server rewrites it, and writes the
+			// membership it learns beside it (zoo.cfg.dynamic.VERSION).
+			Data: nodes.Data{Path: dataInContainer, Files: map[string]string{"myid": strconv.Itoa(i+1) + "\n", "zoo.cfg": t.zooCfg()},
 				NoLayer: "the lazyfs layer is not yet tried with ZooKeeper"},
 			// The JVM reads the wall clock through libc: the preload library
 			// shifts it from the first instruction (the runtime's vDSO patch
 			// reaches it too); session expiry runs on the monotonic clock.
 			Clock: nodes.Clock{Via: nodes.ClockProcesses, Preload: true},
 			// A server serves only in a quorum.
-			Health: nodes.Health{Probe: nodes.Probe{Func: serving}, Timeout: 90 * time.Second, Quorum: true},
-			Container: &nodes.Container{Build: ImageName, Cmd: cmd,
-				Files: map[string]string{confInContainer + "/zoo.cfg": t.zooCfg()}}})
+			Health:    nodes.Health{Probe: nodes.Probe{Func: serving}, Timeout: 90 * time.Second, Quorum: true},
+			Container: &nodes.Container{Build: ImageName, Cmd: cmd}})
 	}
 	table = append(table, adapted.Adapters{Count: opts.Adapters,
 		Args: []string{"--backend", "zookeeper", "--zk-servers", strings.Join(list, ",")},
@@ -100,18 +102,33 @@ func New(opts Options) *Target {
 
 // zooCfg is the servers' configuration: ZooKeeper's defaults but for the
 // tick (see TickTime), no admin web server, no per-address connection cap
-// (every adapter opens a session per lock holder), and small preallocated
-// log files. Transaction logs are fsynced before an answer (forceSync, the
-// default).
+// (every adapter opens a session per lock holder), small preallocated log
+// files, and dynamic reconfiguration on (the member-replace nemesis: see
+// members.go). Transaction logs are fsynced before an answer (forceSync,
+// the default).
 func (t *Target) zooCfg() string {
+	lines := make([]string, len(t.servers))
+	for i, n := range t.servers {
+		lines[i] = serverLine(i+1, "{addr:"+n+":quorum}")
+	}
+	return staticCfg() + strings.Join(lines, "\n") + "\n"
+}
+
+// staticCfg is the part of zoo.cfg that is not the membership.
+func staticCfg() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=10\nsyncLimit=5\n", TickTime)
 	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nmaxClientCnxns=0\n", dataInContainer, clientPort)
 	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,mntr\npreAllocSize=4096\n")
-	for i, n := range t.servers {
-		fmt.Fprintf(&b, "server.%d={addr:%s:quorum}:%d\n", i+1, n, electionPort)
-	}
+	b.WriteString("reconfigEnabled=true\n")
 	return b.String()
+}
+
+// serverLine is a member's line in the ensemble's membership, as
+// dynamic reconfiguration writes it: quorum and election ports, a voting
+// member, its client port on every address.
+func serverLine(id int, quorumAddr string) string {
+	return fmt.Sprintf("server.%d=%s:%d:participant;%d", id, quorumAddr, electionPort, clientPort)
 }
 
 // jvmArgs keep the JVM small and quick to start on two cores: a 128 MB
@@ -119,6 +136,8 @@ func (t *Target) zooCfg() string {
 var jvmArgs = []string{
 	"-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
 	"-Djava.net.preferIPv4Stack=true",
+	// The administrator who may reconfigure the ensemble (members.go).
+	"-Dzookeeper.DigestAuthenticationProvider.superDigest=" + superDigest(),
 	// Values up to the Fencing API's 1 MiB, plus the mark, fit in a znode.
 	"-Djute.maxbuffer=4194304",
 	"-Dorg.slf4j.simpleLogger.showDateTime=true",
