@@ -9,7 +9,8 @@ import (
 // Ack is one acknowledgement as a client saw it: the ok completion of an
 // operation, published the moment it is recorded (Acks), so that a fault
 // can be timed by what the system answered (a crash a few milliseconds
-// after an acknowledged acquire).
+// after an acknowledged acquire). A request sent (an invoke) is published
+// too, marked Sent, for a fault timed by a request on its way.
 type Ack struct {
 	// F is the operation (acquire, renew, release, write, read), Node the
 	// node that answered, Key its lock or key.
@@ -18,6 +19,9 @@ type Ack struct {
 	Index, Time int64
 	// At is when it was recorded, on this process's clock.
 	At time.Time
+	// Sent: the event is the operation's invoke (its request about to
+	// go out), not its ok completion.
+	Sent bool
 }
 
 // Acks publishes the acknowledgements of a history to whoever waits for
@@ -42,7 +46,7 @@ func NewAcks() *Acks { return &Acks{waiters: map[*ackWaiter]struct{}{}} }
 // (Recorder.Listen calls it under the recorder's lock): each waiter takes
 // the first acknowledgement that matches and is done.
 func (a *Acks) Observe(e Event) {
-	if e.Type != Ok || !e.IsClient() {
+	if e.Type != Ok && e.Type != Invoke || !e.IsClient() {
 		return
 	}
 	a.mu.Lock()
@@ -50,7 +54,7 @@ func (a *Acks) Observe(e Event) {
 	if len(a.waiters) == 0 {
 		return
 	}
-	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now()}
+	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke}
 	for w := range a.waiters {
 		if w.match == nil || w.match(ack) {
 			w.got <- ack

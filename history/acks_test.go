@@ -16,7 +16,7 @@ func TestAcksPublishOkCompletionsToWhoWaits(t *testing.T) {
 	rec.Listen(acks.Observe)
 	got := make(chan Ack, 1)
 	go func() {
-		a, err := acks.Next(context.Background(), func(a Ack) bool { return a.F == Write && a.Node == "n2" })
+		a, err := acks.Next(context.Background(), func(a Ack) bool { return !a.Sent && a.F == Write && a.Node == "n2" })
 		if err == nil {
 			got <- a
 		}
@@ -46,6 +46,32 @@ func TestAcksPublishOkCompletionsToWhoWaits(t *testing.T) {
 	_, err := acks.Next(ctx, nil)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing recorded after the wait began")
 	assert.Empty(t, acks.waiters)
+}
+
+// A request sent is published too, marked Sent, so a fault can be timed by
+// a request on its way (a node frozen while it serves a write).
+func TestAcksPublishRequestsSent(t *testing.T) {
+	rec := NewRecorder(&bytes.Buffer{})
+	acks := NewAcks()
+	rec.Listen(acks.Observe)
+	got := make(chan Ack, 1)
+	go func() {
+		if a, err := acks.Next(context.Background(), func(a Ack) bool { return a.Sent && a.F == Write }); err == nil {
+			got <- a
+		}
+	}()
+	require.Eventually(t, func() bool { acks.mu.Lock(); defer acks.mu.Unlock(); return len(acks.waiters) == 1 }, time.Second, time.Millisecond)
+	rec.Record(Event{Process: 0, Type: Invoke, F: Read, Key: "k", Node: "n1"})
+	rec.Record(Event{Process: 1, Type: Ok, F: Write, Key: "k", Node: "n1"})
+	want := rec.Record(Event{Process: 2, Type: Invoke, F: Write, Key: "k", Node: "n2"})
+	select {
+	case a := <-got:
+		assert.Equal(t, want.Index, a.Index, "the write sent, not the one acknowledged before it")
+		assert.True(t, a.Sent)
+		assert.Equal(t, "n2", a.Node)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no request published")
+	}
 }
 
 // What the feed costs each recorded event: nothing waits (most of a run),

@@ -136,7 +136,7 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 	node := p.Nodes[0]
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
 	ack, werr := env.Acks.Next(wctx, func(a history.Ack) bool {
-		return a.F == params.After && (params.AnyNode || a.Node == node)
+		return !a.Sent && a.F == params.After && (params.AnyNode || a.Node == node)
 	})
 	cancel()
 	if werr != nil && ctx.Err() != nil {

@@ -331,7 +331,12 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 	var p Plan
 	var err error
 	for range aimTries {
-		if p, err = a.nemesis.Draw(ctx, s.Env, rng); err != nil {
+		if a.plan != nil {
+			p, err = a.plan(ctx, s.Env, rng, a.nodes)
+		} else {
+			p, err = a.nemesis.Draw(ctx, s.Env, rng)
+		}
+		if err != nil {
 			return p, err
 		}
 		if a.nodes == nil || a.hits(p, a.nodes) {

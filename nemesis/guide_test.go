@@ -525,3 +525,65 @@ func TestTheConductorDrainsForAnAloneNemesisFirstTurn(t *testing.T) {
 	s.active[1] = &live{nem: restart{}}
 	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "every nemesis had its turn")
 }
+
+// frozenAdapters is twoAdapters whose nodes can be frozen; it notes when.
+type frozenAdapters struct {
+	twoAdapters
+	mu     sync.Mutex
+	frozen map[string]time.Time
+}
+
+func (f *frozenAdapters) PauseNode(_ context.Context, node string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen[node] = time.Now()
+	return nil
+}
+func (f *frozenAdapters) ResumeNode(context.Context, string) error { return nil }
+
+// The aim at an overtaken write freezes an adapter as it serves a write:
+// the plan is made, not drawn (a node pause of an adapter on a write is
+// a rare draw of pause's own), and the freeze comes the drawn delay after
+// the next write sent to that node, not before, the details saying which.
+func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
+	target := &frozenAdapters{frozen: map[string]time.Time{}}
+	rec := history.NewRecorder(&bytes.Buffer{})
+	acks := history.NewAcks()
+	rec.Listen(acks.Observe)
+	env := &Env{Target: target, Acks: acks, TTL: time.Second}
+	s := NewScheduler(env, rec, 1, []Nemesis{&pause{}})
+	a, ok := nextFault(env, atTarget(map[string]int{"write-overtaken": 0}), nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(2, 2)))
+	require.True(t, ok)
+	require.NotNil(t, a.plan)
+	p, err := s.drawAimed(context.Background(), a, rand.New(rand.NewPCG(2, 2)))
+	require.NoError(t, err)
+	pp := p.Params.(*pauseParams)
+	require.True(t, pp.OnWrite)
+	require.Len(t, p.Nodes, 1)
+	node := p.Nodes[0]
+	assert.Contains(t, []string{"a1", "a2"}, node)
+	assert.True(t, pp.AfterWriteUS >= 300 && pp.AfterWriteUS < 4000, "%d us", pp.AfterWriteUS)
+	other := map[string]string{"a1": "a2", "a2": "a1"}[node]
+	started := make(chan *Fault, 1)
+	go func() {
+		f, err := (&pause{}).Start(context.Background(), env, p)
+		assert.NoError(t, err)
+		started <- f
+	}()
+	time.Sleep(100 * time.Millisecond)
+	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Node: other})
+	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Read, Key: "k", Node: node})
+	time.Sleep(50 * time.Millisecond)
+	target.mu.Lock()
+	assert.Empty(t, target.frozen, "not frozen before a write is sent to it")
+	target.mu.Unlock()
+	sent := time.Now()
+	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "k", Node: node})
+	f := <-started
+	target.mu.Lock()
+	at := target.frozen[node]
+	target.mu.Unlock()
+	assert.GreaterOrEqual(t, at.Sub(sent), time.Duration(pp.AfterWriteUS)*time.Microsecond, "frozen the drawn delay after the write was sent")
+	assert.Equal(t, true, f.Details["timed"])
+	assert.Equal(t, w.Index, f.Details["write_index"])
+}

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -40,7 +41,13 @@ type remedy struct {
 	// hits says whether a plan creates it on the nodes keeping its state;
 	// nil: a plan that acts on one of them does.
 	hits func(p Plan, nodes map[string]bool) bool
+	// plan, when set, makes the plan instead of the nemesis's own draw (a
+	// fault its draw gives rarely: a node frozen on a write).
+	plan planMaker
 }
+
+// planMaker makes a remedy's plan on one of nodes.
+type planMaker func(ctx context.Context, env *Env, rng *rand.Rand, nodes map[string]bool) (Plan, error)
 
 // actsOn is a plan that acts on one of nodes.
 func actsOn(p Plan, nodes map[string]bool) bool {
@@ -72,7 +79,7 @@ var remedies = []remedy{
 	// A node the writes go through frozen, long enough for the lease to
 	// run out and the next holder to write through another: the held
 	// write reaches the resource when the node thaws.
-	{situation: "write-overtaken", nemesis: Pause, state: writePath, hits: freezes},
+	{situation: "write-overtaken", nemesis: Pause, state: writePath, hits: freezes, plan: freezeOnWrite},
 	{situation: "key-idle-1s-stale", idle: time.Second},
 	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
 	{situation: "lock-free-1s-regrant", idle: time.Second},
@@ -91,6 +98,25 @@ func crashesAs(mode string) func(p Plan, nodes map[string]bool) bool {
 func freezes(p Plan, nodes map[string]bool) bool {
 	pp, ok := p.Params.(*pauseParams)
 	return ok && pp.Mode == PauseNode && actsOn(p, nodes)
+}
+
+// freezeOnWrite freezes one of nodes as it serves a write: 0.3 to 4 ms
+// after the write is sent, when a resource that reads the mark and then
+// writes has most often sent its read (its answer then waits in the
+// frozen node, already old when it thaws).
+func freezeOnWrite(ctx context.Context, env *Env, rng *rand.Rand, nodes map[string]bool) (Plan, error) {
+	var at []Node
+	for _, n := range nodesOf(env) {
+		if nodes[n.Name] {
+			at = append(at, n)
+		}
+	}
+	node, err := pickFree(ctx, env, rng, at)
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true,
+		Params: &pauseParams{Mode: PauseNode, OnWrite: true, AfterWriteUS: 300 + rng.Int64N(3700)}}, nil
 }
 
 // Situations lists the situation ids the guide aims at.
@@ -138,8 +164,9 @@ type aim struct {
 	// nemesis's range (remedy.edge); long: from the longer half (a
 	// situation made while the fault lasts: a grant during a partition).
 	short, long bool
-	// hits: as the remedy's (never nil when nodes is set).
+	// hits, plan: as the remedy's (hits never nil when nodes is set).
 	hits func(p Plan, nodes map[string]bool) bool
+	plan planMaker
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
@@ -212,7 +239,7 @@ func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 			if hits == nil {
 				hits = actsOn
 			}
-			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits,
+			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits, plan: r.plan,
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}

@@ -40,6 +40,12 @@ type pauseParams struct {
 	// time to take the locks: the scenario with the lock service whole.
 	// The other holder pauses land among the faults, as drawn.
 	Quiet bool `json:"quiet,omitempty"`
+	// OnWrite (mode node): the node is frozen AfterWriteUS after the next
+	// write sent to it (within ackWait), while it serves that write: a
+	// resource that reads the mark and then writes, in two steps, is
+	// held between them (the GC pause of the resource itself).
+	OnWrite      bool  `json:"on_write,omitempty"`
+	AfterWriteUS int64 `json:"after_write_us,omitempty"`
 }
 
 // Pause is the pause nemesis's name; PauseHolders the mode of its pauses
@@ -177,6 +183,9 @@ func (*pause) CheckPlan(env *Env, p Plan) error {
 		if len(p.Nodes) != 1 {
 			return fmt.Errorf("mode node pauses one node, the plan names %d", len(p.Nodes))
 		}
+		if pp.AfterWriteUS < 0 {
+			return fmt.Errorf("after_write_us must be >= 0, got %d", pp.AfterWriteUS)
+		}
 	default:
 		return fmt.Errorf("mode must be holder or node, got %q", pp.Mode)
 	}
@@ -261,11 +270,41 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return nil, errors.New("no pausable node")
 	}
 	node := p.Nodes[0]
+	details := map[string]any{history.ExtraMode: PauseNode}
+	if pp.OnWrite {
+		if err := awaitWriteSent(ctx, env, node, time.Duration(pp.AfterWriteUS)*time.Microsecond, details); err != nil {
+			return nil, err
+		}
+	}
 	if err := pz.PauseNode(ctx, node); err != nil {
 		return nil, applyFailed(PauseNode, []string{node}, err)
 	}
-	return &Fault{Nodes: p.Nodes, Details: map[string]any{history.ExtraMode: PauseNode},
+	return &Fault{Nodes: p.Nodes, Details: details,
 		Stop: func(ctx context.Context) error { return pz.ResumeNode(ctx, node) }}, nil
+}
+
+// awaitWriteSent waits for the next write sent to node (at most ackWait:
+// a node that serves none meanwhile is frozen anyway, and the details say
+// the freeze was not timed), then until after has passed since.
+func awaitWriteSent(ctx context.Context, env *Env, node string, after time.Duration, details map[string]any) error {
+	details["on_write"] = true
+	if env.Acks == nil {
+		details["timed"] = false
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, ackWait)
+	sent, err := env.Acks.Next(wctx, func(a history.Ack) bool { return a.Sent && a.F == history.Write && a.Node == node })
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	details["timed"] = err == nil
+	if err == nil {
+		time.Sleep(time.Until(sent.At.Add(after)))
+		details["write_index"], details["write_key"] = sent.Index, sent.Key
+		details["frozen_after_us"] = time.Since(sent.At).Microseconds()
+	}
+	return nil
 }
 
 // holderStall sizes a holder pause from the lease the system really granted
