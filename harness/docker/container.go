@@ -290,6 +290,9 @@ func (r *Runtime) Kill(ctx context.Context, node string) error {
 	if err := r.cli.ContainerKill(ctx, c.ID, "SIGKILL"); err != nil {
 		return fmt.Errorf("killing %s: %w", c.Name, wrapUnavailable(err))
 	}
+	// A process frozen from this machine takes the signal as it thaws
+	// (cgroup v1), before it runs another instruction of its own.
+	r.thawHost(ctx, node)
 	r.retireHelpers(ctx, node)
 	select {
 	case <-waitC:
@@ -309,15 +312,49 @@ func (r *Runtime) Restart(ctx context.Context, node string) error {
 	return r.Start(ctx, node)
 }
 
-// Pause freezes every process of the container with the freezer cgroup.
+// Pause freezes every process of the container with the freezer cgroup:
+// its file on this machine where there is one (freeze.go), or the API.
 // (SIGSTOP through the API would mark the container as stopped by hand.)
 func (r *Runtime) Pause(ctx context.Context, node string) error {
-	return r.onContainer(node, "pausing", func(id string) error { return r.cli.ContainerPause(ctx, id) })
+	return r.onContainer(node, "pausing", func(id string) error {
+		if f, ok := hostFreezer(id); ok {
+			if err := f.set(ctx, true); err != nil {
+				_ = f.set(context.WithoutCancel(ctx), false)
+				return err
+			}
+			r.mu.Lock()
+			if r.frozen == nil {
+				r.frozen = map[string]freezer{}
+			}
+			r.frozen[node] = f
+			r.mu.Unlock()
+			return nil
+		}
+		return r.cli.ContainerPause(ctx, id)
+	})
 }
 
 // Unpause thaws a paused container.
 func (r *Runtime) Unpause(ctx context.Context, node string) error {
-	return r.onContainer(node, "unpausing", func(id string) error { return r.cli.ContainerUnpause(ctx, id) })
+	return r.onContainer(node, "unpausing", func(id string) error {
+		if r.thawHost(ctx, node) {
+			return nil
+		}
+		return r.cli.ContainerUnpause(ctx, id)
+	})
+}
+
+// thawHost thaws a container frozen through its freezer file (the engine
+// does not know it is paused); false when it was not.
+func (r *Runtime) thawHost(ctx context.Context, node string) bool {
+	r.mu.Lock()
+	f, ok := r.frozen[node]
+	delete(r.frozen, node)
+	r.mu.Unlock()
+	if ok {
+		_ = f.set(ctx, false)
+	}
+	return ok
 }
 
 // State is the container's state as Docker reports it.

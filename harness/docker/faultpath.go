@@ -23,8 +23,9 @@ import (
 //     can be created: Docker Desktop, rootless engines, a DOCKER_HOST
 //     elsewhere.
 //
-// Pauses (the freezer) and restarts (kill and start) always go through the
-// API: they need nothing else.
+// Restarts (kill and start) always go through the API: they need nothing
+// else. Pauses take the container's freezer file where this machine has
+// it, the API otherwise (freeze.go).
 const (
 	PathHost = "host"
 	PathAPI  = "api"

@@ -91,6 +91,7 @@ type Runtime struct {
 	// the end of the run).
 	delayMu sync.Mutex
 	clocks  map[string]*nodeClock // node -> its clock offset (re-applied at Start)
+	frozen  map[string]freezer    // node -> its freezer, frozen from this machine (freeze.go)
 	// paths is the way each kind of fault reaches the containers
 	// (faultpath.go); helpers the fault helpers by kind and node
 	// (helper.go), with their images' tags.

@@ -167,9 +167,28 @@ func TestContainerLifecycleAndFaults(t *testing.T) {
 	waitHealthy(t, addr)
 
 	// Pause freezes the process: it stops answering, then answers again.
+	// On this machine it takes the host path: the container's freezer
+	// file says frozen, and the engine does not know (its state is not
+	// paused); the thaw reverses it.
 	require.NoError(t, rt.Pause(ctx, "n1"))
 	assert.Error(t, healthy(addr), "a paused member must not answer")
+	if state, err := os.ReadFile("/sys/fs/cgroup/freezer/docker/" + c.ID + "/freezer.state"); err == nil {
+		assert.Equal(t, "FROZEN", strings.TrimSpace(string(state)), "frozen through its freezer file")
+		st, err := rt.State(ctx, "n1")
+		require.NoError(t, err)
+		assert.False(t, st.Paused, "not through the engine")
+	} else {
+		t.Logf("no cgroup v1 freezer file here (%v): the pause took another path", err)
+	}
 	require.NoError(t, rt.Unpause(ctx, "n1"))
+	waitHealthy(t, addr)
+	// A member frozen from this machine is still killed (the signal
+	// lands as it thaws), and started again.
+	require.NoError(t, rt.Pause(ctx, "n1"))
+	killCtx, cancelKill := context.WithTimeout(ctx, 20*time.Second)
+	require.NoError(t, rt.Kill(killCtx, "n1"), "a frozen member is killed, not waited on")
+	cancelKill()
+	require.NoError(t, rt.Start(ctx, "n1"))
 	waitHealthy(t, addr)
 
 	// Partition rules live in our chain in the container's namespace.

@@ -56,6 +56,11 @@ func Sweep(ctx context.Context, cli *client.Client, runID string) ([]Removed, er
 		return nil, wrapUnavailable(err)
 	}
 	for _, c := range cs {
+		// A container frozen from this machine (a run killed while it
+		// paused a node) would take the engine's kill only as it thaws.
+		if f, ok := freezerOf(c.ID); ok && f.is(true) {
+			_ = f.set(ctx, false)
+		}
 		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing container %s: %w", c.ID[:12], err))
