@@ -344,6 +344,22 @@ func (r *Runtime) Unpause(ctx context.Context, node string) error {
 	})
 }
 
+// Paused says whether the node's container is frozen, from this machine
+// or through the engine.
+func (r *Runtime) Paused(ctx context.Context, node string) (bool, error) {
+	r.mu.Lock()
+	_, host := r.frozen[node]
+	r.mu.Unlock()
+	if host {
+		return true, nil
+	}
+	st, err := r.State(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return st.Paused, nil
+}
+
 // thawHost thaws a container frozen through its freezer file (the engine
 // does not know it is paused); false when it was not.
 func (r *Runtime) thawHost(ctx context.Context, node string) bool {

@@ -225,7 +225,7 @@ func (d *containers) pause(ctx context.Context, m *member) error { return d.rt.P
 // resume thaws it; a container no longer paused (a restart in between
 // thaws it) needs nothing, so the final heal never fails on it.
 func (d *containers) resume(ctx context.Context, m *member) error {
-	if st, err := d.rt.State(ctx, m.Name); err == nil && !st.Paused {
+	if paused, err := d.rt.Paused(ctx, m.Name); err == nil && !paused {
 		return nil
 	}
 	return d.rt.Unpause(ctx, m.Name)
