@@ -55,10 +55,9 @@ func actsOn(p Plan, nodes map[string]bool) bool {
 }
 
 // remedies are the situations the guide aims at, one line each; their ids
-// are the analysis's (a harness test holds them to it). The replays,
-// tokens stripped and late writes come from the clients' faults and the
-// workload, which run throughout; the 20 s scales need more than a calm
-// phase of a short run.
+// are the analysis's (a harness test holds them to it). The replays and
+// late writes come from the clients' faults and the workload, which run
+// throughout; the 20 s scales need more than a calm phase of a short run.
 var remedies = []remedy{
 	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
 	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
