@@ -542,6 +542,12 @@ func (o *Ops) Brief(i int) Brief {
 	return b
 }
 
+// Call is the i-th operation's call time (Brief without the rest).
+func (o *Ops) Call(i int) int64 {
+	o.Sort()
+	return o.rec(uint32(i)).call
+}
+
 // F is the i-th operation's f (At without the rest).
 func (o *Ops) F(i int) string {
 	o.Sort()
