@@ -23,8 +23,10 @@ const (
 	// working sets of a run, and of its check and report, were 0.3 to
 	// 0.45 of it on the reference's 10-minute runs, and the limit 0.4; the
 	// queued events of live coverage, Porcupine's copies of every key at
-	// once, the report's 16-byte layout and its latency samples cut, they
-	// are about 0.25 to 0.3 of it, and the limit 0.3 (docs/endtoend.md).
+	// once, the report's 16-byte layout and its latency samples cut, their
+	// peaks (the run's last counts, the check's checkers) are about 0.3 to
+	// 0.35 of it, and the limit 0.3: the collector works harder only near
+	// those peaks, and lower limits saved no more (docs/endtoend.md).
 	MemoryPerHistoryByte = 0.3
 )
 
