@@ -19,11 +19,11 @@ import (
 type opsIndex struct {
 	acquires map[string][]timedOp // ok acquires per lock, by call: grants, each one reached the issuer
 	events   map[string][]lockEvent
-	writes   map[string][]timedOp // every write per key, by call
-	stored   map[string][]timedOp // ok writes per key, by return
-	tampered map[string][]int64   // tampered writes that reached the resource, by strip mode
-	forged   []int64              // writes with a forged token that reached the resource
-	nodes    []string             // the nodes operations were sent to, by timedOp.node
+	writes   map[string][]timedOp  // every write per key, by call
+	stored   map[string][]storedAt // ok writes per key, by return
+	tampered map[string][]int64    // tampered writes that reached the resource, by strip mode
+	forged   []int64               // writes with a forged token that reached the resource
+	nodes    []string              // the nodes operations were sent to, by timedOp.node
 }
 
 type timedOp struct {
@@ -43,6 +43,14 @@ type timedOp struct {
 // system may never have been put in the situation at all.
 func (t timedOp) reached() bool { return t.ok || t.failed }
 
+// storedAt is an accepted write as the key's mark reads it (marker): when
+// it returned and its token's number; 16 bytes, not a timedOp's 48 (a
+// count's index is built anew each live count of a run).
+type storedAt struct {
+	ret int64
+	n   uint64
+}
+
 // lockEvent is one lock's grant, renew or release for the free-lock count.
 type lockEvent struct {
 	at    int64
@@ -54,13 +62,14 @@ type lockEvent struct {
 
 func indexOps(ops *history.Ops) *opsIndex {
 	h := &opsIndex{acquires: map[string][]timedOp{}, events: map[string][]lockEvent{}, writes: map[string][]timedOp{},
-		stored: map[string][]timedOp{}, tampered: map[string][]int64{}}
+		stored: map[string][]storedAt{}, tampered: map[string][]int64{}}
 	// Each key's lists by Brief.KeyID (no map per operation), into the
 	// maps at the end: a key has an entry where it has an operation.
 	type lists struct {
-		key                      string
-		acquires, writes, stored []timedOp
-		events                   []lockEvent
+		key              string
+		acquires, writes []timedOp
+		stored           []storedAt
+		events           []lockEvent
 	}
 	var byID []*lists
 	// Each list made once at (about) its size: grown by appending, the
@@ -107,7 +116,7 @@ func indexOps(ops *history.Ops) *opsIndex {
 		if l == nil {
 			n := size[kid]
 			l = &lists{key: o.Key, acquires: make([]timedOp, 0, n.acquires), writes: make([]timedOp, 0, n.writes),
-				stored: make([]timedOp, 0, n.stored), events: make([]lockEvent, 0, n.events)}
+				stored: make([]storedAt, 0, n.stored), events: make([]lockEvent, 0, n.events)}
 			byID[kid] = l
 		}
 		t := timedOp{id: o.ID, call: o.Call, ret: o.Return, completed: o.Completed, n: o.Token.N,
@@ -137,7 +146,7 @@ func indexOps(ops *history.Ops) *opsIndex {
 		case history.Write:
 			l.writes = append(l.writes, t)
 			if t.ok && t.valid {
-				l.stored = append(l.stored, t)
+				l.stored = append(l.stored, storedAt{ret: t.ret, n: t.n})
 			}
 			if o.Tampered != "" && t.reached() {
 				h.tampered[o.Tampered] = append(h.tampered[o.Tampered], o.ID)
@@ -193,7 +202,7 @@ func indexOps(ops *history.Ops) *opsIndex {
 		}
 	}
 	for _, s := range h.stored {
-		slices.SortFunc(s, func(x, y timedOp) int { return cmp.Compare(x.ret, y.ret) })
+		slices.SortFunc(s, func(x, y storedAt) int { return cmp.Compare(x.ret, y.ret) })
 	}
 	for _, e := range h.events {
 		slices.SortStableFunc(e, func(x, y lockEvent) int { return cmp.Compare(x.at, y.at) })
@@ -259,7 +268,7 @@ func (h *opsIndex) markBefore(key string, t int64) uint64 {
 // marker reads one key's mark at times that only grow, each accepted write
 // passed once.
 type marker struct {
-	stored []timedOp
+	stored []storedAt
 	next   int
 	mark   uint64
 }

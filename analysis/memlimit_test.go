@@ -25,7 +25,7 @@ func TestMemoryLimitShares(t *testing.T) {
 	b.Release()
 	b.Release()
 	assert.Equal(t, int64(1<<40), debug.SetMemoryLimit(-1))
-	assert.Equal(t, int64(MemoryFloor+40<<20), MemoryLimitFor(100<<20))
+	assert.Equal(t, int64(MemoryFloor+30<<20), MemoryLimitFor(100<<20))
 	assert.Equal(t, int64(MemoryFloor), MemoryLimitFor(-1))
 }
 

@@ -31,10 +31,14 @@ const coverageRefresh = time.Second
 // schedule (nemesis.Env.Coverage): the recorder's events go to an
 // analysis.CoverageCounter, the same count the report gives afterwards.
 // The recorder calls its listeners under its lock, so observe only queues
-// an event; a read feeds the queue to the counter and counts.
+// an event; a read feeds the queue to the counter and counts, and so does
+// a goroutine of its own whenever drainEvents are queued: counts come
+// seconds apart on a long run, and the events queued in between (whole
+// Events, with their extras) had been a quarter of the run's heap.
 type liveCoverage struct {
-	mu      sync.Mutex
-	pending []history.Event
+	mu       sync.Mutex
+	pending  []history.Event
+	draining bool // a drain is under way (it feeds the queue until it is empty)
 
 	countMu sync.Mutex
 	counter *analysis.CoverageCounter
@@ -60,10 +64,44 @@ func watchCoverage(rec *history.Recorder, cfg Config, sem checkers.Semantics) (*
 	return l, nil
 }
 
+// drainEvents is how many queued events start a drain.
+const drainEvents = 2048
+
 func (l *liveCoverage) observe(e history.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending = append(l.pending, e)
+	if len(l.pending) >= drainEvents && !l.draining {
+		l.draining = true
+		go l.drain()
+	}
+}
+
+// drain feeds the queue to the counter until it is empty (after a count
+// under way, if any: the events reach the counter in the order recorded).
+func (l *liveCoverage) drain() {
+	l.countMu.Lock()
+	defer l.countMu.Unlock()
+	for {
+		l.mu.Lock()
+		events := l.pending
+		l.pending = nil
+		if len(events) == 0 {
+			l.draining = false
+		}
+		l.mu.Unlock()
+		if len(events) == 0 {
+			return
+		}
+		l.feed(events)
+	}
+}
+
+// feed adds events to the counter (countMu held).
+func (l *liveCoverage) feed(events []history.Event) {
+	for _, e := range events {
+		l.counter.Add(e) // Lenient: a damaged event is skipped, as Check skips it
+	}
 }
 
 // read is how many times each situation that applies so far was created,
@@ -79,9 +117,7 @@ func (l *liveCoverage) read() map[string]int {
 	events := l.pending
 	l.pending = nil
 	l.mu.Unlock()
-	for _, e := range events {
-		l.counter.Add(e) // Lenient: a damaged event is skipped, as Check skips it
-	}
+	l.feed(events)
 	out := map[string]int{}
 	for _, cl := range l.counter.Coverage().Classes {
 		for _, s := range cl.Situations {

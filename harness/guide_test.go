@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,4 +63,34 @@ func TestLiveCoverageCountsWhatIsRecorded(t *testing.T) {
 	write(1, history.Fail, "stale")
 	live.at = live.at.Add(-coverageRefresh) // past the refresh
 	assert.Equal(t, 1, live.read()[analysis.SitReplay])
+}
+
+// Events queued past drainEvents are fed to the counter between counts
+// (not held until the next read), and the count is the same.
+func TestLiveCoverageDrainsItsQueue(t *testing.T) {
+	rec := history.NewRecorder(&bytes.Buffer{})
+	live, err := watchCoverage(rec, Default(), checkers.Semantics{})
+	require.NoError(t, err)
+	_, err = rec.Begin(runEvent(history.RunStart, map[string]any{history.RunExtraNodes: []history.RunNode{{Name: "reference", Role: "reference"}}}))
+	require.NoError(t, err)
+	for p := range drainEvents {
+		rec.Record(history.Event{Process: p, Type: history.Invoke, F: history.Write, Key: "k", Token: "1", Value: "v"})
+		typ, word := history.Ok, ""
+		if p > 0 {
+			typ, word = history.Fail, "stale"
+		}
+		rec.Record(history.Event{Process: p, Type: typ, F: history.Write, Key: "k", Token: "1", Value: "v", Error: word})
+	}
+	// The drain runs on its own goroutine: wait for it (under the lock
+	// a read would take).
+	require.Eventually(t, func() bool {
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		return !live.draining
+	}, 10*time.Second, time.Millisecond)
+	live.mu.Lock()
+	queued := len(live.pending)
+	live.mu.Unlock()
+	assert.Less(t, queued, drainEvents)
+	assert.Equal(t, drainEvents-1, live.read()[analysis.SitReplay]) // each stale replay
 }

@@ -15,7 +15,7 @@ import (
 // record per operation with no pointers in it (never scanned), the token,
 // value and high-water text in an append-only arena of large chunks, the
 // key, error and node names interned, and the rarely set fields (tampering,
-// what the record cannot hold) in a side table: OpRecordBytes (72) per
+// what the record cannot hold) in a side table: OpRecordBytes (64) per
 // operation plus its text.
 //
 // Add copies an operation in; once sorted (Sort, or the first reader),
@@ -83,21 +83,28 @@ const (
 // else Completed); CompleteID is stored as its distance from ID, Process,
 // Error and Node in 32 and 16 bits, F as a client operation's number (what
 // does not fit is in the side table), and F, Outcome and the token's State
-// share a byte (the two enums have three values each).
+// share a byte (the two enums have three values each). The text's lengths
+// take two bytes for the token and the value and one for the high-water
+// mark, its chunk two: text that does not fit (a token or value of 64 KiB
+// or more, a mark of 256 bytes, an arena past 64 Ki chunks) is in the side
+// table, all of it. A valid token's seal is what follows its first dot, as
+// ParseToken splits it (one that is not is in the side table). 64 bytes in
+// all (72 before: in a 10-minute run the records were four fifths of the
+// check's heap and of live coverage's).
 type opRec struct {
 	id             int64
 	call, complete int64
 	tokN           uint64
-	chunk, off     uint32
-	valLen         uint32
+	off            uint32
 	key            uint32
 	rare           uint32 // index into Ops.rare, 0 for none
 	process        int32
 	doneAt         int32 // CompleteID - ID (noCompletion: -1)
+	chunk, valLen  uint16
+	tokLen         uint16
 	err, node      uint16
-	tokLen, hwLen  uint16
-	sealAt         uint16 // 1 + the index of the seal's dot, 0 when unsealed
-	kind           uint8  // f (index into opNames, 0: in rare) | outcome<<3 | tokState<<5
+	hwLen          uint8
+	kind           uint8 // f (index into opNames, 0: in rare) | outcome<<3 | tokState<<5
 }
 
 func (r *opRec) f() uint8                           { return r.kind & 7 }
@@ -128,9 +135,10 @@ type rareFields struct {
 	errName, nodeName string
 	ret               int64
 	ownRet            bool
-	// Only when the token does not fit the record (a malformed one of 64
-	// KiB or more, a high-water mark as long), or its seal is not its own:
-	raw, highWater, seal string
+	// Only when the text does not fit the record (see opRec: ownText), or
+	// the seal is not the token's own:
+	raw, value, highWater, seal string
+	ownText                     bool
 }
 
 // OpRecordBytes is the fixed size of one operation in Ops (without its text).
@@ -268,15 +276,22 @@ func (o *Ops) DropProvisional() {
 
 func (o *Ops) add(op *Op) {
 	rf := rareFields{tampered: op.Tampered, sentByClient: op.SentByClient}
-	raw, hw := op.Token.Raw, op.HighWater
-	if len(raw) > math.MaxUint16 || len(hw) > math.MaxUint16 {
-		rf.raw, rf.highWater = raw, hw
-		raw, hw = "", ""
+	raw, val, hw := op.Token.Raw, op.Value, op.HighWater
+	ownText := func() {
+		rf.raw, rf.value, rf.highWater, rf.ownText = raw, val, hw, true
+		raw, val, hw = "", "", ""
 	}
-	chunk, off := o.put(raw, op.Value, hw)
+	if len(raw) > math.MaxUint16 || len(val) > math.MaxUint16 || len(hw) > math.MaxUint8 {
+		ownText()
+	}
+	chunk, off := o.put(raw, val, hw)
+	if chunk > math.MaxUint16 {
+		ownText() // its bytes in the arena are left unused
+		chunk, off = 0, 0
+	}
 	r := opRec{id: op.ID, call: op.Call, complete: op.Completed,
-		process: int32(op.Process), tokN: op.Token.N, chunk: chunk, off: off,
-		tokLen: uint16(len(raw)), valLen: uint32(len(op.Value)), hwLen: uint16(len(hw)),
+		process: int32(op.Process), tokN: op.Token.N, chunk: uint16(chunk), off: off,
+		tokLen: uint16(len(raw)), valLen: uint16(len(val)), hwLen: uint8(len(hw)),
 		kind: kindOf(opNumber(op.F), op.Outcome, op.Token.State), key: o.name(op.Key)}
 	if r.f() == 0 {
 		rf.f = op.F
@@ -305,12 +320,7 @@ func (o *Ops) add(op *Op) {
 	if op.Return != pairedReturn(op.Outcome, op.Completed) {
 		rf.ret, rf.ownRet = op.Return, true
 	}
-	if op.Token.State == TokenValid {
-		if i := strings.IndexByte(op.Token.Raw, '.'); i >= 0 && i < math.MaxUint16 {
-			r.sealAt = uint16(i + 1)
-		}
-	}
-	if op.Token.Seal != sealAt(op.Token.Raw, r.sealAt) {
+	if op.Token.Seal != sealOf(op.Token.State, raw) {
 		rf.seal = op.Token.Seal
 	}
 	if rf != (rareFields{}) {
@@ -340,11 +350,16 @@ func pairedReturn(o Outcome, completed int64) int64 {
 	return completed
 }
 
-func sealAt(raw string, at uint16) string {
-	if at == 0 {
+// sealOf is the seal of a token as the record holds it: what follows the
+// first dot of a valid one.
+func sealOf(s TokenState, raw string) string {
+	if s != TokenValid {
 		return ""
 	}
-	return raw[at:]
+	if i := strings.IndexByte(raw, '.'); i >= 0 {
+		return raw[i+1:]
+	}
+	return ""
 }
 
 func (o *Ops) rec(pos uint32) *opRec { return &o.recs[pos>>opsChunkBits][pos&(opsChunk-1)] }
@@ -446,19 +461,17 @@ func (o *Ops) At(i int) Op {
 func (o *Ops) Load(i int, op *Op) {
 	o.Sort()
 	r := o.rec(uint32(i))
-	tl := uint32(r.tokLen)
-	raw := o.str(r.chunk, r.off, tl)
+	tl, vl, ch := uint32(r.tokLen), uint32(r.valLen), uint32(r.chunk)
+	raw := o.str(ch, r.off, tl)
 	*op = Op{ID: r.id, Process: int(r.process), F: opNames[r.f()], Key: o.names[r.key],
 		Token: Token{N: r.tokN, State: r.tokState(), Raw: raw},
-		Value: o.str(r.chunk, r.off+tl, r.valLen), Outcome: r.outcome(), Error: o.names[r.err],
-		HighWater: o.str(r.chunk, r.off+tl+r.valLen, uint32(r.hwLen)),
+		Value: o.str(ch, r.off+tl, vl), Outcome: r.outcome(), Error: o.names[r.err],
+		HighWater: o.str(ch, r.off+tl+vl, uint32(r.hwLen)),
 		Call:      r.call, Return: pairedReturn(r.outcome(), r.complete), Completed: r.complete, CompleteID: r.id + int64(r.doneAt), Node: o.names[r.node]}
 	if r.doneAt == noCompletion {
 		op.CompleteID = -1
 	}
-	if r.sealAt != 0 {
-		op.Token.Seal = raw[r.sealAt:]
-	}
+	op.Token.Seal = sealOf(r.tokState(), raw)
 	if r.rare != 0 {
 		rf := &o.rare[r.rare]
 		op.Tampered, op.SentByClient = rf.tampered, rf.sentByClient
@@ -480,8 +493,8 @@ func (o *Ops) Load(i int, op *Op) {
 		if rf.nodeName != "" {
 			op.Node = rf.nodeName
 		}
-		if rf.raw != "" || rf.highWater != "" {
-			op.Token.Raw, op.HighWater = rf.raw, rf.highWater
+		if rf.ownText {
+			op.Token.Raw, op.Value, op.HighWater = rf.raw, rf.value, rf.highWater
 		}
 		if rf.seal != "" {
 			op.Token.Seal = rf.seal
@@ -540,6 +553,12 @@ func (o *Ops) Brief(i int) Brief {
 		}
 	}
 	return b
+}
+
+// Call is the i-th operation's call time (Brief without the rest).
+func (o *Ops) Call(i int) int64 {
+	o.Sort()
+	return o.rec(uint32(i)).call
 }
 
 // F is the i-th operation's f (At without the rest).

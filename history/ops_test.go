@@ -21,10 +21,20 @@ func TestOpsRoundTrip(t *testing.T) {
 			Outcome: OutcomeOk, Call: 2, Return: 4, Completed: 4, CompleteID: 4},
 		{ID: 5, Process: 1, F: Write, Key: "r2", Token: ParseToken(long), HighWater: long, Value: long, Outcome: OutcomeFail, Error: "malformed"},
 		{ID: 2, Process: 1, F: Read, Key: "r2", Token: Token{N: 1, State: TokenValid, Raw: "1", Seal: "odd"}},
+		// Past the record's text lengths (two bytes for the token and the
+		// value, one for the mark): the text goes to the side table.
+		{ID: 8, Process: 1, F: Write, Key: "r2", Token: ParseToken("12." + strings.Repeat("s", 256)), Value: "v", HighWater: "12." + strings.Repeat("s", 256), Outcome: OutcomeOk},
+		{ID: 9, Process: 1, F: Write, Key: "r2", Token: ParseToken("13.ab"), Value: long, Outcome: OutcomeOk},
+		{ID: 10, Process: 1, F: Write, Key: "r2", Token: ParseToken("14"), Value: "w", HighWater: strings.Repeat("9", 300), Outcome: OutcomeFail},
+		{ID: 11, Process: 1, F: Write, Key: "r2", Token: ParseToken("15." + strings.Repeat("t", 256)), Value: strings.Repeat("u", 65535),
+			HighWater: strings.Repeat("8", 255), Outcome: OutcomeOk},
 	}
 	o := OpsOf(ops)
 	require.Equal(t, len(ops), o.Len())
-	want := []*Op{ops[1], ops[4], ops[2], ops[3], ops[0]}
+	assert.Equal(t, 64, OpRecordBytes)
+	assert.Equal(t, TokenValid, ops[5].Token.State)
+	assert.NotEmpty(t, ops[5].Token.Seal)
+	want := []*Op{ops[1], ops[4], ops[2], ops[3], ops[0], ops[5], ops[6], ops[7], ops[8]}
 	assert.Equal(t, want, o.All())
 	assert.Equal(t, ops[0], o.Op(7))
 	assert.Nil(t, o.Op(6))

@@ -150,32 +150,44 @@ func throughputPlot(v *opsView, faults []analysis.Fault, colors map[string]strin
 // of the operations invoked in each time bucket, on a log scale (a pause
 // turns milliseconds into seconds).
 func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string) []*plot {
-	byF := map[string][][]int64{}
+	// The operations are by call, so the buckets come one after another:
+	// each bucket's latencies are kept until it ends, and then only its
+	// quantiles (every operation's latency, kept to the end, had been 8 to
+	// 16 bytes per operation of the report's peak).
+	byF := map[string][]bucketLatency{}
 	var fs []string
 	width := float64(v.end) / plotBuckets
 	lo, hi := int64(math.MaxInt64), int64(0)
+	cur, at := map[string][]int64{}, -1 // the latencies of bucket at, by f
+	flush := func() {
+		for f, b := range cur {
+			if len(b) > 0 {
+				slices.Sort(b)
+				byF[f][at] = bucketLatency{n: len(b), max: analysis.Quantile(b, 1), p99: analysis.Quantile(b, 0.99), p50: analysis.Quantile(b, 0.5)}
+				cur[f] = b[:0]
+			}
+		}
+	}
 	for i := range v.ops {
 		o := v.brief(i)
 		if !done(&o) || o.Outcome == history.OutcomeInfo || v.end <= 0 {
 			continue
 		}
-		bs, ok := byF[o.F]
-		if !ok {
-			bs = make([][]int64, plotBuckets)
-			byF[o.F] = bs
+		if _, ok := byF[o.F]; !ok {
+			byF[o.F] = make([]bucketLatency, plotBuckets)
 			fs = append(fs, o.F)
 		}
 		d := max(o.Completed-o.Call, 1000) // below 1 µs is noise on a log scale
 		b := min(int(float64(o.Call)/width), plotBuckets-1)
-		bs[b] = append(bs[b], d)
+		if b != at {
+			flush()
+			at = b
+		}
+		cur[o.F] = append(cur[o.F], d)
 		lo, hi = min(lo, d), max(hi, d)
 	}
+	flush()
 	slices.SortFunc(fs, func(x, y string) int { return analysis.OpOrder(x) - analysis.OpOrder(y) })
-	for _, bs := range byF {
-		for _, b := range bs {
-			slices.Sort(b)
-		}
-	}
 	if len(fs) == 0 {
 		return nil
 	}
@@ -197,23 +209,24 @@ func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string)
 		}
 		qs := []struct {
 			name  string
-			q     float64
+			q     func(bucketLatency) int64
 			color string
 			dash  string
 			width float64
-		}{{"max", 1, "#b9c3d3", "2 2", 1}, {"p99", 0.99, "#6b7fa6", "", 1.2}, {"p50", 0.5, "#1f3b70", "", 1.8}}
+		}{{"max", bucketLatency.maxOf, "#b9c3d3", "2 2", 1}, {"p99", bucketLatency.p99Of, "#6b7fa6", "", 1.2},
+			{"p50", bucketLatency.p50Of, "#1f3b70", "", 1.8}}
 		for _, q := range qs {
 			var d strings.Builder
 			pen := "M"
 			bs := byF[f]
 			for i, b := range bs {
-				if len(b) == 0 {
+				if b.n == 0 {
 					pen = "M" // a gap: no operation started in this bucket
 					continue
 				}
-				val := analysis.Quantile(b, q.q)
+				val := q.q(b)
 				x := p.L + (float64(i)+0.5)/plotBuckets*p.IW
-				if pen == "M" && (i+1 == len(bs) || len(bs[i+1]) == 0) {
+				if pen == "M" && (i+1 == len(bs) || bs[i+1].n == 0) {
 					// A bucket alone between gaps (renews are rare: one
 					// every few buckets) is a point a path would not
 					// draw: a dash across its bucket instead.
@@ -230,6 +243,17 @@ func latencyPlots(v *opsView, faults []analysis.Fault, colors map[string]string)
 	}
 	return out
 }
+
+// bucketLatency is what a latency plot draws of one bucket of one
+// operation type: how many completed, and their quantiles.
+type bucketLatency struct {
+	n             int
+	max, p99, p50 int64
+}
+
+func (b bucketLatency) maxOf() int64 { return b.max }
+func (b bucketLatency) p99Of() int64 { return b.p99 }
+func (b bucketLatency) p50Of() int64 { return b.p50 }
 
 // niceTicks returns about n round values covering [lo, hi].
 func niceTicks(lo, hi float64, n int) []float64 {

@@ -25,13 +25,13 @@ type opsView struct {
 	op    history.Op // full's, reused
 }
 
-// laidOp is what the layout keeps of one operation, in 16 bytes: its call
-// (the order), its index in the analysis's Ops (pos; the rest is read
-// from there, brief) and its row. Two earlier layouts, a copy of every
-// operation (about 250 bytes each) and then the fields the page reads
-// (72 bytes), had made the report cost more memory than the check.
+// laidOp is what the layout keeps of one operation, in 8 bytes: its index
+// in the analysis's Ops (pos; the rest, its call included, is read from
+// there: brief, call) and its row. Earlier layouts, a copy of every
+// operation (about 250 bytes each), the fields the page reads (72 bytes)
+// and then the call beside pos and row (16 bytes), had made the report
+// cost more memory than the check, and then been its peak.
 type laidOp struct {
-	Call int64
 	pos  int32
 	lane int32
 }
@@ -52,7 +52,7 @@ func newOpsView(res *analysis.Result) *opsView {
 		var names []string // by key id
 		for i := range v.ops {
 			b := res.Ops.Brief(i)
-			v.ops[i] = laidOp{Call: b.Call, pos: int32(i)}
+			v.ops[i] = laidOp{pos: int32(i)}
 			for int(b.KeyID) >= len(names) {
 				names = append(names, "")
 				v.keyAt = append(v.keyAt, -1)
@@ -71,13 +71,15 @@ func newOpsView(res *analysis.Result) *opsView {
 		}
 	}
 	// By call, then invoke index: Ops is in invoke order, so pos orders
-	// as the index does.
-	slices.SortFunc(v.ops, func(x, y laidOp) int {
-		if x.Call != y.Call {
-			return cmp.Compare(x.Call, y.Call)
-		}
-		return cmp.Compare(x.pos, y.pos)
-	})
+	// as the index does (and the calls are nearly in order already).
+	if v.all != nil {
+		slices.SortFunc(v.ops, func(x, y laidOp) int {
+			if c := cmp.Compare(v.all.Call(int(x.pos)), v.all.Call(int(y.pos))); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.pos, y.pos)
+		})
+	}
 	v.assignLanes()
 	return v
 }
@@ -87,6 +89,9 @@ func (v *opsView) brief(i int) opBrief {
 	b := v.all.Brief(int(v.ops[i].pos))
 	return opBrief{ID: b.ID, Call: b.Call, Completed: b.Completed, Process: b.Process, F: b.F, key: v.keyAt[b.KeyID], Outcome: b.Outcome}
 }
+
+// call is ops[i]'s call time.
+func (v *opsView) call(i int) int64 { return v.all.Call(int(v.ops[i].pos)) }
 
 // full is the whole of ops[i]: valid until the next call.
 func (v *opsView) full(i int) *history.Op {

@@ -63,12 +63,12 @@ type timelineJS struct {
 // densityJS counts the operations called in each row and time bucket, by
 // outcome; cell (row r, bucket b) is at r*B+b of each column.
 type densityJS struct {
-	B    int   `json:"b"`
-	Ok   []int `json:"ok"`
-	Fail []int `json:"fail"`
+	B    int     `json:"b"`
+	Ok   []int32 `json:"ok"`
+	Fail []int32 `json:"fail"`
 	// Info counts the operations whose outcome is unknown (info, or never
 	// completed).
-	Info []int `json:"info"`
+	Info []int32 `json:"info"`
 }
 
 type anomJS struct {
@@ -137,7 +137,7 @@ func detailWindows(v *opsView, marks []anomJS, budget int) [][2]int64 {
 	}
 	slices.Sort(at)
 	calls := func(t int64) int { // operations called before t
-		return sort.Search(len(v.ops), func(i int) bool { return v.ops[i].Call >= t })
+		return sort.Search(len(v.ops), func(i int) bool { return v.call(i) >= t })
 	}
 	for half := int64(2e9); half >= 1e6; half /= 2 {
 		var wins [][2]int64
@@ -190,7 +190,7 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 		if marks != nil {
 			t.Win = detailWindows(v, marks, timelineDetailOps-min(len(named), timelineDetailOps/2))
 		}
-		keep = func(i int) bool { return named[v.brief(i).ID] || inWindows(t.Win, v.ops[i].Call) }
+		keep = func(i int) bool { return named[v.brief(i).ID] || inWindows(t.Win, v.call(i)) }
 		t.Dens = density(v, t.Row, len(t.Lanes))
 	}
 	var prevCall, prevID int64
@@ -243,7 +243,7 @@ func timelineData(v *opsView, res *Results, colors map[string]string, marks []an
 
 // density counts every operation in its row and the bucket of its call.
 func density(v *opsView, rowOf []int, rows int) *densityJS {
-	d := &densityJS{B: densityBuckets, Ok: make([]int, rows*densityBuckets), Fail: make([]int, rows*densityBuckets), Info: make([]int, rows*densityBuckets)}
+	d := &densityJS{B: densityBuckets, Ok: make([]int32, rows*densityBuckets), Fail: make([]int32, rows*densityBuckets), Info: make([]int32, rows*densityBuckets)}
 	width := float64(max(v.end, 1)) / densityBuckets
 	for i := range v.ops {
 		o := v.brief(i)

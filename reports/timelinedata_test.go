@@ -40,9 +40,9 @@ func TestTimelineDensityPastTheDetailBudget(t *testing.T) {
 	all := an.Ops.All()
 	counted, fails, unknown := 0, 0, 0
 	for i := range d.Dens.Ok {
-		counted += d.Dens.Ok[i] + d.Dens.Fail[i] + d.Dens.Info[i]
-		fails += d.Dens.Fail[i]
-		unknown += d.Dens.Info[i]
+		counted += int(d.Dens.Ok[i] + d.Dens.Fail[i] + d.Dens.Info[i])
+		fails += int(d.Dens.Fail[i])
+		unknown += int(d.Dens.Info[i])
 	}
 	wantFail, wantUnknown := 0, 0
 	for _, o := range all {
@@ -118,8 +118,8 @@ func TestLatencyOfRareOperationsIsDrawn(t *testing.T) {
 		ops = append(ops, &history.Op{ID: int64(i), F: "renew", Call: at, Completed: at + 2e6, Outcome: history.OutcomeOk})
 	}
 	v := &opsView{end: 150e9, all: history.OpsOf(ops), keys: []string{""}, keyAt: []int{0}}
-	for i, op := range ops {
-		v.ops = append(v.ops, laidOp{Call: op.Call, pos: int32(i)})
+	for i := range ops {
+		v.ops = append(v.ops, laidOp{pos: int32(i)})
 	}
 	plots := latencyPlots(v, nil, nil)
 	require.Len(t, plots, 1)

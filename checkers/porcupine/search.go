@@ -17,10 +17,14 @@ type porcupineKey struct {
 	model string
 	key   string
 	// ops are the key's operations as the models see them (for prefixes).
+	// They are copied out of h while the key is searched (run) and kept
+	// after it only while it is invalid (findFirstInvalid, notLinearizable).
 	writes, reads, acquires []*history.Op
-	sem                     checkers.Semantics
-	issued                  *checkers.Issued
-	result                  checkers.KeyResult
+	// size is how many operations the key has (the search's order).
+	size   int
+	sem    checkers.Semantics
+	issued *checkers.Issued
+	result checkers.KeyResult
 	// h is the grouping the operations were copied from (nil: the copies
 	// are all there is).
 	h *checkers.ByKey
@@ -53,10 +57,12 @@ func (k *porcupineKey) porcupineModel(abort *abortFlag) porc.Model {
 	return registerModel(k.sem, abort)
 }
 
-// run checks one key with porcupine until deadline.
+// run checks one key with porcupine until deadline. The key's operations
+// are copied out for it and, unless it is invalid, let go after it.
 func (k *porcupineKey) run(ctx context.Context, deadline time.Time) {
 	start, before := time.Now(), k.result.Elapsed
-	ops := k.operations(k.writes, k.reads, k.acquires)
+	w, r, a := k.ops()
+	ops := k.operations(w, r, a)
 	k.result = checkers.KeyResult{Model: k.model, Key: k.key, FirstInvalidAt: -1}
 	for _, op := range ops {
 		if m, ok := op.Metadata.(porcOpMeta); ok && m.op != nil {
@@ -70,6 +76,10 @@ func (k *porcupineKey) run(ctx context.Context, deadline time.Time) {
 	}
 	k.result.Verdict = k.check(ctx, ops, deadline)
 	k.result.Elapsed = before + time.Since(start)
+	if k.h != nil && k.result.Verdict != checkers.Invalid {
+		w, r, a = nil, nil, nil
+	}
+	k.writes, k.reads, k.acquires = w, r, a
 }
 
 func (k *porcupineKey) check(ctx context.Context, ops []porc.Operation, deadline time.Time) checkers.Verdict {
@@ -182,7 +192,12 @@ func prefixAt(ops []*history.Op, t int64) []*history.Op {
 // is left, easiest first. Only then, with what remains, are the first points
 // of violation of invalid keys narrowed down.
 func runPorcupine(ctx context.Context, keys []*porcupineKey, deadline time.Time) {
-	size := func(k *porcupineKey) int { return len(k.writes) + len(k.reads) + len(k.acquires) }
+	size := func(k *porcupineKey) int {
+		if k.h == nil {
+			return len(k.writes) + len(k.reads) + len(k.acquires)
+		}
+		return k.size
+	}
 	order := append([]*porcupineKey(nil), keys...)
 	sort.SliceStable(order, func(i, j int) bool { return size(order[i]) < size(order[j]) })
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(order)))

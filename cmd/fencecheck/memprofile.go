@@ -14,9 +14,11 @@ import (
 // memProfileEnv names a folder: when set, the process samples its memory
 // every 100 ms into DIR/PID/memory.tsv (seconds since start, RSS, the Go
 // heap's live and in-use bytes, the GC's goal) and writes a heap profile
-// to DIR/PID/peak-SECONDS.pb.gz whenever the in-use heap passes its highest so far by
-// 5% (at most every 200 ms), so the last one shows what was live
-// near the peak (docs/endtoend.md). For measuring only; off by default.
+// to DIR/PID/peak-SECONDS.pb.gz (to the hundredth, so a short check's
+// profiles do not write over each other) whenever the in-use heap passes
+// its highest so far by 2% (at most every 100 ms), so the last one shows
+// what was live near the peak (docs/endtoend.md). For measuring only; off
+// by default.
 const memProfileEnv = "FENCECHECK_MEMPROFILE"
 
 func init() {
@@ -50,9 +52,9 @@ func sampleMemory(dir string, f *os.File) {
 		fmt.Fprintf(f, "%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\n", time.Since(start).Seconds(), float64(rssBytes())/1e6,
 			float64(ms.HeapAlloc)/1e6, float64(ms.HeapInuse)/1e6, float64(ms.HeapSys)/1e6, float64(ms.HeapReleased)/1e6,
 			float64(ms.Sys)/1e6, float64(ms.NextGC)/1e6, ms.NumGC)
-		if ms.HeapInuse > peak+peak/20 && time.Since(wrote) > 200*time.Millisecond {
+		if ms.HeapInuse > peak+peak/50 && time.Since(wrote) >= 100*time.Millisecond {
 			peak, wrote = ms.HeapInuse, time.Now()
-			name := fmt.Sprintf("peak-%04.0f.pb.gz", time.Since(start).Seconds())
+			name := fmt.Sprintf("peak-%07.2f.pb.gz", time.Since(start).Seconds())
 			if p, err := os.Create(filepath.Join(dir, name)); err == nil {
 				pprof.Lookup("heap").WriteTo(p, 0)
 				p.Close()
