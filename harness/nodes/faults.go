@@ -42,6 +42,21 @@ func (c *Cluster) KillNode(ctx context.Context, name string) error {
 	return m.drv.kill(ctx, m)
 }
 
+// StopNode kills a container node unless it already stopped (a member a
+// cluster removed stops itself once it learns it was removed).
+func (c *Cluster) StopNode(ctx context.Context, name string) error {
+	err := c.KillNode(ctx, name)
+	if err == nil {
+		return nil
+	}
+	if rt := c.Runtime(); rt != nil {
+		if st, serr := rt.State(ctx, name); serr == nil && !st.Running {
+			return nil
+		}
+	}
+	return err
+}
+
 // StartNode implements nemesis.Restarter: the same command line, ports and
 // data folder, or an emptied data folder (with its files written again)
 // when wipe is set. It returns once the node answers its health, unless

@@ -393,7 +393,7 @@ func (t *Target) addBack(ctx context.Context, cli *clientv3.Client, name string)
 	if !started {
 		// A started member's name is set once it published itself: one
 		// that is not may still be the old container, or none.
-		if err := t.stopMember(ctx, name); err != nil {
+		if err := t.StopNode(ctx, name); err != nil {
 			return 0, fmt.Errorf("replacing %s: %w", name, err)
 		}
 		if err := t.WipeData(name); err != nil {
@@ -439,7 +439,7 @@ func (t *Target) RemoveMember(ctx context.Context, name string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("removing %s: %w", name, err)
 	}
-	if err := t.stopMember(ctx, name); err != nil {
+	if err := t.StopNode(ctx, name); err != nil {
 		return "", fmt.Errorf("removing %s: %w", name, err)
 	}
 	if err := t.WipeData(name); err != nil {
@@ -470,18 +470,6 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 	return memberID(id), nil
 }
 
-// stopMember kills name's container unless it already stopped (a removed
-// member stops itself once it learns it was removed).
-func (t *Target) stopMember(ctx context.Context, name string) error {
-	err := t.KillNode(ctx, name)
-	if err == nil {
-		return nil
-	}
-	if st, serr := t.Runtime().State(ctx, name); serr == nil && !st.Running {
-		return nil
-	}
-	return err
-}
 
 // memberID is an etcd member id as etcd's own tools print it.
 func memberID(id uint64) string { return strconv.FormatUint(id, 16) }

@@ -145,7 +145,7 @@ func (t *Target) RemoveMember(ctx context.Context, name string) (string, error) 
 			return fail(err)
 		}
 	}
-	if err := t.stopServer(ctx, name); err != nil {
+	if err := t.StopNode(ctx, name); err != nil {
 		return fail(err)
 	}
 	if err := t.WipeData(name); err != nil {
@@ -216,7 +216,7 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 // through them, adopts their membership and follows without a vote until
 // it is added), and starts it.
 func (t *Target) startJoiner(ctx context.Context, name string, current membership, line string) error {
-	if err := t.stopServer(ctx, name); err != nil {
+	if err := t.StopNode(ctx, name); err != nil {
 		return err
 	}
 	if err := t.WipeData(name); err != nil {
@@ -396,14 +396,3 @@ type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-// stopServer kills name's container unless it already stopped.
-func (t *Target) stopServer(ctx context.Context, name string) error {
-	err := t.KillNode(ctx, name)
-	if err == nil {
-		return nil
-	}
-	if st, serr := t.Runtime().State(ctx, name); serr == nil && !st.Running {
-		return nil
-	}
-	return err
-}
