@@ -470,7 +470,6 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 	return memberID(id), nil
 }
 
-
 // memberID is an etcd member id as etcd's own tools print it.
 func memberID(id uint64) string { return strconv.FormatUint(id, 16) }
 

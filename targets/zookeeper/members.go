@@ -395,4 +395,3 @@ func dialSession(ctx context.Context, addrs []string, limit time.Duration) (*zk.
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
-
