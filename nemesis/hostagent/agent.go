@@ -276,22 +276,33 @@ func (a *agent) setCut(peers, to []string) error {
 	return nil
 }
 
+// linkPeers parses the peers a link fault names, refusing the
+// controller's own address (why says what the fault would do to it).
+// Called with a.mu held.
+func (a *agent) linkPeers(peers []string, why string) ([]netip.Addr, error) {
+	if a.nftOK != nil {
+		return nil, a.nftOK
+	}
+	addrs, err := netcut.ParsePeers(peers)
+	if err != nil {
+		return nil, err
+	}
+	if c := a.hello().Controller; c != "" {
+		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
+			return nil, fmt.Errorf("peer %s is the controller's own address: %s", c, why)
+		}
+	}
+	return addrs, nil
+}
+
 // setDup makes this host send percent percent of its packets to peers
 // twice (netcut.SetDupIn), in the run's own table; no peers heals.
 func (a *agent) setDup(peers []string, percent int) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.nftOK != nil {
-		return a.nftOK
-	}
-	addrs, err := netcut.ParsePeers(peers)
+	addrs, err := a.linkPeers(peers, "its link to this host is left alone")
 	if err != nil {
 		return err
-	}
-	if c := a.hello().Controller; c != "" {
-		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
-			return fmt.Errorf("peer %s is the controller's own address: its link to this host is left alone", c)
-		}
 	}
 	if err := netcut.SetDupIn(a.nft, netcut.DupTableOf(a.opts.Run), netcut.Loss{Peers: addrs, Percent: percent}); err != nil {
 		return err
@@ -306,17 +317,9 @@ func (a *agent) setDup(peers []string, percent int) error {
 func (a *agent) setLoss(peers []string, percent int) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.nftOK != nil {
-		return a.nftOK
-	}
-	addrs, err := netcut.ParsePeers(peers)
+	addrs, err := a.linkPeers(peers, "losing its packets would slow fencecheck's own link to this host")
 	if err != nil {
 		return err
-	}
-	if c := a.hello().Controller; c != "" {
-		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
-			return fmt.Errorf("peer %s is the controller's own address: losing its packets would slow fencecheck's own link to this host", c)
-		}
 	}
 	l := netcut.Loss{Peers: addrs, Percent: percent}
 	if err := netcut.SetLossIn(a.nft, a.lossTable, l); err != nil {
@@ -332,20 +335,12 @@ func (a *agent) setLoss(peers []string, percent int) error {
 func (a *agent) setDelay(peers []string, mean, jitter time.Duration) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.nftOK != nil {
-		return a.nftOK
-	}
 	if mean < 0 || jitter < 0 || jitter > mean {
 		return fmt.Errorf("a delay of %v ± %v: the jitter must be at most the delay", mean, jitter)
 	}
-	addrs, err := netcut.ParsePeers(peers)
+	addrs, err := a.linkPeers(peers, "delaying it would slow fencecheck's own link to this host")
 	if err != nil {
 		return err
-	}
-	if c := a.hello().Controller; c != "" {
-		if ca, err := netip.ParseAddr(c); err == nil && slices.Contains(addrs, ca) {
-			return fmt.Errorf("peer %s is the controller's own address: delaying it would slow fencecheck's own link to this host", c)
-		}
 	}
 	d := netcut.Delay{Peers: addrs, Mean: mean, Jitter: jitter}
 	if len(addrs) == 0 || mean == 0 {
