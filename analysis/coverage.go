@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -258,6 +259,8 @@ const maxCoverageExamples = 5
 const (
 	SitIssuerRestart    = "issuer-restart-regrant"
 	SitIssuerPowerLoss  = "issuer-power-loss-regrant"
+	SitIssuerAckCut     = "issuer-power-cut-on-ack"
+	SitResourceAckCut   = "resource-power-cut-on-ack"
 	SitIssuerClockBack  = "issuer-clock-back-regrant"
 	SitIssuersSeparated = "issuer-replicas-separated"
 	SitIssuersOneWay    = "issuer-replicas-one-way"
@@ -306,7 +309,8 @@ func coverage(in coverageInput) *Coverage {
 		newSituation(SitIssuerRestart, "the issuer restarted (kill -9) after granting, then granted again on the same lock",
 			in.faultNA(nemesis.Restart, issuerNodes, "issuer"), rn, rex, in.faultMissing(nemesis.Restart, "no restart of a node holding issuer state was followed by a new grant on a lock granted before it")),
 		newSituation(SitIssuerPowerLoss, "the issuer lost power after granting, then granted again on the same lock",
-			in.faultNA(nemesis.PowerLoss, issuerNodes, "issuer"), pn, pex, in.faultMissing(nemesis.PowerLoss, "no power loss of a node holding issuer state was followed by a new grant on a lock granted before it")))
+			in.faultNA(nemesis.PowerLoss, issuerNodes, "issuer"), pn, pex, in.faultMissing(nemesis.PowerLoss, "no power loss of a node holding issuer state was followed by a new grant on a lock granted before it")),
+		in.ackCut(SitIssuerAckCut, issuerNodes, "issuer"))
 
 	// wall-clock tokens.
 	cn, cex := h.clockBackRegrants(in.faultsOf(nemesis.Clock, in.clockIssuers(issuerNodes)))
@@ -347,7 +351,8 @@ func coverage(in coverageInput) *Coverage {
 		newSituation(SitResourceRestart, "a resource restarted (kill -9), then was sent a token older than a key's mark from before",
 			in.faultNA(nemesis.Restart, resourceNodes, "resource"), an, aex, in.faultMissing(nemesis.Restart, "no restart of a node holding resource state was followed by a write older than a key's mark")),
 		newSituation(SitResourcePower, "a resource lost power, then was sent a token older than a key's mark from before",
-			in.faultNA(nemesis.PowerLoss, resourceNodes, "resource"), bn, bex, in.faultMissing(nemesis.PowerLoss, "no power loss of a node holding resource state was followed by a write older than a key's mark")))
+			in.faultNA(nemesis.PowerLoss, resourceNodes, "resource"), bn, bex, in.faultMissing(nemesis.PowerLoss, "no power loss of a node holding resource state was followed by a write older than a key's mark")),
+		in.ackCut(SitResourceAckCut, resourceNodes, "resource"))
 	c.add("high-water-forgotten", "token lost or high-water mark forgotten", forgot...)
 
 	// replay.
@@ -511,6 +516,34 @@ func (in coverageInput) crashesOf(name string, nodes map[string]bool, more ...st
 	}
 	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.Start, b.Start) })
 	return out
+}
+
+// ackCut counts the power cuts that landed on an acknowledgement (a
+// crash-on-ack timed by one) while the layer of the node, one keeping the
+// kind's state, held writes not yet synced: the moment a system that
+// answers before its data is durable loses what it answered (LazyFS's
+// crash on a matching operation, from outside). The layer's own count is
+// the proof; a cut with nothing unsynced tested nothing.
+func (in coverageInput) ackCut(id string, nodes map[string]bool, kind string) Situation {
+	n := 0
+	for _, f := range in.faultsOf(nemesis.CrashOnAck, nodes) {
+		var timed bool
+		var unsynced int64
+		_ = json.Unmarshal(f.Details["timed"], &timed)
+		_ = json.Unmarshal(f.Details["unsynced_entries"], &unsynced)
+		if f.Mode() == nemesis.CrashPower && timed && unsynced > 0 {
+			n++
+		}
+	}
+	// A power cut needs the disk layer: where power-loss cannot act, a
+	// crash on an acknowledgement is a kill -9 only.
+	na := in.faultNA(nemesis.PowerLoss, nodes, kind)
+	if na == "" {
+		na = in.faultNA(nemesis.CrashOnAck, nodes, kind)
+	}
+	return newSituation(id, "the "+kind+" lost power within milliseconds of an acknowledgement, its disk holding writes not yet synced",
+		na, n, nil,
+		in.faultMissing(nemesis.CrashOnAck, "no power cut landed on an acknowledgement while a node holding "+kind+" state had unsynced writes"))
 }
 
 // nemesisNA is why the run events say the nemesis cannot act on the

@@ -137,6 +137,28 @@ func TestCoverageCountsWritesOvertakenInFlight(t *testing.T) {
 	assert.Contains(t, s.NotApplicable, "one node")
 }
 
+// A power cut on an acknowledgement counts where it was timed by one and
+// the node's layer held unsynced writes; untimed, with nothing unsynced,
+// or a kill, it does not.
+func TestCoverageCountsPowerCutsOnAcknowledgements(t *testing.T) {
+	b := covRun(reference, append(slices.Clone(allNem), "crash-on-ack"), nil, 10000)
+	b.OnProcess(1).Acquire("L", 0, 5, "1").Release("L", "1", 10, 15)
+	cut := func(at int64, mode string, timed bool, unsynced int) {
+		b.FaultWith("crash-on-ack", "reference", at, at+100, map[string]any{"mode": mode, "timed": timed, "unsynced_entries": unsynced})
+	}
+	cut(100, "power-loss", true, 3)
+	cut(300, "power-loss", true, 0)
+	cut(500, "power-loss", false, 4)
+	cut(700, "kill", true, 2)
+	cut(900, "power-loss", true, 1)
+	c := covCheck(t, b, checkers.Semantics{})
+	assert.Equal(t, 2, situation(t, c, SitIssuerAckCut).Count)
+	assert.Equal(t, 2, situation(t, c, SitResourceAckCut).Count, "the reference keeps both halves")
+	na := covRun(reference, allNem, map[string]string{"power-loss": "needs the disk layer"}, 10000)
+	na.OnProcess(1).Acquire("L", 0, 5, "1")
+	assert.NotEmpty(t, situation(t, covCheck(t, na, checkers.Semantics{}), SitIssuerAckCut).NotApplicable, "no power cut without the layer")
+}
+
 // A clock stepped back (a negative step at its start, a forward step at its
 // end) between two grants on a lock counts; a forward step's start does
 // not, nor a clock that only the clients' side moved.

@@ -72,6 +72,11 @@ var remedies = []remedy{
 	{situation: "issuer-power-loss-regrant", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashPower)},
 	{situation: "resource-restart-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashKill)},
 	{situation: "resource-power-loss-stale", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashPower)},
+	// A power cut on an acknowledgement while unsynced writes are on the
+	// node's layer: a durability flaw's window needs many (each a few
+	// milliseconds wide), beyond the power-loss situations' three.
+	{situation: "issuer-power-cut-on-ack", nemesis: CrashOnAck, state: issuerState, edge: true, hits: crashesAs(CrashPower)},
+	{situation: "resource-power-cut-on-ack", nemesis: CrashOnAck, state: resourceState, edge: true, hits: crashesAs(CrashPower)},
 	// The proxies strip tokens from a share of the writes: many a fault,
 	// so one early turn makes the situation (it keeps its own draws too).
 	{situation: "token-stripped", nemesis: Strip, edge: true},
