@@ -47,16 +47,21 @@ func startAgent(t *testing.T, bin string, lease time.Duration, wrap ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
+	// Its stdout through a pipe of the test's own: Wait closes a
+	// StdoutPipe as the agent exits, and the client's read of the agent's
+	// last answer (bye's) then failed with "file already closed".
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stdout = w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	w.Close()
 	a := &agentProc{cmd: cmd, client: hostagent.NewClient(out, in), dir: dir, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(a.exited) }()
-	t.Cleanup(func() { a.client.Close(); _ = cmd.Process.Kill(); <-a.exited })
+	t.Cleanup(func() { a.client.Close(); _ = cmd.Process.Kill(); <-a.exited; out.Close() })
 	return a
 }
 
