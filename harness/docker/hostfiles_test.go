@@ -88,6 +88,9 @@ func TestRootfsTree(t *testing.T) {
 func TestSharedLibrariesOfAStaticBinary(t *testing.T) {
 	gofmt := filepath.Join(runtime.GOROOT(), "bin", "gofmt")
 	if _, err := os.Stat(gofmt); err != nil {
+		if TestsRequired() {
+			t.Fatalf("no gofmt in GOROOT (%v): CI's Go install must have it", err)
+		}
 		t.Skip("no gofmt in GOROOT")
 	}
 	libs, err := SharedLibraries(context.Background(), gofmt)
@@ -108,6 +111,9 @@ func TestUpstreamVersion(t *testing.T) {
 // target: /usr/bin/redis-server links to redis-tools' binary.
 func TestDebianSystemNamesThePathsOwnPackage(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+		if TestsRequired() {
+			t.Fatal("redis-server not found: CI must install it (apt-get install -y redis-server)")
+		}
 		t.Skip("redis-server is not installed here")
 	}
 	s, err := DebianSystem(t.Context(), "Redis", "/usr/bin/redis-server")

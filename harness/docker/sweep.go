@@ -234,3 +234,10 @@ func RemoveImages(ctx context.Context, cli *client.Client) ([]Removed, error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// TestsRequired reports whether tests must fail, not skip, when what they
+// need (Docker, a program CI installs) is missing: in CI (CI=true) and
+// when FENCECHECK_REQUIRE_DOCKER=1 (dockertest.Required).
+func TestsRequired() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1"
+}

@@ -4,7 +4,6 @@ package dockertest
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -17,9 +16,7 @@ import (
 
 // Required reports whether Docker tests must fail, not skip, when Docker is
 // unreachable: in CI (CI=true) and when FENCECHECK_REQUIRE_DOCKER=1.
-func Required() bool {
-	return os.Getenv("CI") == "true" || os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1"
-}
+func Required() bool { return docker.TestsRequired() }
 
 // Require stops the test when Docker is unreachable: a failure when
 // Required, a skip otherwise.
