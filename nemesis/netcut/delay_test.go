@@ -2,14 +2,11 @@ package netcut
 
 import (
 	"bufio"
-	"encoding/binary"
 	"io"
 	"net"
 	"net/netip"
 	"runtime"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,43 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/fencecheck/fencecheck/nemesis/netcut/timedtest"
 )
 
-// arrivals is what a receiving socket saw: each datagram's one-way time
-// (its send time is in it) and its sequence number, in arrival order.
-type arrivals struct {
-	mu    sync.Mutex
-	took  []time.Duration
-	order []uint32
-}
-
-func (a *arrivals) reset() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.took, a.order = nil, nil
-}
-
-// stats: the median one-way time, the spread (90th minus 10th percentile),
-// how many arrived, and how many arrived after a later-sent one.
-func (a *arrivals) stats() (median, spread time.Duration, n, reordered int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	took := slices.Clone(a.took)
-	slices.Sort(took)
-	if len(took) == 0 {
-		return 0, 0, 0, 0
-	}
-	var highest uint32
-	for i, s := range a.order {
-		if i > 0 && s < highest {
-			reordered++
-		}
-		highest = max(highest, s)
-	}
-	return took[len(took)/2], took[len(took)*9/10] - took[len(took)/10], len(took), reordered
-}
-
-func timedListener(t *testing.T, ns int, addr string) (string, *arrivals) {
+func timedListener(t *testing.T, ns int, addr string) (string, *timedtest.Arrivals) {
 	t.Helper()
 	var pc net.PacketConn
 	var err error
@@ -64,29 +29,10 @@ func timedListener(t *testing.T, ns int, addr string) (string, *arrivals) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { pc.Close() })
-	a := &arrivals{}
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n < 12 {
-				continue
-			}
-			sent := time.Unix(0, int64(binary.BigEndian.Uint64(buf[4:12])))
-			a.mu.Lock()
-			a.took = append(a.took, time.Since(sent))
-			a.order = append(a.order, binary.BigEndian.Uint32(buf))
-			a.mu.Unlock()
-		}
-	}()
-	return pc.LocalAddr().String(), a
+	return pc.LocalAddr().String(), timedtest.Receive(pc)
 }
 
-// sendTimed sends n datagrams, gap apart, each with its sequence number and
-// send time, from inside ns to addr.
+// sendTimed sends n timed datagrams, gap apart, from inside ns to addr.
 func sendTimed(t *testing.T, ns int, addr string, n int, gap time.Duration) {
 	t.Helper()
 	var err error
@@ -99,13 +45,7 @@ func sendTimed(t *testing.T, ns int, addr string, n int, gap time.Duration) {
 			return
 		}
 		defer c.Close()
-		buf := make([]byte, 12)
-		for i := range n {
-			binary.BigEndian.PutUint32(buf, uint32(i))
-			binary.BigEndian.PutUint64(buf[4:], uint64(time.Now().UnixNano()))
-			_, _ = c.Write(buf)
-			time.Sleep(gap)
-		}
+		timedtest.Send(c, n, gap)
 	})
 	require.NoError(t, err)
 }
@@ -125,7 +65,7 @@ func TestDelayHoldsPacketsForTheDelayWithJitter(t *testing.T) {
 	const n = 300
 	sendTimed(t, ns, slow, n, 2*time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
-	before, _, got, reordered := at.stats()
+	before, _, got, reordered := at.Stats()
 	require.Equal(t, n, got)
 	require.Less(t, before, 5*time.Millisecond)
 	require.Zero(t, reordered)
@@ -135,18 +75,18 @@ func TestDelayHoldsPacketsForTheDelayWithJitter(t *testing.T) {
 	t.Cleanup(func() { d.Close() })
 	require.NoError(t, SetDelayIn(conn, DelayTable, Delay{Peers: []netip.Addr{netip.MustParseAddr("127.0.0.2")},
 		Mean: 100 * time.Millisecond, Jitter: 40 * time.Millisecond}))
-	at.reset()
+	at.Reset()
 	sendTimed(t, ns, slow, n, 2*time.Millisecond)
 	sendTimed(t, ns, fast, n, time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	median, spread, got, reordered := at.stats()
+	median, spread, got, reordered := at.Stats()
 	t.Logf("100 ms ± 40 ms: median one-way %v, spread (p10-p90) %v, %d of %d arrived, %d out of order",
 		median.Round(time.Millisecond), spread.Round(time.Millisecond), got, n, reordered)
 	assert.Equal(t, n, got, "nothing lost")
 	assert.InDelta(t, 100, median.Milliseconds(), 15, "about the mean")
 	assert.InDelta(t, 64, spread.Milliseconds(), 20, "about the jitter's spread")
 	assert.Greater(t, reordered, n/4, "jitter over the gap reorders")
-	otherMedian, _, otherGot, _ := atOther.stats()
+	otherMedian, _, otherGot, _ := atOther.Stats()
 	assert.Equal(t, n, otherGot)
 	assert.Less(t, otherMedian, 5*time.Millisecond, "another address is not delayed")
 
@@ -157,10 +97,10 @@ func TestDelayHoldsPacketsForTheDelayWithJitter(t *testing.T) {
 	require.NoError(t, d.Close())
 	assert.Zero(t, d.Held())
 	time.Sleep(50 * time.Millisecond)
-	at.reset()
+	at.Reset()
 	sendTimed(t, ns, slow, n, time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
-	median, _, got, reordered = at.stats()
+	median, _, got, reordered = at.Stats()
 	assert.Equal(t, n, got)
 	assert.Less(t, median, 5*time.Millisecond, "healed")
 	assert.Zero(t, reordered)
@@ -179,7 +119,7 @@ func TestDelayWithoutADelayerBypasses(t *testing.T) {
 	require.NoError(t, SetDelayIn(conn, DelayTable, Delay{Peers: []netip.Addr{netip.MustParseAddr("127.0.0.2")}, Mean: time.Second}))
 	sendTimed(t, ns, slow, 50, time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
-	median, _, got, _ := at.stats()
+	median, _, got, _ := at.Stats()
 	assert.Equal(t, 50, got)
 	assert.Less(t, median, 5*time.Millisecond)
 }
@@ -216,7 +156,7 @@ func TestServeDelay(t *testing.T) {
 	assert.Equal(t, "ok "+DelayCounts(1, 80*time.Millisecond, 0), ask(DelayCommand(80*time.Millisecond, 0, []string{"127.0.0.2"})))
 	sendTimed(t, ns, slow, 50, time.Millisecond)
 	time.Sleep(150 * time.Millisecond)
-	median, _, got, _ := at.stats()
+	median, _, got, _ := at.Stats()
 	assert.Equal(t, 50, got)
 	assert.InDelta(t, 80, median.Milliseconds(), 10)
 	require.NoError(t, pw.Close())
