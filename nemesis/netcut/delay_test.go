@@ -20,34 +20,22 @@ import (
 
 func timedListener(t *testing.T, ns int, addr string) (string, *timedtest.Arrivals) {
 	t.Helper()
-	var pc net.PacketConn
-	var err error
-	inThread(func() {
-		if err = unix.Setns(ns, unix.CLONE_NEWNET); err == nil {
-			pc, err = net.ListenPacket("udp", addr)
-		}
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
+	pc := packetConnIn(t, ns, addr)
 	return pc.LocalAddr().String(), timedtest.Receive(pc)
 }
 
 // sendTimed sends n timed datagrams, gap apart, from inside ns to addr.
 func sendTimed(t *testing.T, ns int, addr string, n int, gap time.Duration) {
 	t.Helper()
-	var err error
-	inThread(func() {
-		if err = unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
-			return
-		}
-		var c net.Conn
-		if c, err = net.Dial("udp", addr); err != nil {
-			return
+	inNS(t, ns, func() error {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			return err
 		}
 		defer c.Close()
 		timedtest.Send(c, n, gap)
+		return nil
 	})
-	require.NoError(t, err)
 }
 
 // The delay measured from the receiving socket: with 100 ms ± 40 ms on the

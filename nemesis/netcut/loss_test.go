@@ -1,8 +1,6 @@
 package netcut
 
 import (
-	"bufio"
-	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // received sends n datagrams from inside namespace ns to addr (a listener
@@ -21,29 +18,23 @@ import (
 func received(t *testing.T, ns int, addr string, got *atomic.Int64, n int) int {
 	t.Helper()
 	before := got.Load()
-	var err error
-	inThread(func() {
-		if err = unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
-			return
-		}
-		var c net.Conn
-		if c, err = net.Dial("udp", addr); err != nil {
-			return
+	inNS(t, ns, func() error {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			return err
 		}
 		defer c.Close()
 		for i := range n {
-			if _, err = c.Write([]byte("x")); err != nil {
-				// A dropped datagram is a send error (EPERM) on the
-				// output hook: lost as a netem loss would lose it.
-				err = nil
-			}
+			// A dropped datagram is a send error (EPERM) on the output
+			// hook: lost as a netem loss would lose it.
+			_, _ = c.Write([]byte("x"))
 			if i%100 == 99 {
 				// Paced, so the listener's buffer never overflows.
 				time.Sleep(2 * time.Millisecond)
 			}
 		}
+		return nil
 	})
-	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond)
 	return int(got.Load() - before)
 }
@@ -51,15 +42,7 @@ func received(t *testing.T, ns int, addr string, got *atomic.Int64, n int) int {
 // countDatagrams listens for UDP on addr inside ns and counts what arrives.
 func countDatagrams(t *testing.T, ns int, addr string) (string, *atomic.Int64) {
 	t.Helper()
-	var pc net.PacketConn
-	var err error
-	inThread(func() {
-		if err = unix.Setns(ns, unix.CLONE_NEWNET); err == nil {
-			pc, err = net.ListenPacket("udp", addr)
-		}
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
+	pc := packetConnIn(t, ns, addr)
 	var got atomic.Int64
 	go func() {
 		buf := make([]byte, 64)
@@ -124,18 +107,7 @@ func TestServeLose(t *testing.T) {
 	ns := newNetNS(t)
 	conn, err := nftables.New(nftables.WithNetNSFd(ns))
 	require.NoError(t, err)
-	pr, pw := io.Pipe()
-	out, ow := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- Serve(pr, ow, conn); ow.Close() }()
-	lines := bufio.NewScanner(out)
-	ask := func(cmd string) string {
-		t.Helper()
-		_, err := io.WriteString(pw, cmd+"\n")
-		require.NoError(t, err)
-		require.True(t, lines.Scan(), "no answer to %q", cmd)
-		return lines.Text()
-	}
+	ask, quit := askServe(t, conn)
 	assert.Equal(t, "ok "+LossCounts(2, 25), ask(LossCommand(25, []string{"10.213.0.12", "10.213.0.11"})))
 	assert.Equal(t, "ok dropping=1", ask("drop 10.213.0.13"))
 	assert.True(t, strings.HasPrefix(ask("lose 200 10.213.0.12"), "error \"200\" is not a percentage"))
@@ -147,8 +119,7 @@ func TestServeLose(t *testing.T) {
 	assert.Equal(t, 25, l.Percent, "a bad command changes nothing")
 	assert.Len(t, l.Peers, 2)
 	// The harness goes away: the helper heals the loss too.
-	require.NoError(t, pw.Close())
-	require.NoError(t, <-done)
+	require.NoError(t, quit())
 	l, err = LossOf(conn, LossTable)
 	require.NoError(t, err)
 	assert.Equal(t, Loss{}, l)

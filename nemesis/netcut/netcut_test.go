@@ -55,6 +55,53 @@ func inThread(fn func()) {
 	<-done
 }
 
+// inNS runs fn on a thread of its own in namespace ns.
+func inNS(t *testing.T, ns int, fn func() error) {
+	t.Helper()
+	var err error
+	inThread(func() {
+		if err = unix.Setns(ns, unix.CLONE_NEWNET); err == nil {
+			err = fn()
+		}
+	})
+	require.NoError(t, err)
+}
+
+// packetConnIn listens for UDP on addr inside ns, closed with the test.
+func packetConnIn(t *testing.T, ns int, addr string) net.PacketConn {
+	t.Helper()
+	var pc net.PacketConn
+	inNS(t, ns, func() (err error) {
+		pc, err = net.ListenPacket("udp", addr)
+		return err
+	})
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// askServe runs Serve on conn as the harness's helper would: ask sends a
+// command line and returns the answer; quit closes its input (the harness
+// going away) and returns what Serve returned.
+func askServe(t *testing.T, conn *nftables.Conn) (ask func(string) string, quit func() error) {
+	pr, pw := io.Pipe()
+	out, ow := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Serve(pr, ow, conn); ow.Close() }()
+	lines := bufio.NewScanner(out)
+	ask = func(cmd string) string {
+		t.Helper()
+		_, err := io.WriteString(pw, cmd+"\n")
+		require.NoError(t, err)
+		require.True(t, lines.Scan(), "no answer to %q", cmd)
+		return lines.Text()
+	}
+	quit = func() error {
+		require.NoError(t, pw.Close())
+		return <-done
+	}
+	return ask, quit
+}
+
 func loopbackUp() error {
 	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -159,18 +206,7 @@ func TestServe(t *testing.T) {
 	ns := newNetNS(t)
 	conn, err := nftables.New(nftables.WithNetNSFd(ns))
 	require.NoError(t, err)
-	pr, pw := io.Pipe()
-	out, ow := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- Serve(pr, ow, conn); ow.Close() }()
-	lines := bufio.NewScanner(out)
-	ask := func(cmd string) string {
-		t.Helper()
-		_, err := io.WriteString(pw, cmd+"\n")
-		require.NoError(t, err)
-		require.True(t, lines.Scan(), "no answer to %q", cmd)
-		return lines.Text()
-	}
+	ask, quit := askServe(t, conn)
 	assert.Equal(t, "ok dropping=", ask("status"))
 	assert.Equal(t, "ok dropping=2", ask("drop 10.213.0.12 10.213.0.11"))
 	assert.Equal(t, "ok dropping=10.213.0.11,10.213.0.12", ask("status"))
@@ -182,8 +218,7 @@ func TestServe(t *testing.T) {
 	assert.Equal(t, "ok dropping=10.213.0.13 to=10.213.0.14,10.213.0.15", ask("status"))
 	assert.Equal(t, "ok dropping=0 to=1", ask(Command(nil, []string{"10.213.0.14"})))
 	// The harness goes away: the helper heals before it returns.
-	require.NoError(t, pw.Close())
-	require.NoError(t, <-done)
+	require.NoError(t, quit())
 	got, err := Dropping(conn)
 	require.NoError(t, err)
 	assert.Empty(t, got)
