@@ -220,6 +220,16 @@ type DurabilityProber interface {
 	UnsyncedWrites(ctx context.Context, node string) (lazyfs.Loss, error)
 }
 
+// FsyncCutter is a PowerCutter whose layer can take the power at a node's
+// next fsync (lazyfs.Mount.ArmCut): ArmPowerCut arms it for window, and the
+// CutPower that follows drops what that fsync was to make durable
+// (Loss.AtFsync says whether one came). A cut sent from outside lands
+// milliseconds after an acknowledgement, past the fsync a system that
+// answers first makes right after; armed, it lands on that fsync.
+type FsyncCutter interface {
+	ArmPowerCut(ctx context.Context, node string, window time.Duration) error
+}
+
 // CrashStater is a PowerCutter that can leave part of what was not made
 // durable, as a disk does (lazyfs.CrashModes: pages written back, writes
 // torn): CutPowerAs is CutPower in crash state cs.

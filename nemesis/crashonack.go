@@ -59,6 +59,11 @@ var ackKinds = []string{history.Acquire, history.Write, history.Release}
 // and then fsyncs is a few milliseconds (an fsync's time).
 const ackDelayMax = 3 * time.Millisecond
 
+// armWindow is how long a cut armed on the layer waits for an fsync: the
+// cut sent from here follows within the delay, so the window only has to
+// outlast it.
+const armWindow = time.Second
+
 // ackWait bounds the wait for the trigger: a node that answers no such
 // operation meanwhile (a member behind an adapter, an idle key space) is
 // crashed anyway, and the event says the crash was not timed.
@@ -147,6 +152,15 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 	if params.AnyNode {
 		details["any_node"] = true
 	}
+	// A power cut armed on the layer lands on the node's first fsync
+	// from now, which in a system that answers before it syncs is the one
+	// that was to make what it answered durable; the cut sent at the
+	// delay's end takes the power if no fsync came first.
+	if fc, ok := env.Target.(FsyncCutter); ok && params.Crash == CrashPower {
+		if err := fc.ArmPowerCut(ctx, node, armWindow); err == nil {
+			details["armed"] = true
+		}
+	}
 	// What the layer held at the acknowledgement: the proof the crash
 	// landed where durability was at stake (0: it tested nothing). Read
 	// within the delay, not after it.
@@ -171,6 +185,9 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 			return nil, applyFailed(params.Crash, []string{node}, err)
 		}
 		details["lost_files"], details["lost_entries"] = loss.Files, loss.Entries
+		if loss.AtFsync {
+			details["at_fsync"] = true
+		}
 	default:
 		if err := rs.KillNode(ctx, node); err != nil {
 			return nil, applyFailed(params.Crash, []string{node}, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,50 @@ func TestCrashesAimAtUnsyncedWrites(t *testing.T) {
 		assert.False(t, c.Params.(*ackCrash).AnyNode)
 	}
 	assert.True(t, seen["n1"] && seen["store"], "both nodes drawn: %v", seen)
+}
+
+// armingStore is storeBehind whose layer can take the power at the next
+// fsync; its log says in what order the cut was armed and sent.
+type armingStore struct {
+	*storeBehind
+	log []string
+}
+
+func (s *armingStore) ArmPowerCut(_ context.Context, node string, window time.Duration) error {
+	s.log = append(s.log, "arm "+node+" "+window.String())
+	return nil
+}
+func (s *armingStore) CutPower(ctx context.Context, node string) (lazyfs.Loss, error) {
+	s.log = append(s.log, "cut "+node)
+	loss, err := s.storeBehind.CutPower(ctx, node)
+	loss.AtFsync = true
+	return loss, err
+}
+
+// A power cut on an acknowledgement is armed on the node's layer first, so
+// it lands on the node's next fsync; the fault says it was armed and that
+// the cut met an fsync. A kill is not armed.
+func TestCrashOnAckArmsThePowerCutOnTheLayer(t *testing.T) {
+	var buf bytes.Buffer
+	rec := history.NewRecorder(&buf)
+	acks := history.NewAcks()
+	rec.Listen(acks.Observe)
+	s := &armingStore{storeBehind: &storeBehind{answering: &answering{rec: rec}, unsynced: map[string]lazyfs.Loss{"store": {Files: 1}}}}
+	env := &Env{Target: s, Acks: acks}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.serve(ctx)
+	p := Plan{Nodes: []string{"store"}, TakesOver: true, Outage: true, Params: &ackCrash{Crash: CrashPower, After: history.Write, AnyNode: true}}
+	f, err := crashOnAck{}.Start(ctx, env, p)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"arm store " + armWindow.String(), "cut store"}, s.log)
+	assert.Equal(t, true, f.Details["armed"])
+	assert.Equal(t, true, f.Details["at_fsync"])
+
+	s.log = nil
+	p.Params = &ackCrash{Crash: CrashKill, After: history.Write, AnyNode: true}
+	f, err = crashOnAck{}.Start(ctx, env, p)
+	require.NoError(t, err)
+	assert.Empty(t, s.log, "a kill arms nothing and cuts no power")
+	assert.Nil(t, f.Details["armed"])
 }

@@ -94,6 +94,7 @@ var _ interface {
 	nemesis.PowerCutter
 	nemesis.PowerExplainer
 	nemesis.DurabilityProber
+	nemesis.FsyncCutter
 } = (*Cluster)(nil)
 
 // New checks the table and returns its cluster; nothing runs until Start.

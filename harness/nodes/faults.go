@@ -172,6 +172,25 @@ func (c *Cluster) UnsyncedWrites(_ context.Context, name string) (lazyfs.Loss, e
 	return d.Pending()
 }
 
+// cutDisk is a layer that can take the power at the next fsync.
+type cutDisk interface {
+	ArmCut(window time.Duration) error
+}
+
+// ArmPowerCut implements nemesis.FsyncCutter: node's layer takes the power
+// at its next fsync within window; CutPower follows.
+func (c *Cluster) ArmPowerCut(_ context.Context, name string, window time.Duration) error {
+	m, err := c.startedNode(name)
+	if err != nil {
+		return err
+	}
+	d, ok := m.disk.(cutDisk)
+	if !ok {
+		return fmt.Errorf("node %s's data is not on a lazyfs layer", name)
+	}
+	return d.ArmCut(window)
+}
+
 // crashDisk is a layer that can leave part of the unsynced writes (the
 // layer on this machine; a host's agent cannot yet).
 type crashDisk interface {

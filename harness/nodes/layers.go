@@ -108,6 +108,12 @@ func (d *agentDisk) PowerLossAs(cs lazyfs.CrashState) (lazyfs.Loss, error) {
 	return resp.Loss, err
 }
 
+// ArmCut arms a power cut at the next fsync within window.
+func (d *agentDisk) ArmCut(window time.Duration) error {
+	_, err := d.call(hostagent.Request{Op: hostagent.OpArmCut, Window: window})
+	return err
+}
+
 // Pending is what a power loss would drop now.
 func (d *agentDisk) Pending() (lazyfs.Loss, error) {
 	resp, err := d.call(hostagent.Request{Op: hostagent.OpPending})

@@ -339,6 +339,10 @@ func (h *hostDisk) PowerLoss() (lazyfs.Loss, error) {
 	resp, err := h.a.call(context.Background(), hostagent.Request{Op: hostagent.OpPowerLoss, Node: h.node})
 	return resp.Loss, err
 }
+func (h *hostDisk) ArmCut(window time.Duration) error {
+	_, err := h.a.call(context.Background(), hostagent.Request{Op: hostagent.OpArmCut, Node: h.node, Window: window})
+	return err
+}
 func (h *hostDisk) Pending() (lazyfs.Loss, error) {
 	resp, err := h.a.call(context.Background(), hostagent.Request{Op: hostagent.OpPending, Node: h.node})
 	return resp.Loss, err

@@ -88,6 +88,11 @@ func (n *node) do(req Request) Response {
 		if d, err = n.layerOf(); err == nil {
 			resp.Loss = d.Pending()
 		}
+	case OpArmCut:
+		var d *lazyfs.Mount
+		if d, err = n.layerOf(); err == nil {
+			err = d.ArmCut(req.Window)
+		}
 	case OpDiskFaults:
 		var d *lazyfs.Mount
 		if d, err = n.layerOf(); err == nil && req.Faults != nil {

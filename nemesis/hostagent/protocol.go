@@ -48,6 +48,7 @@ const (
 	OpWipe       = "wipe"       // empty the node's data, files written again
 	OpPowerLoss  = "power-loss" // drop what was not fsynced (Crash: keep part of it) -> Loss
 	OpPending    = "pending"    // what a power loss would drop now -> Loss
+	OpArmCut     = "arm-cut"    // the power goes at the next fsync within Window (a power-loss follows)
 	OpDiskFaults = "disk-faults"
 	OpCorrupt    = "corrupt"    // damage one durable file -> Corrupted
 	OpUnmount    = "unmount"    // take the layer down
@@ -80,6 +81,8 @@ type Request struct {
 	Signal string `json:"signal,omitempty"`
 	// terminate
 	Grace time.Duration `json:"grace_ns,omitempty"`
+	// arm-cut
+	Window time.Duration `json:"window_ns,omitempty"`
 	// clock, clock-file
 	Offset time.Duration `json:"offset_ns,omitempty"`
 	// cut: Peers both ways, To one way (netcut.Cut)

@@ -64,6 +64,9 @@ type Loss struct {
 	// Kept is, under a crash state other than lose-all, how many pages of
 	// unsynced writes (and size changes) were on disk all the same.
 	Kept int `json:"kept,omitempty"`
+	// AtFsync: the loss was an armed cut (ArmCut) that met an fsync, so
+	// the power went the instant that fsync was asked for.
+	AtFsync bool `json:"at_fsync,omitempty"`
 }
 
 // Total is every file and entry dropped.
@@ -197,6 +200,7 @@ func (m *Mount) PowerLossAs(cs CrashState) (Loss, error) {
 	l.mu.Lock()
 	l.down = true // nothing more reaches the backing folder from this mount
 	loss := l.pendingLocked()
+	loss.AtFsync = l.releaseCutLocked()
 	kept, err := applyLocked(l.chooseLocked(cs))
 	loss.Kept = kept
 	l.mu.Unlock()
@@ -219,6 +223,7 @@ func (m *Mount) Unmount() error {
 	}
 	m.lfs.mu.Lock()
 	m.lfs.down = true
+	m.lfs.releaseCutLocked()
 	m.lfs.mu.Unlock()
 	return m.unmountLocked()
 }
@@ -237,6 +242,7 @@ func (m *Mount) Abort() error {
 	}
 	m.lfs.mu.Lock()
 	m.lfs.down = true
+	m.lfs.releaseCutLocked()
 	m.lfs.mu.Unlock()
 	mounts, err := layerMounts()
 	if err != nil {
@@ -306,6 +312,7 @@ type lfs struct {
 	seq    uint64
 	logged map[*fileNode]struct{}
 	faults Faults
+	cut    *fsyncCut // an armed power cut (cut.go)
 }
 
 func (l *lfs) orphanPath() string {

@@ -76,8 +76,9 @@ type Spec struct {
 
 // request is one line to the server.
 type request struct {
-	Op         string            `json:"op"` // pending, power-loss, faults, corrupt, unmount
+	Op         string            `json:"op"` // pending, power-loss, arm-cut, faults, corrupt, unmount
 	Crash      lazyfs.CrashState `json:"crash"`
+	Window     time.Duration     `json:"window_ns,omitempty"`
 	Faults     lazyfs.Faults     `json:"faults"`
 	Corruption lazyfs.Corruption `json:"corruption"`
 }
@@ -154,6 +155,8 @@ func Serve(spec Spec) error {
 				resp.Loss = m.Pending()
 			case "power-loss":
 				resp.Loss, err = m.PowerLossAs(req.Crash)
+			case "arm-cut":
+				err = m.ArmCut(req.Window)
 			case "faults":
 				m.SetFaults(req.Faults)
 			case "corrupt":
@@ -323,6 +326,13 @@ func (l *Layer) PowerLoss() (lazyfs.Loss, error) { return l.PowerLossAs(lazyfs.C
 func (l *Layer) PowerLossAs(cs lazyfs.CrashState) (lazyfs.Loss, error) {
 	resp, err := l.call(request{Op: "power-loss", Crash: cs})
 	return resp.Loss, err
+}
+
+// ArmCut arms a power cut for the next fsync within window
+// (lazyfs.Mount.ArmCut).
+func (l *Layer) ArmCut(window time.Duration) error {
+	_, err := l.call(request{Op: "arm-cut", Window: window})
+	return err
 }
 
 // SetFaults sets the disk's faults (lazyfs.Mount.SetFaults).
