@@ -152,3 +152,61 @@ func TestMarksKeepTheNewestAndTheNewestOlderToken(t *testing.T) {
 	assert.Equal(t, []string{"k"}, keys, "a key with one token accepted has no older one")
 	assert.Equal(t, []string{"4"}, tokens)
 }
+
+// After a restart the keys written last are read back at once, each by a
+// process of its own, so that a write answered and then lost to the crash
+// shows as a stale read.
+func TestReadBacksAfterARestartReadTheKeysWrittenLast(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn := newFenceConn(false)
+	w, err := NewFenced(Config{Clients: 2, Keys: 2, TTL: 50 * time.Millisecond, OpTimeout: time.Second, Seed: 1,
+		Issuers: []Conn{conn}, Resources: []Conn{conn}, Profile: "steady"})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	rec := history.NewRecorder(&buf)
+	done := make(chan error)
+	go func() { done <- w.Run(ctx, rec) }()
+	time.Sleep(100 * time.Millisecond)
+	conn.hold.Lock()
+	time.Sleep(50 * time.Millisecond)
+	want := w.marks.recent(maxStragglers)
+	require.NotEmpty(t, want, "keys were written")
+	w.AfterRestart("n1")
+	w.stragglers.Wait()
+	conn.hold.Unlock()
+	cancel()
+	require.NoError(t, <-done)
+	require.NoError(t, rec.Close())
+	evs, err := history.ReadAll(&buf)
+	require.NoError(t, err)
+	var read []string
+	readers := map[int]bool{}
+	for _, e := range evs {
+		if e.F == history.Read && e.Type == history.Invoke {
+			if raw, ok := e.Extra[extraReadBack]; ok {
+				var node string
+				require.NoError(t, json.Unmarshal(raw, &node))
+				assert.Equal(t, "n1", node)
+				read = append(read, e.Key)
+				assert.False(t, readers[e.Process], "each read-back is a process of its own")
+				readers[e.Process] = true
+			}
+		}
+	}
+	assert.ElementsMatch(t, want, read, "the keys written last, each read back once")
+}
+
+// recent lists the keys by their last accepted write, the newest first.
+func TestMarksRecentListsTheNewestWritesFirst(t *testing.T) {
+	var m marks
+	m.accepted("a", "1")
+	time.Sleep(time.Millisecond)
+	m.accepted("b", "1")
+	time.Sleep(time.Millisecond)
+	m.accepted("c", "1")
+	time.Sleep(time.Millisecond)
+	m.accepted("a", "2")
+	assert.Equal(t, []string{"a", "c"}, m.recent(2))
+	assert.Equal(t, []string{"a", "c", "b"}, m.recent(10))
+}
