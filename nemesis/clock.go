@@ -159,6 +159,24 @@ func (clock) Draw(_ context.Context, env *Env, rng *rand.Rand) (Plan, error) {
 		OffsetsMS: []int64{a.Milliseconds(), b.Milliseconds()}, PeriodMS: period.Milliseconds()}}, nil
 }
 
+// stepsBackAtOnce: a clock fault on one of nodes that sets the clock back
+// as it starts (a step back) or within a period (a strobe between two
+// offsets), not only when it heals (a step forward goes back at its end,
+// seconds later).
+func stepsBackAtOnce(p Plan, nodes map[string]bool) bool {
+	cp, ok := p.Params.(*clockParams)
+	if !ok || !actsOn(p, nodes) {
+		return false
+	}
+	switch cp.Mode {
+	case "step":
+		return cp.OffsetMS < 0
+	case "strobe":
+		return len(cp.OffsetsMS) == 2 && cp.OffsetsMS[0] != cp.OffsetsMS[1]
+	}
+	return false
+}
+
 func (clock) CheckPlan(env *Env, p Plan) error {
 	cp, err := paramsOf[clockParams](p)
 	if err != nil {

@@ -61,7 +61,7 @@ func actsOn(p Plan, nodes map[string]bool) bool {
 var remedies = []remedy{
 	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
 	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
-	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
+	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true, hits: stepsBackAtOnce},
 	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
 	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
@@ -164,6 +164,8 @@ type aim struct {
 	nemesis Nemesis
 	nodes   map[string]bool
 	why     string
+	// situation is the one aimed at ("" for an unaimed turn).
+	situation string
 	// short: the fault's length is drawn from the shorter half of the
 	// nemesis's range (remedy.edge); long: from the longer half (a
 	// situation made while the fault lasts: a grant during a partition).
@@ -204,6 +206,7 @@ func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[
 	}
 	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
 		untried := slices.DeleteFunc(slices.Clone(best), func(a aim) bool { return tried[a.nemesis.Name()] > 0 })
+		untried = rarest(untried, append(slices.Clone(free), aimOnly...))
 		if len(untried) > 0 {
 			a := untried[rng.IntN(len(untried))]
 			a.why = "first turn, aimed: " + a.why
@@ -218,6 +221,32 @@ func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[
 		return best[rng.IntN(len(best))], true
 	}
 	return leastTried("no situation it can create is short")
+}
+
+// rarest keeps the aims whose situation the fewest of nemeses can create:
+// a nemesis's first turn goes to what only it creates (a crash timed by an
+// acknowledgement to the power cut on one, not to the restart that restart
+// creates too), and the nemeses with such a situation go first. Without
+// it, a first turn was drawn among all the aims, so the nemesis with the
+// most remedy lines (crash-on-ack, six) most often went first, as a kill.
+func rarest(aims []aim, nemeses []Nemesis) []aim {
+	makers := func(a aim) int {
+		var names []string
+		for _, r := range remedies {
+			if r.situation == a.situation && !slices.Contains(names, r.nemesis) &&
+				slices.ContainsFunc(nemeses, func(n Nemesis) bool { return n.Name() == r.nemesis }) {
+				names = append(names, r.nemesis)
+			}
+		}
+		return len(names)
+	}
+	fewest := -1
+	for _, a := range aims {
+		if m := makers(a); fewest < 0 || m < fewest {
+			fewest = m
+		}
+	}
+	return slices.DeleteFunc(aims, func(a aim) bool { return makers(a) > fewest })
 }
 
 // remedyAims are the aims at the situations furthest below target (short,
@@ -243,7 +272,7 @@ func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 			if hits == nil {
 				hits = actsOn
 			}
-			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits, plan: r.plan,
+			best = append(best, aim{nemesis: free[k], situation: r.situation, nodes: nodes, short: r.edge, long: !r.edge, hits: hits, plan: r.plan,
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
