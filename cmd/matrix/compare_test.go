@@ -14,7 +14,14 @@ import (
 // reference, whose bug runs first violate at the given times (-1: missed).
 func modeMatrix(t *testing.T, mode string, firsts []time.Duration) string {
 	t.Helper()
-	rows, err := selectRows([]string{"counter-in-memory", "reference"})
+	return rowMatrix(t, mode, "counter-in-memory", firsts, nil)
+}
+
+// rowMatrix is modeMatrix for the bug row named, whose runs' first faults
+// began at faults (nil: at 0).
+func rowMatrix(t *testing.T, mode, bug string, firsts, faults []time.Duration) string {
+	t.Helper()
+	rows, err := selectRows([]string{bug, "reference"})
 	require.NoError(t, err)
 	cfg := Config{Seeds: len(firsts), FirstSeed: 1, Time: 30 * time.Second, Parallel: 2, Nemesis: "all", NemesisMode: mode,
 		Command: "make matrix MODE=" + mode}
@@ -22,11 +29,14 @@ func modeMatrix(t *testing.T, mode string, firsts []time.Duration) string {
 		Started: time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC), Elapsed: time.Minute}
 	for i, d := range firsts {
 		seed := uint64(i + 1)
-		o := Outcome{Row: "counter-in-memory", Seed: seed, Exit: 0, Verdict: "valid", FirstInvalid: -1}
+		o := Outcome{Row: bug, Seed: seed, Exit: 0, Verdict: "valid", FirstInvalid: -1}
 		if d >= 0 {
 			o.Exit, o.Verdict, o.FirstInvalid = 1, "invalid", d
 		}
-		m.Outcomes["counter-in-memory"] = append(m.Outcomes["counter-in-memory"], o)
+		if faults != nil {
+			o.FirstFault = faults[i]
+		}
+		m.Outcomes[bug] = append(m.Outcomes[bug], o)
 		m.Outcomes["reference"] = append(m.Outcomes["reference"], Outcome{Row: "reference", Seed: seed, Exit: 0, Verdict: "valid", FirstInvalid: -1})
 	}
 	p := filepath.Join(t.TempDir(), mode+".json")
@@ -54,6 +64,45 @@ func TestCompareSideBySide(t *testing.T) {
 	assert.False(t, passed)
 	assert.Contains(t, md, "| `counter-in-memory` | 2/3 ⚠ | 3/3 | 6.0 s | 9.0 s | 0.67 ⚠ |")
 	assert.Contains(t, md, "**Result: does not meet the bar**")
+}
+
+// A bug the workload shows before any fault, in every run of both modes,
+// has no fault to guide: its ratio is noise and not held to the bar. Once
+// one run found it only after a fault, the bar holds again.
+func TestCompareSetsAsideWhatNoFaultTookPartIn(t *testing.T) {
+	ms := time.Millisecond
+	at := []time.Duration{1000 * ms, 1000 * ms, -1}
+	g, r, err := Compare(rowMatrix(t, "guided", "accept-equal", []time.Duration{110 * ms, 120 * ms, 100 * ms}, at),
+		rowMatrix(t, "random", "accept-equal", []time.Duration{100 * ms, 100 * ms, 90 * ms}, at))
+	require.NoError(t, err)
+	md, passed := CompareMarkdown(g, r, "")
+	assert.True(t, passed, md)
+	assert.Contains(t, md, "found before the first fault in every run (1.10: no fault to guide)")
+
+	g, r, err = Compare(rowMatrix(t, "guided", "accept-equal", []time.Duration{110 * ms, 1200 * ms, 100 * ms}, at),
+		rowMatrix(t, "random", "accept-equal", []time.Duration{100 * ms, 100 * ms, 90 * ms}, at))
+	require.NoError(t, err)
+	md, passed = CompareMarkdown(g, r, "")
+	assert.False(t, passed, md)
+	assert.Contains(t, md, "1.10 ⚠")
+}
+
+// Where half of random's median is sooner than the bug can show (a key
+// must sit idle first), guided is held to not being slower than random.
+func TestCompareHoldsAFloorBugToRandomsPace(t *testing.T) {
+	s := time.Second
+	g, r, err := Compare(rowMatrix(t, "guided", "forget-idle", []time.Duration{4 * s, 5 * s, 5 * s}, nil),
+		rowMatrix(t, "random", "forget-idle", []time.Duration{5 * s, 5 * s, 6 * s}, nil))
+	require.NoError(t, err)
+	md, passed := CompareMarkdown(g, r, "")
+	assert.True(t, passed, md)
+	assert.Contains(t, md, "1.00 (the bug cannot show before 3.0 s")
+	g, r, err = Compare(rowMatrix(t, "guided", "forget-idle", []time.Duration{6 * s, 6 * s, 7 * s}, nil),
+		rowMatrix(t, "random", "forget-idle", []time.Duration{5 * s, 5 * s, 6 * s}, nil))
+	require.NoError(t, err)
+	md, passed = CompareMarkdown(g, r, "")
+	assert.False(t, passed, md)
+	assert.Contains(t, md, "1.20 (the bug cannot show before 3.0 s, more than half of random's median: the bar is ≤ 1) ⚠")
 }
 
 func TestCompareRefusesUnlikeMatrices(t *testing.T) {

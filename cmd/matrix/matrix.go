@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencecheck/fencecheck/targets/memory"
 )
 
 // Row is one line of the matrix: a configuration of the memory reference,
@@ -46,6 +48,10 @@ type Row struct {
 	// SpecSealKey makes the reference seal and verify tokens (the spec
 	// declares them authenticated; the forger runs by default).
 	SpecSealKey string
+	// Floor is the earliest the bug can show by its own definition (a key
+	// must first sit idle that long): the guided-vs-random bar cannot ask
+	// for less.
+	Floor time.Duration
 }
 
 // Spec kinds of user-path rows.
@@ -77,8 +83,8 @@ var Rows = []Row{
 	// an older token, shows them; the second also needs the node left alone
 	// (no restart) for that long, as a server that keeps its timers in
 	// memory does.
-	{Name: "forget-idle", Bug: "forget-idle", Mode: "the resource forgets an idle key's high-water mark"},
-	{Name: "forget-idle-since-start", Bug: "forget-idle-since-start", Mode: "the same, its timers rebuilt at each start (a quiet idle period needed)"},
+	{Name: "forget-idle", Bug: "forget-idle", Mode: "the resource forgets an idle key's high-water mark", Floor: memory.ForgetIdleAfter},
+	{Name: "forget-idle-since-start", Bug: "forget-idle-since-start", Mode: "the same, its timers rebuilt at each start (a quiet idle period needed)", Floor: memory.ForgetIdleAfter},
 	// Written without fsync: a kill keeps it (the page cache), only a
 	// power loss (the lazyfs layer dropping what was never synced) shows it.
 	{Name: "counter-no-fsync", Bug: "counter-no-fsync", Nemesis: "power-loss", Needs: []string{"power-loss"},
@@ -228,7 +234,10 @@ type Outcome struct {
 	// Verdict, FirstInvalid (-1 if none) and Kinds come from results.json.
 	Verdict      string
 	FirstInvalid time.Duration
-	Kinds        map[string]int
+	// FirstFault is when the run's first fault began (-1: none), from
+	// results.json's faults.
+	FirstFault time.Duration
+	Kinds      map[string]int
 	AfterFault   string
 	// System is the system the run said it ran (results.json run.system);
 	// Metrics its numeric metrics (lease_overlaps, ...).
@@ -393,7 +402,7 @@ func (c Config) Args(r Row, seed uint64, store string) []string {
 }
 
 func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) Outcome {
-	o := Outcome{Row: r.Name, Seed: seed, FirstInvalid: -1, Exit: -1}
+	o := Outcome{Row: r.Name, Seed: seed, FirstInvalid: -1, FirstFault: -1, Exit: -1}
 	dir := filepath.Join(store, r.Name, strconv.FormatUint(seed, 10))
 	o.Dir = dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -440,6 +449,11 @@ func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) O
 	if res.AfterFault != nil {
 		o.AfterFault = res.AfterFault.Nemesis
 	}
+	for _, f := range res.Faults {
+		if at := time.Duration(f.Start); o.FirstFault < 0 || at < o.FirstFault {
+			o.FirstFault = at
+		}
+	}
 	o.System = res.Run.System
 	for k, v := range res.Metrics {
 		if f, ok := v.(float64); ok {
@@ -464,6 +478,9 @@ type results struct {
 		System string `json:"system"`
 	} `json:"run"`
 	Metrics map[string]any `json:"metrics"`
+	Faults  []struct {
+		Start int64 `json:"start_ns"`
+	} `json:"faults"`
 }
 
 // readResults finds the one results.json under a run's store folder.

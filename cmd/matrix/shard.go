@@ -143,8 +143,11 @@ type RunResult struct {
 	// AfterFault is the nemesis of the latest fault started before the
 	// first violation.
 	AfterFault string `json:"after_fault,omitempty"`
-	WallNS     int64  `json:"wall_ns"`
-	Error      string `json:"error,omitempty"`
+	// FirstFaultNS is when the run's first fault began (-1: no fault; null
+	// in a file written before it was kept).
+	FirstFaultNS *int64 `json:"first_fault_ns,omitempty"`
+	WallNS       int64  `json:"wall_ns"`
+	Error        string `json:"error,omitempty"`
 	// Dir is the run's store folder on the machine that ran it, when it
 	// was kept (--store or --keep).
 	Dir string `json:"dir,omitempty"`
@@ -218,6 +221,8 @@ func (m *Matrix) Results(b Build) ResultsFile {
 				ns := int64(o.FirstInvalid)
 				rr.FirstInvalidNS = &ns
 			}
+			ff := int64(max(o.FirstFault, -1))
+			rr.FirstFaultNS = &ff
 			f.Runs = append(f.Runs, rr)
 		}
 	}
@@ -238,6 +243,11 @@ func (o RunResult) outcome() Outcome {
 		AfterFault: o.AfterFault, Wall: time.Duration(o.WallNS), Err: o.Error, Dir: o.Dir}
 	if o.FirstInvalidNS != nil {
 		out.FirstInvalid = time.Duration(*o.FirstInvalidNS)
+	}
+	// A file without first faults (older) counts every run as having had
+	// one at its start, so no row is set aside on its account.
+	if o.FirstFaultNS != nil {
+		out.FirstFault = time.Duration(*o.FirstFaultNS)
 	}
 	return out
 }
