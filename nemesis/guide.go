@@ -78,6 +78,9 @@ var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.S
 	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond}
 
 const (
+	// clientsGap is the conductor's pause after starting a fault of the
+	// clients' own nemeses, which holds no node.
+	clientsGap = 20 * time.Millisecond
 	// minFault is the shortest fault worth starting before a phase ends.
 	minFault = 300 * time.Millisecond
 	// exploreOneIn: one draw in this many ignores coverage, so the
@@ -158,7 +161,12 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			// starts alone awaits its first turn: the live ones end,
 			// and its turn comes.
 			drain := extended && s.drainForAlone(conducted, free)
+			onClients := false
 			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
+				// A fault of the clients' own nemeses (a strip) holds
+				// no node: the next node fault need not wait a gap
+				// for it (it took the second turn of many a run).
+				onClients = !slices.Contains(conducted, a.nemesis)
 				// Each fault starts on its own goroutine: a start can
 				// take seconds (an etcd member replaced, a container
 				// restarted), and the conductor drew nothing meanwhile
@@ -173,7 +181,11 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 					s.conductOne(ctx, frng, a, end)
 				}()
 			}
-			if !sleep(ctx, between(rng, pl.gapMin, pl.gapMax)) {
+			gap := between(rng, pl.gapMin, pl.gapMax)
+			if onClients {
+				gap = clientsGap
+			}
+			if !sleep(ctx, gap) {
 				return
 			}
 		}
