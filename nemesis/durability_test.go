@@ -138,3 +138,77 @@ func TestCrashOnAckArmsThePowerCutOnTheLayer(t *testing.T) {
 	assert.Empty(t, s.log, "a kill arms nothing and cuts no power")
 	assert.Nil(t, f.Details["armed"])
 }
+
+// heldServer answers each request only once the power cut is armed on its
+// layer (answers: as a system that answers beside its fsync does) or never
+// once it is (as one that answers after its fsync, which the armed cut
+// holds).
+type heldServer struct {
+	*answering
+	answers bool
+	armed   chan struct{}
+	log     []string
+}
+
+func (h *heldServer) PowerNodes() []string { return []string{"n1"} }
+func (h *heldServer) ArmPowerCut(context.Context, string, time.Duration) error {
+	h.log = append(h.log, "arm")
+	close(h.armed)
+	return nil
+}
+func (h *heldServer) CutPower(context.Context, string) (lazyfs.Loss, error) {
+	h.log = append(h.log, "cut")
+	h.die("power")
+	return lazyfs.Loss{Files: 1, AtFsync: true}, nil
+}
+
+func (h *heldServer) serve(ctx context.Context) {
+	for i := 0; ctx.Err() == nil; i++ {
+		h.rec.Record(history.Event{Process: i, Type: history.Invoke, F: history.Write, Key: "k", Node: "n1"})
+		select {
+		case <-h.armed:
+			if h.answers {
+				h.rec.Record(history.Event{Process: i, Type: history.Ok, F: history.Write, Key: "k", Node: "n1"})
+			}
+			<-ctx.Done()
+			return
+		case <-time.After(20 * time.Millisecond):
+			h.rec.Record(history.Event{Process: i, Type: history.Ok, F: history.Write, Key: "k", Node: "n1"})
+		}
+	}
+}
+
+// The cut is armed as the request of the awaited acknowledgement is sent,
+// not after its answer: a system that answers while its fsync is held
+// answers after the arming (the crash is timed by that answer), and one
+// that answers only after its fsync is cut armedAckWait after the arming.
+func TestCrashOnAckArmsAtTheRequest(t *testing.T) {
+	for _, answers := range []bool{true, false} {
+		var buf bytes.Buffer
+		rec := history.NewRecorder(&buf)
+		acks := history.NewAcks()
+		rec.Listen(acks.Observe)
+		h := &heldServer{answering: &answering{rec: rec}, answers: answers, armed: make(chan struct{})}
+		env := &Env{Target: h, Acks: acks}
+		ctx, cancel := context.WithCancel(context.Background())
+		begun := make(chan struct{})
+		go func() {
+			close(begun)
+			h.serve(ctx)
+		}()
+		<-begun
+		t0 := time.Now()
+		f, err := crashOnAck{}.Start(ctx, env, Plan{Nodes: []string{"n1"}, TakesOver: true, Outage: true,
+			Params: &ackCrash{Crash: CrashPower, After: history.Write}})
+		took := time.Since(t0)
+		cancel()
+		require.NoError(t, err)
+		assert.Equal(t, []string{"arm", "cut"}, h.log)
+		assert.Equal(t, true, f.Details["armed"])
+		assert.Equal(t, answers, f.Details["timed"], "answers=%v", answers)
+		if !answers {
+			assert.GreaterOrEqual(t, took, armedAckWait, "no answer while the fsync is held: cut after the wait")
+			assert.Less(t, took, ackWait, "not the whole wait for an acknowledgement")
+		}
+	}
+}
