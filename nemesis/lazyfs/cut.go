@@ -52,9 +52,10 @@ func (m *Mount) ArmCut(window time.Duration) error {
 	return nil
 }
 
-// meetCut is called at the start of every fsync: when an armed cut is met
-// (or has fired), the power is out from now on, and the fsync is held,
-// then fails.
+// meetCut is called as every fsync is about to make its data durable
+// (after a slow disk's delay: an fsync under way when the power goes has
+// not completed): when an armed cut is met (or has fired), the power is out
+// from now on, and the fsync is held, then fails.
 func (l *lfs) meetCut() (syscall.Errno, bool) {
 	l.mu.Lock()
 	c := l.cut

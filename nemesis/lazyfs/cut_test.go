@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // TestArmedCutLandsOnTheNextFsync: a cut armed on the layer takes the power
@@ -92,4 +94,30 @@ func TestArmedCutExpires(t *testing.T) {
 	loss, err := m.PowerLoss()
 	require.NoError(t, err)
 	assert.False(t, loss.AtFsync)
+}
+
+// An fsync under way on a slow disk has not completed: a cut armed while it
+// waits lands on it, and what it was to make durable is lost.
+func TestArmedCutLandsOnAnFsyncUnderWay(t *testing.T) {
+	m := mountT(t, true)
+	d := m.Dir()
+	state := filepath.Join(d, "state")
+	writeFile(t, state, "v1", true)
+	syncDir(t, d)
+	require.NoError(t, m.SetFaults(lazyfs.Faults{FsyncDelay: 400 * time.Millisecond}))
+	f, err := os.OpenFile(state, os.O_WRONLY|os.O_TRUNC, 0o644)
+	require.NoError(t, err)
+	_, err = f.WriteString("v2, its fsync slow")
+	require.NoError(t, err)
+	synced := make(chan error, 1)
+	go func() { synced <- f.Sync() }()
+	time.Sleep(100 * time.Millisecond) // the fsync is in the disk's delay
+	require.NoError(t, m.ArmCut(5*time.Second))
+	assert.Error(t, <-synced, "the fsync under way met the cut")
+	require.NoError(t, f.Close())
+	loss, err := m.PowerLoss()
+	require.NoError(t, err)
+	assert.True(t, loss.AtFsync)
+	got, _ := content(t, filepath.Join(m.Backing(), "state"))
+	assert.Equal(t, "v1", got)
 }

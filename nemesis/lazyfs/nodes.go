@@ -244,10 +244,10 @@ func (d *dirNode) Rename(_ context.Context, name string, newParent fs.InodeEmbed
 
 // Fsync of a folder makes its current entries durable.
 func (d *dirNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
+	d.lfs.fsyncDelay()
 	if e, cut := d.lfs.meetCut(); cut {
 		return e
 	}
-	d.lfs.fsyncDelay()
 	d.lfs.mu.Lock()
 	defer d.lfs.mu.Unlock()
 	if d.lfs.down {
@@ -550,10 +550,10 @@ func (f *fileNode) Statfs(_ context.Context, out *fuse.StatfsOut) syscall.Errno 
 // Fsync makes the file's data durable: written to its backing file (an
 // orphan while it has no durable name) and synced there.
 func (f *fileNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
+	f.lfs.fsyncDelay()
 	if e, cut := f.lfs.meetCut(); cut {
 		return e
 	}
-	f.lfs.fsyncDelay()
 	f.lfs.mu.Lock()
 	defer f.lfs.mu.Unlock()
 	if f.lfs.down {
