@@ -352,3 +352,4 @@ func TestFastChecker(t *testing.T) {
 	res = c.Check(ctx, history.OpsOf(ops), reject)
 	assert.Equal(t, checkers.Unknown, res[0].Verdict)
 }
+
