@@ -352,4 +352,3 @@ func TestFastChecker(t *testing.T) {
 	res = c.Check(ctx, history.OpsOf(ops), reject)
 	assert.Equal(t, checkers.Unknown, res[0].Verdict)
 }
-
