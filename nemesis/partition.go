@@ -423,7 +423,15 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 			// One side of the replicas cannot reach the other, which
 			// still reaches it: a failover that trusts one direction. As
 			// likely as the split itself: each is a cut real replicas meet.
-			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: [][]string{a, b}, oneWay: true, weight: 12})
+			// Where the target names its leader among them, the side that
+			// cannot reach is the one without it: a follower that fails
+			// over while its leader still reaches it (the leader's own
+			// loss of either direction is leader-one-way's).
+			g := [][]string{a, b}
+			if slices.Contains(a, leader) {
+				g = [][]string{b, a}
+			}
+			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: g, oneWay: true, weight: 12})
 		}
 	}
 	for i := range plans {
