@@ -324,8 +324,8 @@ func coverage(in coverageInput) *Coverage {
 	c.add("split-brain", "split brain (two issuers)",
 		newSituation(SitIssuersSeparated, "issuer replicas were partitioned apart while locks were granted",
 			in.replicasNA(issuerNodes, false), sn, sex, in.faultMissing(nemesis.Partition, "no partition separated the issuer's replicas while a lock was granted")),
-		newSituation(SitIssuersOneWay, "an issuer replica could not reach another that still reached it, while locks were granted",
-			in.replicasNA(issuerNodes, true), on, oex, in.faultMissing(nemesis.Partition, "no one-way cut kept an issuer replica from reaching another that still reached it while a lock was granted")))
+		newSituation(SitIssuersOneWay, "an issuer replica could not reach another that still reached it (the leader, where the cut named one), while locks were granted",
+			in.replicasNA(issuerNodes, true), on, oex, in.faultMissing(nemesis.Partition, "no one-way cut kept an issuer replica from reaching another (the leader, where the cut named one) that still reached it while a lock was granted")))
 
 	// a token lost, a high-water mark forgotten.
 	var forgot []Situation

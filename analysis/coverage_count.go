@@ -419,21 +419,50 @@ func (h *opsIndex) separatedGrants(faults []Fault, issuers map[string]bool, oneW
 // (all nodes but the clients when issuers is nil) out of each other's
 // reach: on two sides of its groups, or, for a grudge (the majorities
 // ring), one unable to reach another. With oneWay, only a cut one way
-// counts: groups cut one way, or a grudge of a against b while b reaches a.
+// counts: groups cut one way, or a grudge of a against b while b reaches a;
+// and where the cut records the leader the target named as it was drawn
+// (one holding issuer state), only a replica that could not reach the
+// leader while the leader still reached it: the leader then keeps
+// granting, sure of that replica, while the replica may take over. The
+// other way the leader cannot reach the replica, the leader is the one
+// that notices.
 func separatesIssuers(f Fault, issuers map[string]bool, oneWay bool) bool {
 	holds := func(node string) bool { return issuers == nil && node != "clients" || issuers[node] }
+	var leader string
+	if oneWay && json.Unmarshal(f.Details["leader"], &leader) == nil && !holds(leader) {
+		leader = ""
+	}
+	// cutOff: a, holding issuer state, cannot reach b, holding it too
+	// (mutual: nor b a). One way: b reaches a, and is the leader when one
+	// is recorded.
+	cutOff := func(a, b string, mutual bool) bool {
+		if !holds(a) || !holds(b) || oneWay && mutual {
+			return false
+		}
+		return leader == "" || a != leader && b == leader
+	}
 	var groups [][]string
 	if json.Unmarshal(f.Details["groups"], &groups) == nil && len(groups) > 0 {
 		if oneWay && plainJSON(f.Details["one_way"]) != "true" {
 			return false
 		}
-		sides := 0
-		for _, g := range groups {
-			if slices.ContainsFunc(g, holds) {
-				sides++
+		// One way, the first group cannot reach the second; both ways,
+		// every group cannot reach every other.
+		for i, g := range groups {
+			for j, h := range groups {
+				if i == j || oneWay && i != 0 {
+					continue
+				}
+				for _, a := range g {
+					for _, b := range h {
+						if cutOff(a, b, !oneWay) {
+							return true
+						}
+					}
+				}
 			}
 		}
-		return sides >= 2
+		return false
 	}
 	var grudge map[string][]string
 	if json.Unmarshal(f.Details["grudge"], &grudge) != nil {
@@ -441,7 +470,7 @@ func separatesIssuers(f Fault, issuers map[string]bool, oneWay bool) bool {
 	}
 	for a, cut := range grudge {
 		for _, b := range cut {
-			if holds(a) && holds(b) && (!oneWay || !slices.Contains(grudge[b], a)) {
+			if cutOff(a, b, slices.Contains(grudge[b], a)) {
 				return true
 			}
 		}

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -242,6 +243,30 @@ func TestCoverageCountsIssuerReplicasSeparated(t *testing.T) {
 	assert.Empty(t, situation(t, c, SitIssuersOneWay).NotApplicable)
 	assert.Equal(t, 2, situation(t, c, SitIssuersOneWay).Count, "the one-way cut and the ring, not the cut both ways")
 	assert.Equal(t, 3, situation(t, c, SitIssuersSeparated).Count)
+}
+
+// Where a one-way cut records the leader the target named, it counts only
+// when a replica could not reach the leader while the leader still reached
+// it: the leader cut off from a replica, two followers cut one way, or a
+// cut both ways are still separations, not this situation.
+func TestCoverageCountsAOneWayCutTowardTheLeader(t *testing.T) {
+	nodes := []history.RunNode{{Name: "e1", Role: "etcd", Partition: true, OneWay: true}, {Name: "e2", Role: "etcd", Partition: true, OneWay: true},
+		{Name: "e3", Role: "etcd", Partition: true, OneWay: true}, {Name: "a1", Role: "adapter", Stateless: true}}
+	b := covRun(nodes, allNem, nil, 20000)
+	cut := func(at int64, details map[string]any) {
+		b.FaultWith("partition", "e1,e2,e3", at, at+1000, details)
+		b.OnProcess(1).Acquire("L", at+100, at+105, fmt.Sprint(at)).Release("L", fmt.Sprint(at), at+110, at+115)
+	}
+	cut(1000, map[string]any{"mode": "follower-one-way", "groups": [][]string{{"e1"}, {"e2"}}, "one_way": true, "leader": "e2"})
+	cut(3000, map[string]any{"mode": "leader-one-way", "groups": [][]string{{"e2"}, {"e1", "e3"}}, "one_way": true, "leader": "e2"})
+	cut(5000, map[string]any{"mode": "issuers-one-way", "groups": [][]string{{"e1"}, {"e3"}}, "one_way": true, "leader": "e2"})
+	cut(7000, map[string]any{"mode": "ring", "grudge": map[string][]string{"e1": {"e2"}, "e2": {"e3"}, "e3": {"e1"}}, "leader": "e2"})
+	cut(9000, map[string]any{"mode": "leader", "groups": [][]string{{"e1"}, {"e2", "e3"}}, "leader": "e1"})
+	cut(11000, map[string]any{"mode": "issuers-one-way", "groups": [][]string{{"e2"}, {"e1", "e3"}}, "one_way": true})
+	c := covCheck(t, b, checkers.Semantics{})
+	assert.Equal(t, 3, situation(t, c, SitIssuersOneWay).Count,
+		"e1 cut from the leader e2; the ring where e1 cannot reach e2, which reaches it; a cut with no leader recorded")
+	assert.Equal(t, 6, situation(t, c, SitIssuersSeparated).Count, "each separated replicas")
 }
 
 // A key idle for a while and then written with a token older than its

@@ -102,8 +102,13 @@ func (d disk) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) 
 		mode := []string{lazyfs.BitFlip, lazyfs.Truncate}[rng.IntN(2)]
 		return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: &diskFault{Mode: mode, Seed: rng.Uint64()}}, nil
 	}
-	nodes := diskNodes(env)
-	node := nodes[rng.IntN(len(nodes))].Name
+	// A slow or full disk does not take its node over, but it picks
+	// among the nodes no other fault holds: one that does (a cut that
+	// needs its two nodes answering in time, a frozen node) is waited for.
+	node, err := pickFree(ctx, env, rng, diskNodes(env))
+	if err != nil {
+		return Plan{}, err
+	}
 	if d.kind == DiskSlowName {
 		return Plan{Nodes: []string{node}, Params: &diskFault{Mode: DiskSlow, FsyncDelayMS: 20 + rng.Int64N(181)}}, nil
 	}

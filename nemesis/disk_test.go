@@ -105,3 +105,32 @@ func TestDiskFaultsShowOnTheMount(t *testing.T) {
 	}
 	assert.Error(t, disk{kind: DiskSlowName}.CheckPlan(env, Plan{Nodes: []string{"n1"}, Params: &diskFault{Mode: DiskFull}}), "disk-slow's mode is slow-fsync")
 }
+
+// twoDisks is a target of two nodes whose disks can be made slow or full;
+// only Draw is asked of it.
+type twoDisks struct{ DiskFaulter }
+
+func (twoDisks) Nodes() []Node       { return []Node{{Name: "n1"}, {Name: "n2"}} }
+func (twoDisks) DiskNodes() []string { return []string{"n1", "n2"} }
+
+// A slow or full disk does not take its node over, but waits for a node
+// another fault holds (a cut that needs its two nodes answering in time):
+// under all, a slow fsync on a follower cut from its leader made the
+// leader's confirmations time out, and the leader caught up at once.
+func TestASlowOrFullDiskPicksANodeNoFaultHolds(t *testing.T) {
+	env := &Env{Target: twoDisks{}, claims: newClaims()}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 3))
+	require.True(t, env.claims.claimAll([]string{"n1"}, 1))
+	for _, kind := range []string{DiskSlowName, DiskFullName} {
+		for range 20 {
+			p, err := disk{kind: kind}.Draw(ctx, env, rng)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"n2"}, p.Nodes, kind)
+			assert.False(t, p.TakesOver, kind)
+		}
+	}
+	require.True(t, env.claims.claimAll([]string{"n2"}, 2))
+	_, err := disk{kind: DiskSlowName}.Draw(ctx, env, rng)
+	assert.ErrorIs(t, err, ErrBusy)
+}

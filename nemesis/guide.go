@@ -343,9 +343,11 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 	var p Plan
 	var err error
 	for range aimTries {
+		err = errOwnDraw
 		if a.plan != nil {
 			p, err = a.plan(ctx, s.Env, rng, a.nodes)
-		} else {
+		}
+		if errors.Is(err, errOwnDraw) {
 			p, err = a.nemesis.Draw(ctx, s.Env, rng)
 		}
 		if err != nil {

@@ -452,6 +452,75 @@ func TestAPartitionSeparatesReplicasOnlyWhenItCutsOneFromAnother(t *testing.T) {
 	assert.False(t, separatesOneWay(plan(partitionParams{Grudge: map[string][]string{"e1": {"e2"}, "e2": {"e1"}}}), replicas), "a grudge each way")
 }
 
+// Aimed at a one-way cut of the issuer replicas where the target names its
+// leader, the guide cuts one follower from the leader and nothing else: the
+// follower cannot reach the leader, which still reaches it (what a failover
+// that trusts a failed connect needs). Where the target names none, the
+// partition draws its own one-way cuts, in either direction, as before.
+func TestAOneWayAimCutsAFollowerFromTheLeader(t *testing.T) {
+	ctx := context.Background()
+	c := &fakeGrudger{fakeCluster: fakeCluster{leader: "e2", nodes: []Node{
+		{Name: "e1", Role: "etcd"}, {Name: "e2", Role: "etcd"}, {Name: "e3", Role: "etcd"},
+		{Name: "a1", Role: "adapter", Stateless: true}}}}
+	env := &Env{Target: c}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{&partition{}})
+	cov := atTarget(map[string]int{"issuer-replicas-one-way": 0})
+	aimed := func(seed uint64) (Plan, *Fault, map[string][]string) {
+		t.Helper()
+		a := aimedFault(t, env, cov, []Nemesis{&partition{}})
+		p, err := s.drawAimed(ctx, a, rand.New(rand.NewPCG(seed, seed)))
+		require.NoError(t, err)
+		f, err := (&partition{}).Start(ctx, env, p)
+		require.NoError(t, err)
+		require.NoError(t, f.Stop(ctx))
+		return p, f, c.grudges[len(c.grudges)-1]
+	}
+	followers := map[string]bool{}
+	for seed := range uint64(30) {
+		p, f, g := aimed(seed)
+		assert.True(t, p.TakesOver, "no kill, freeze or power loss reconnects the two while the cut lasts")
+		assert.Equal(t, followerOneWay, f.Details["mode"])
+		assert.Equal(t, "e2", f.Details["leader"])
+		var cut []string
+		for a, bs := range g {
+			for _, b := range bs {
+				cut = append(cut, a+"->"+b)
+			}
+		}
+		require.Len(t, cut, 1, "one link cut, one way: %v", g)
+		require.True(t, strings.HasSuffix(cut[0], "->e2"), "a follower cannot reach the leader: %v", cut)
+		assert.True(t, reaches(g, "e2", strings.TrimSuffix(cut[0], "->e2")), "the leader still reaches it")
+		followers[strings.TrimSuffix(cut[0], "->e2")] = true
+	}
+	assert.Equal(t, map[string]bool{"e1": true, "e3": true}, followers, "either follower")
+
+	// A leader held by another fault is waited for.
+	require.True(t, env.claims.claimAll([]string{"e2"}, 99))
+	_, err := s.drawAimed(ctx, aimedFault(t, env, cov, []Nemesis{&partition{}}), rand.New(rand.NewPCG(1, 1)))
+	assert.ErrorIs(t, err, ErrBusy)
+	env.claims.release(99)
+
+	c.leader = ""
+	fromLeader, toLeader := false, false
+	for seed := range uint64(60) {
+		_, f, g := aimed(seed)
+		assert.NotEqual(t, followerOneWay, f.Details["mode"])
+		assert.NotContains(t, f.Details, "leader")
+		oneWay := false
+		for _, a := range []string{"e1", "e2", "e3"} {
+			for _, b := range []string{"e1", "e2", "e3"} {
+				oneWay = oneWay || !reaches(g, a, b) && reaches(g, b, a)
+			}
+		}
+		assert.True(t, oneWay, "the own draw still cuts replicas one way: %v", g)
+		for _, n := range []string{"e1", "e3"} {
+			fromLeader = fromLeader || !reaches(g, "e2", n) && reaches(g, n, "e2")
+			toLeader = toLeader || !reaches(g, n, "e2") && reaches(g, "e2", n)
+		}
+	}
+	assert.True(t, fromLeader && toLeader, "with no leader named, both directions are drawn")
+}
+
 // A calm phase whose idle probes still need it when it ends is held on for
 // them, as long as they say and at most maxCalmExtension, and recorded so.
 func TestACalmPhaseIsHeldOnForTheIdleProbes(t *testing.T) {

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -46,8 +47,13 @@ type remedy struct {
 	plan planMaker
 }
 
-// planMaker makes a remedy's plan on one of nodes.
+// planMaker makes a remedy's plan on one of nodes; errOwnDraw leaves it to
+// the nemesis's draw.
 type planMaker func(ctx context.Context, env *Env, rng *rand.Rand, nodes map[string]bool) (Plan, error)
+
+// errOwnDraw: a plan maker has no plan of its own for this target (a
+// leader-aware cut where no leader is named): the nemesis draws as usual.
+var errOwnDraw = errors.New("no aimed plan here: the nemesis draws its own")
 
 // actsOn is a plan that acts on one of nodes.
 func actsOn(p Plan, nodes map[string]bool) bool {
@@ -63,7 +69,7 @@ var remedies = []remedy{
 	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
 	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true, hits: stepsBackAtOnce},
 	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
-	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay},
+	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay, plan: cutFromLeader},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
 	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
 	// A crash on an acknowledgement is the same crash, timed where

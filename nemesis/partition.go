@@ -82,6 +82,9 @@ type partitionPlan struct {
 	// weight makes some plans likelier (splitting issuer replicas is the
 	// cut that split-brain bugs need).
 	weight int
+	// leader is the node the target named as its leader as the plan was
+	// drawn ("" when it names none).
+	leader string
 }
 
 // partitionParams: Groups are cut apart by the target's Partitioner, or
@@ -102,6 +105,10 @@ type partitionParams struct {
 	// a grudge each way is a cut both ways.
 	Grudge map[string][]string `json:"grudge,omitempty"`
 	Links  []string            `json:"links,omitempty"`
+	// Leader is the node the target named as its leader when the cut
+	// was drawn (a Leaderer's answer; it may have moved since): the
+	// analysis reads a one-way cut's direction by it.
+	Leader string `json:"leader,omitempty"`
 }
 
 // grudge is the cut pp makes between the target's nodes, as a Grudger
@@ -152,7 +159,7 @@ func (pt *partition) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, 
 		}
 		sort.Strings(nodes)
 		return Plan{Nodes: slices.Compact(nodes), Outage: true,
-			Params: &partitionParams{Mode: p.mode, Groups: p.groups, OneWay: p.oneWay, Bridge: p.bridge, Grudge: p.grudge}}, nil
+			Params: &partitionParams{Mode: p.mode, Groups: p.groups, OneWay: p.oneWay, Bridge: p.bridge, Grudge: p.grudge, Leader: p.leader}}, nil
 	}
 	return Plan{Nodes: linkTargets(env, p.links), Outage: true, Params: &partitionParams{Mode: p.mode, Links: p.links, OneWay: p.oneWay}}, nil
 }
@@ -226,6 +233,9 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		if pp.Grudge != nil {
 			details["grudge"] = pp.Grudge
 		}
+		if pp.Leader != "" {
+			details["leader"] = pp.Leader
+		}
 		return &Fault{Nodes: p.Nodes, Details: details,
 			Stop: func(ctx context.Context) error { return cutter.HealPartition(ctx) }}, nil
 	}
@@ -241,6 +251,9 @@ func (*partition) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		details["groups"] = pp.Groups
 		if pp.Bridge != "" {
 			details["bridge"] = pp.Bridge
+		}
+		if pp.Leader != "" {
+			details["leader"] = pp.Leader
 		}
 		return &Fault{Nodes: p.Nodes, Details: details,
 			Stop: func(ctx context.Context) error { return cutter.HealPartition(ctx) }}, nil
@@ -338,13 +351,15 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 	one := names[perm(len(names))[0]]
 	isolate("one", one, 2)
 	oneWayOf("one-way", one, 2)
-	if l, ok := env.Target.(Leaderer); ok && rng != nil {
+	leader := ""
+	if rng != nil {
+		leader = leaderAmong(ctx, env, names)
+	}
+	if leader != "" {
 		// A leader the target cannot cut (a node that shares its host with
 		// another that stands for it) gets no cut of its own.
-		if leader, err := l.Leader(ctx); err == nil && slices.Contains(names, leader) {
-			isolate("leader", leader, 2)
-			oneWayOf("leader-one-way", leader, 2)
-		}
+		isolate("leader", leader, 2)
+		oneWayOf("leader-one-way", leader, 2)
 	}
 	if len(names) >= 3 {
 		p := perm(len(names))
@@ -408,10 +423,76 @@ func nodePlans(ctx context.Context, env *Env, rng *rand.Rand) []partitionPlan {
 			// One side of the replicas cannot reach the other, which
 			// still reaches it: a failover that trusts one direction. As
 			// likely as the split itself: each is a cut real replicas meet.
-			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: [][]string{a, b}, oneWay: true, weight: 12})
+			// Where the target names its leader among them, the side that
+			// cannot reach is the one without it: a follower that fails
+			// over while its leader still reaches it (the leader's own
+			// loss of either direction is leader-one-way's).
+			g := [][]string{a, b}
+			if slices.Contains(a, leader) {
+				g = [][]string{b, a}
+			}
+			plans = append(plans, partitionPlan{mode: "issuers-one-way", groups: g, oneWay: true, weight: 12})
 		}
 	}
+	for i := range plans {
+		plans[i].leader = leader
+	}
 	return plans
+}
+
+// leaderAmong is the node the target names as its leader, when it is one
+// of names ("" otherwise, or when it names none).
+func leaderAmong(ctx context.Context, env *Env, names []string) string {
+	l, ok := env.Target.(Leaderer)
+	if !ok {
+		return ""
+	}
+	if leader, err := l.Leader(ctx); err == nil && slices.Contains(names, leader) {
+		return leader
+	}
+	return ""
+}
+
+// followerOneWay is the mode of cutFromLeader's cut.
+const followerOneWay = "follower-one-way"
+
+// cutFromLeader is the one-way cut a failover needs, on the replicas among
+// nodes: one of them that does not lead cannot reach the leader, which
+// still reaches it. The leader "can send but not receive": it keeps
+// granting, sure of its followers, while the follower it no longer answers
+// may take over (a follower that tells a dead leader by a failed connect).
+// The cut the other way, or between two followers, leaves the leader
+// hearing everyone. Where the target names no leader among nodes, or
+// cannot cut one way, the partition draws its own (errOwnDraw).
+//
+// The cut takes the two nodes over: a kill, a power loss, a freeze or a
+// disk fault of either while it lasts breaks the connection the leader
+// keeps to the follower (a leader back from a restart reconnects and
+// catches up; a new leader is another cut), which is the situation the cut
+// is for. Without it, under "all" the replicas of the memory target were
+// hit by one of those in most such cuts of a 30 s run.
+func cutFromLeader(ctx context.Context, env *Env, rng *rand.Rand, nodes map[string]bool) (Plan, error) {
+	if _, ok := env.Target.(Grudger); !ok {
+		return Plan{}, errOwnDraw
+	}
+	var names []string
+	for _, n := range partitionNodes(env) {
+		if nodes[n.Name] {
+			names = append(names, n.Name)
+		}
+	}
+	leader := leaderAmong(ctx, env, names)
+	followers := without(names, leader)
+	if leader == "" || len(followers) == 0 {
+		return Plan{}, errOwnDraw
+	}
+	followers = slices.DeleteFunc(followers, func(n string) bool { return !env.free(n) })
+	if !env.free(leader) || len(followers) == 0 {
+		return Plan{}, ErrBusy
+	}
+	f := followers[rng.IntN(len(followers))]
+	return Plan{Nodes: slices.Sorted(slices.Values([]string{f, leader})), TakesOver: true, Outage: true,
+		Params: &partitionParams{Mode: followerOneWay, Groups: [][]string{{f}, {leader}}, OneWay: true, Leader: leader}}, nil
 }
 
 func without(names []string, node string) []string {

@@ -329,6 +329,32 @@ func TestPartitionOneWayShapesAndTheMajoritiesRing(t *testing.T) {
 	assert.Len(t, directions, 2, "the leader both cannot reach and cannot be reached")
 }
 
+// Where the target names its leader among the issuer replicas, the
+// replicas' one-way cut keeps the side without it from reaching the side
+// with it; the leader still loses either direction in leader-one-way.
+func TestIssuersOneWayCutsTheFollowersFromTheLeader(t *testing.T) {
+	c := &fakeGrudger{fakeCluster: fakeCluster{leader: "issuer-b", nodes: []Node{
+		{Name: "issuer-a", Role: "issuer"}, {Name: "issuer-b", Role: "issuer"}, {Name: "issuer-c", Role: "issuer"}}}}
+	env := &Env{Target: c}
+	rng := rand.New(rand.NewPCG(5, 5))
+	seen, leaderWays := 0, map[bool]bool{}
+	for range 200 {
+		p, err := (&partition{}).Draw(context.Background(), env, rng)
+		require.NoError(t, err)
+		pp := p.Params.(*partitionParams)
+		assert.Equal(t, "issuer-b", pp.Leader, "every node cut records the leader")
+		switch pp.Mode {
+		case "issuers-one-way":
+			seen++
+			assert.Contains(t, pp.Groups[1], "issuer-b", "the side that cannot reach is the leader's followers: %v", pp.Groups)
+		case "leader-one-way":
+			leaderWays[pp.Groups[0][0] == "issuer-b"] = true
+		}
+	}
+	assert.Positive(t, seen)
+	assert.Len(t, leaderWays, 2, "the leader still loses either direction")
+}
+
 // Jepsen's ring on three nodes: each reaches the one before it, not the one
 // after, a one-way cycle; on five, every cut is both ways.
 func TestMajoritiesRing(t *testing.T) {

@@ -191,3 +191,21 @@ func TestOneWayFailoverDuplicatesUnderACutOneWay(t *testing.T) {
 	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"))
 	assert.Equal(t, uint64(3), acquireRelease(t, leader, "a"), "the same token twice")
 }
+
+// The pair names its leader (the replica the follower asks for tokens), so
+// a one-way cut can be aimed from the follower to it; a single reference
+// leads nothing.
+func TestTheIssuerPairNamesItsLeader(t *testing.T) {
+	for _, bug := range []Bug{SplitIssuers, OneWayFailover} {
+		tg, err := NewTarget(TargetOptions{Bugs: []string{string(bug)}})
+		require.NoError(t, err)
+		leader, err := tg.Leader(bg)
+		require.NoError(t, err)
+		assert.Equal(t, "issuer-1", leader, bug)
+		assert.Equal(t, leader, tg.Nodes()[0].Name, "the first replica, which serves the resource too")
+	}
+	tg, err := NewTarget(TargetOptions{})
+	require.NoError(t, err)
+	_, err = tg.Leader(bg)
+	assert.Error(t, err)
+}

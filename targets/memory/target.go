@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/harness/nodes"
+	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 // TargetOptions configure the embedded reference target.
@@ -33,6 +34,13 @@ type Target struct {
 	pair *IssuerPair
 }
 
+// The issuer replicas' node names under split-issuers and
+// one-way-failover: the first leads, and serves the resource too.
+const (
+	pairLeader   = "issuer-1"
+	pairFollower = "issuer-2"
+)
+
 // NewTarget checks the options and returns the target, not started.
 func NewTarget(opts TargetOptions) (*Target, error) {
 	bugs, err := ParseBugs(opts.Bugs...)
@@ -47,7 +55,7 @@ func NewTarget(opts TargetOptions) (*Target, error) {
 	}
 	table := []nodes.Node{node("reference", true, "reference")}
 	if bugs.Has(SplitIssuers) || bugs.Has(OneWayFailover) {
-		table = []nodes.Node{node("issuer-1", true, "issuer"), node("issuer-2", false, "issuer")}
+		table = []nodes.Node{node(pairLeader, true, "issuer"), node(pairFollower, false, "issuer")}
 	}
 	t.Cluster, err = nodes.New("memory", t.semantics(), table, nodes.Options{})
 	return t, err
@@ -63,7 +71,8 @@ func (t *Target) semantics() checkers.Semantics {
 }
 
 // server makes one node's reference server in its workspace; under
-// split-issuers the first replica makes both, sharing the counter.
+// split-issuers the first replica started makes both, sharing the counter,
+// pairLeader leading.
 func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 	cfg := func(w nodes.Workspace) Config {
 		return Config{Name: w.Name, Dir: w.Data, Addr: w.Addr, SealKey: []byte(t.opts.SealKey), Bugs: t.bugs, Log: w.Log}
@@ -72,15 +81,20 @@ func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 		return NewNode(cfg(w))
 	}
 	if t.pair == nil {
-		follower, ok := w.Of("issuer-2")
-		if !ok {
-			return nil, errors.New("memory: split-issuers needs its follower")
+		leader, follower, ok := w, w, false
+		if w.Name == pairLeader {
+			follower, ok = w.Of(pairFollower)
+		} else {
+			leader, ok = w.Of(pairLeader)
 		}
-		pair, err := NewSplitIssuers(cfg(w), cfg(follower))
+		if !ok {
+			return nil, errors.New("memory: split-issuers needs both replicas")
+		}
+		pair, err := NewSplitIssuers(cfg(leader), cfg(follower))
 		if err != nil {
 			return nil, err
 		}
-		pair.SetPeerURL("http://" + w.Addr)
+		pair.SetPeerURL("http://" + leader.Addr)
 		pair.SetFollowerURL("http://" + follower.Addr)
 		t.pair = pair
 	}
@@ -88,6 +102,20 @@ func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 		return t.pair.Leader, nil
 	}
 	return t.pair.Follower, nil
+}
+
+var _ nemesis.Leaderer = (*Target)(nil)
+
+// Leader implements nemesis.Leaderer: the issuer replica that leads under
+// split-issuers and one-way-failover (the follower asks it for tokens, and
+// a one-way-failover leader confirms each with the follower). Leadership
+// never moves: the follower that issues on its own copy does not take it
+// over. A single reference node leads nothing.
+func (t *Target) Leader(context.Context) (string, error) {
+	if !t.bugs.Has(SplitIssuers) && !t.bugs.Has(OneWayFailover) {
+		return "", errors.New("memory: a single reference node has no leader")
+	}
+	return pairLeader, nil
 }
 
 // PartitionNodes implements nemesis.Partitioner: the issuer replicas of
