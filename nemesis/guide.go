@@ -71,11 +71,14 @@ type phaseLengths struct {
 	calmMargin, brief  time.Duration
 	// The conductor draws its next fault this long after the last.
 	gapMin, gapMax time.Duration
+	// whole: the calm phase before the first turn of a nemesis that
+	// starts alone lasts at least this long (wholeFor).
+	whole time.Duration
 }
 
 var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.Second,
 	calmMargin: 3500 * time.Millisecond, brief: time.Second,
-	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond}
+	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond, whole: wholeFor}
 
 const (
 	// minFault is the shortest fault worth starting before a phase ends.
@@ -126,6 +129,14 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	deadline, bounded := ctx.Deadline()
 	var faults sync.WaitGroup
 	defer faults.Wait()
+	left := func() time.Duration {
+		if !bounded {
+			return time.Duration(1 << 62)
+		}
+		return time.Until(deadline)
+	}
+	// calmBefore is how long the calm phase before this fault phase lasted.
+	var calmBefore time.Duration
 	if d := opening(s.Env, conducted); d > 0 {
 		s.guide.set(true, time.Now().Add(d))
 		s.announceCalm(time.Now().Add(d))
@@ -134,9 +145,19 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !sleep(ctx, d) {
 			return
 		}
+		calmBefore = d
 	}
 	for {
 		pl := s.guide.lengths
+		if n, ok := s.aloneFirst(conducted, calmBefore, pl.whole); ok {
+			if !s.aloneTurn(ctx, rng, n, calmBefore) {
+				return
+			}
+		}
+		// Its first turn waits for a calm phase that leaves the cluster
+		// whole while one can still come: it neither extends this phase
+		// nor drains it.
+		deferAlone := left() > pl.whole+pl.faultMax
 		begun := time.Now()
 		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
@@ -146,7 +167,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				// A nemesis that never had a turn (its node held
 				// all phase) gets one before the calm: a short run
 				// must still try every fault it asked for.
-				if !s.someUntried(conducted) || time.Since(begun) >= 2*pl.faultMax {
+				if !s.someUntried(s.notDeferred(conducted, deferAlone)) || time.Since(begun) >= 2*pl.faultMax {
 					break
 				}
 				end = time.Now().Add(pl.gapMax + minFault)
@@ -157,7 +178,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			// In the phase's extension, no new fault while one that
 			// starts alone awaits its first turn: the live ones end,
 			// and its turn comes.
-			drain := extended && s.drainForAlone(conducted, free)
+			drain := extended && !deferAlone && s.drainForAlone(conducted, free)
 			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
 				// Each fault starts on its own goroutine: a start can
 				// take seconds (an etcd member replaced, a container
@@ -187,12 +208,12 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !ended {
 			continue // a fault that could not be undone waits for the heal: no calm then
 		}
-		left := time.Duration(1 << 62)
-		if bounded {
-			left = time.Until(deadline)
+		d, why := pl.calmFor(s.coverage(), left())
+		if n, ok := s.aloneAwaits(conducted); ok && d < pl.whole && left() > pl.whole+pl.faultMin {
+			d, why = pl.whole, fmt.Sprintf("%s; whole for %s's first turn", why, n.Name())
 		}
-		d, why := pl.calmFor(s.coverage(), left)
 		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
+		calmStart := time.Now()
 		s.guide.set(true, time.Now().Add(d))
 		s.guide.forIdle(d > pl.brief)
 		s.announceCalm(time.Now().Add(d))
@@ -203,6 +224,69 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !s.extendCalm(ctx, time.Now().Add(-d), d) {
 			return
 		}
+		calmBefore = time.Since(calmStart)
+	}
+}
+
+// wholeFor is how long a cluster must have been whole before it agrees to a
+// membership change: etcd refuses to remove a member until every other has
+// been connected to the leader for 5 s (its strict reconfiguration check).
+// A nemesis that starts alone (Alone) has its first turn right after a calm
+// phase at least this long, first thing, before the fault phase's own
+// faults. Drawn in the first fault phase's extension instead, right after
+// its faults (etcd, 3 members: a partition, a restart), its removal was
+// refused for 5 s and then took 4 s more, 9 s of a 30 s run with no other
+// fault, and the run had room for one more fault phase only.
+const wholeFor = 5 * time.Second
+
+// aloneAwaits is a nemesis that starts alone and never had a turn.
+func (s *Scheduler) aloneAwaits(conducted []Nemesis) (Nemesis, bool) {
+	tried := s.tried()
+	i := slices.IndexFunc(conducted, func(n Nemesis) bool { return alone(n) && tried[n.Name()] == 0 })
+	if i < 0 {
+		return nil, false
+	}
+	return conducted[i], true
+}
+
+// aloneFirst is the nemesis that starts alone whose first turn comes now:
+// it never had one, and the calm phase just ended lasted whole or more.
+func (s *Scheduler) aloneFirst(conducted []Nemesis, calmBefore, whole time.Duration) (Nemesis, bool) {
+	if calmBefore < whole {
+		return nil, false
+	}
+	return s.aloneAwaits(conducted)
+}
+
+// notDeferred are the conducted nemeses but, with deferAlone, those that
+// start alone: their first turn waits for a calm phase (aloneFirst).
+func (s *Scheduler) notDeferred(conducted []Nemesis, deferAlone bool) []Nemesis {
+	if !deferAlone {
+		return conducted
+	}
+	return slices.DeleteFunc(slices.Clone(conducted), alone)
+}
+
+// aloneTurn gives n (which starts alone) its first turn, before a fault
+// phase, and waits until its fault ended; false when ctx ended first.
+func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, calmBefore time.Duration) bool {
+	pl := s.guide.lengths
+	s.guide.set(false, time.Now().Add(pl.faultMax))
+	a := aim{nemesis: n, why: fmt.Sprintf("first turn, alone, after a calm phase of %s: the cluster whole", calmBefore.Round(100*time.Millisecond))}
+	frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	s.guide.starting(n.Name(), true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer s.guide.starting(n.Name(), false)
+		s.conductOne(ctx, frng, a, time.Now().Add(pl.faultMax))
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		<-done
+		return false
 	}
 }
 

@@ -573,9 +573,11 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Node: other})
 	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Read, Key: "k", Node: node})
+	rec.Record(history.Event{Process: 4, Type: history.Invoke, F: history.Write, Key: "alone", Node: node})
+	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "k", Node: other})
 	time.Sleep(50 * time.Millisecond)
 	target.mu.Lock()
-	assert.Empty(t, target.frozen, "not frozen before a write is sent to it")
+	assert.Empty(t, target.frozen, "not frozen before a write on a contended key is sent to it")
 	target.mu.Unlock()
 	sent := time.Now()
 	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "k", Node: node})
@@ -586,4 +588,91 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	assert.GreaterOrEqual(t, at.Sub(sent), time.Duration(pp.AfterWriteUS)*time.Microsecond, "frozen the drawn delay after the write was sent")
 	assert.Equal(t, true, f.Details["timed"])
 	assert.Equal(t, w.Index, f.Details["write_index"])
+}
+
+// fastSolo is a fast restart that starts alone.
+type fastSolo struct{ fast }
+
+func (fastSolo) Name() string      { return "solo" }
+func (fastSolo) StartsAlone() bool { return true }
+
+// A nemesis that starts alone (a member replacement) has its first turn
+// right after a calm phase long enough for the cluster to be whole (a calm
+// phase is held that long for it), first, before the phase's own faults:
+// not in the first fault phase's extension, right after faults that
+// disrupted the cluster (etcd refused the removal for 5 s there).
+func TestAnAloneNemesisFirstTurnFollowsACalmPhase(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 3, []Nemesis{fast{restart{}}, fast{clock{}}, fastSolo{fast{restart{}}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
+		calmMargin: 100 * time.Millisecond, brief: 100 * time.Millisecond, gapMin: 20 * time.Millisecond, gapMax: 40 * time.Millisecond,
+		whole: 250 * time.Millisecond}
+	runFor(t, s, 2500*time.Millisecond)
+	sched := s.Planned(2500*time.Millisecond, "")
+	var solo *Scheduled
+	for i, f := range sched.Faults {
+		if f.Nemesis == "solo" && f.Error == "" {
+			solo = &sched.Faults[i]
+			break
+		}
+	}
+	require.NotNil(t, solo, "the solo nemesis had its turn: %+v", sched.Faults)
+	assert.Contains(t, solo.Why, "first turn, alone, after a calm phase")
+	var before *Phase
+	for i, c := range sched.Calm {
+		if c.End() <= solo.Start {
+			before = &sched.Calm[i]
+		}
+	}
+	require.NotNil(t, before)
+	assert.Greater(t, before.Start, sched.Calm[0].End(), "not in the first fault phase, after the opening")
+	assert.GreaterOrEqual(t, before.Duration, 250*time.Millisecond, "the calm phase before it left the cluster whole")
+	assert.Contains(t, before.Why, "whole for solo's first turn", "held that long for it")
+	assert.Less(t, solo.Start-before.End(), 100*time.Millisecond, "first thing after the calm phase")
+	for _, f := range sched.Faults {
+		if f.Nemesis != "solo" && f.Error == "" && !onClientsOnly(&pause{}, f.Plan()) {
+			assert.False(t, f.Start < solo.End() && f.End() > solo.Start, "%s overlaps the solo fault", f.Describe())
+		}
+	}
+}
+
+// A write frozen in an adapter is overtaken only if a newer holder writes
+// through another one meanwhile: the freeze takes a write on a key whose
+// lock was granted through another node lately, and only once none came
+// for half the wait, any write.
+func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
+	rec := history.NewRecorder(&bytes.Buffer{})
+	acks := history.NewAcks()
+	rec.Listen(acks.Observe)
+	env := &Env{Acks: acks}
+	got := make(chan map[string]any, 1)
+	go func() {
+		details := map[string]any{}
+		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		got <- details
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "mine", Node: "a1"})
+	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
+	rec.Record(history.Event{Process: 2, Type: history.Ok, F: history.Acquire, Key: "shared", Node: "a2"})
+	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Write, Key: "shared", Node: "a2"})
+	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "shared", Node: "a1"})
+	d := <-got
+	assert.Equal(t, true, d["timed"])
+	assert.Equal(t, w.Index, d["write_index"], "the write on the key granted through a2, not the one only a1's client wants")
+	assert.Equal(t, "shared", d["write_key"])
+
+	go func() {
+		details := map[string]any{}
+		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		got <- details
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
+	time.Sleep(ackWait/2 + 50*time.Millisecond)
+	w = rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
+	d = <-got
+	assert.Equal(t, w.Index, d["write_index"], "none contended for half the wait: the next write")
 }
