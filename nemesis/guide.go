@@ -423,8 +423,8 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 		if err != nil {
 			return p, err
 		}
-		if a.nodes == nil || a.hits(p, a.nodes) && !s.spoils(p, a.serving) {
-			p.why, p.serving = a.why, a.serving
+		if a.nodes == nil || a.hits(p, a.nodes) {
+			p.why = a.why
 			return p, nil
 		}
 	}
@@ -434,24 +434,6 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 	// aimed at the issuer's state went to an adapter, twice in one phase,
 	// while a power loss held the one node keeping it).
 	return p, ErrBusy
-}
-
-// spoils says whether an aimed plan (serving: its situation needs its
-// node serving) and a live fault on one of its nodes spoil each other's
-// situation: an outage of a node while a fault aimed at a situation made
-// only while it serves is on (a clock step back between two grants: the
-// node down when its clock steps back, or all through a strobe), either
-// way round. Redis: two of four clock faults were overlapped by a crash
-// of the one node, and issuer-clock-back-regrant stayed at 2.
-func (s *Scheduler) spoils(p Plan, serving bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.active {
-		if (serving && l.outage || p.Outage && l.serving) && slices.ContainsFunc(l.fault.Nodes, func(n string) bool { return slices.Contains(p.Nodes, n) }) {
-			return true
-		}
-	}
-	return false
 }
 
 // Alone is a nemesis whose fault needs the rest of the system whole, from

@@ -676,33 +676,3 @@ func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
 	d = <-got
 	assert.Equal(t, w.Index, d["write_index"], "none contended for half the wait: the next write")
 }
-
-// A clock step back creates its situation only while the node grants
-// around it: an aimed clock fault waits while an outage holds its node,
-// and an aimed outage waits while such a clock fault is on it; a clock
-// fault drawn for no situation holds nothing back.
-func TestAnAimedClockFaultAndAnOutageOfItsNodeWaitForEachOther(t *testing.T) {
-	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, clock{}})
-	free := []Nemesis{restart{}, clock{}}
-	rng := rand.New(rand.NewPCG(5, 5))
-	clockAim := aimedFault(t, env, atTarget(map[string]int{"issuer-clock-back-regrant": 0}), free)
-	restartAim := aimedFault(t, env, atTarget(map[string]int{"issuer-restart-regrant": 0}), free)
-	require.True(t, clockAim.serving)
-	require.False(t, restartAim.serving)
-
-	s.active[1] = &live{nem: restart{}, fault: &Fault{Nodes: []string{"n1"}}, outage: true}
-	_, err := s.drawAimed(context.Background(), clockAim, rng)
-	assert.ErrorIs(t, err, ErrBusy, "n1 is down: its clock stepped back now makes nothing")
-	delete(s.active, 1)
-	p, err := s.drawAimed(context.Background(), clockAim, rng)
-	require.NoError(t, err)
-	assert.True(t, p.serving)
-
-	s.active[2] = &live{nem: clock{}, fault: &Fault{Nodes: p.Nodes}, serving: true}
-	_, err = s.drawAimed(context.Background(), restartAim, rng)
-	assert.ErrorIs(t, err, ErrBusy, "n1's clock is off for a situation: no restart under it")
-	s.active[2].serving = false
-	_, err = s.drawAimed(context.Background(), restartAim, rng)
-	assert.NoError(t, err, "a clock fault aimed at nothing holds nothing back")
-}

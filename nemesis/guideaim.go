@@ -44,10 +44,6 @@ type remedy struct {
 	// plan, when set, makes the plan instead of the nemesis's own draw (a
 	// fault its draw gives rarely: a node frozen on a write).
 	plan planMaker
-	// serving: the situation is made only while the node serves around
-	// the fault's edge (a clock stepped back between two grants), so an
-	// outage of that node meanwhile spoils it (Scheduler.spoils).
-	serving bool
 }
 
 // planMaker makes a remedy's plan on one of nodes.
@@ -65,7 +61,7 @@ func actsOn(p Plan, nodes map[string]bool) bool {
 var remedies = []remedy{
 	{situation: "issuer-restart-regrant", nemesis: Restart, state: issuerState, edge: true},
 	{situation: "issuer-power-loss-regrant", nemesis: PowerLoss, state: issuerState, edge: true},
-	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true, serving: true},
+	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true},
 	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates},
 	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
@@ -172,11 +168,9 @@ type aim struct {
 	// nemesis's range (remedy.edge); long: from the longer half (a
 	// situation made while the fault lasts: a grant during a partition).
 	short, long bool
-	// hits, plan, serving: as the remedy's (hits never nil when nodes is
-	// set).
-	hits    func(p Plan, nodes map[string]bool) bool
-	plan    planMaker
-	serving bool
+	// hits, plan: as the remedy's (hits never nil when nodes is set).
+	hits func(p Plan, nodes map[string]bool) bool
+	plan planMaker
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
@@ -249,7 +243,7 @@ func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 			if hits == nil {
 				hits = actsOn
 			}
-			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits, plan: r.plan, serving: r.serving,
+			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits, plan: r.plan,
 				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
