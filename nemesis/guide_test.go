@@ -676,3 +676,29 @@ func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
 	d = <-got
 	assert.Equal(t, w.Index, d["write_index"], "none contended for half the wait: the next write")
 }
+
+// A fault aimed at a situation made at its end ends edgeRoom before the
+// main phase does, so the node serves again and grants while the run goes
+// on; one that cannot is not started.
+func TestAnEdgeFaultEndsBeforeTheRunDoes(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{clock{}})
+	s.Guide()
+	a := aim{nemesis: clock{}, short: true, why: "issuer-clock-back-regrant 0 of 3"}
+	floor := max(minFault, min(clock{}.Timing(env).FaultMin, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), edgeRoom+floor/2)
+	s.conductOne(ctx, rand.New(rand.NewPCG(1, 1)), a, time.Now().Add(time.Minute))
+	cancel()
+	assert.Empty(t, s.Planned(0, "").Faults, "no room left for its end: not started")
+
+	room := edgeRoom + floor + 200*time.Millisecond
+	ctx, cancel = context.WithTimeout(context.Background(), room)
+	defer cancel()
+	begun := time.Now()
+	s.conductOne(ctx, rand.New(rand.NewPCG(1, 1)), a, time.Now().Add(time.Minute))
+	faults := s.Planned(0, "").Faults
+	require.Len(t, faults, 1)
+	assert.LessOrEqual(t, faults[0].Duration, room-edgeRoom, "it ends edgeRoom before the run")
+	assert.Less(t, time.Since(begun), room, "and has ended by then")
+	require.NoError(t, s.Heal(context.Background()))
+}
