@@ -429,11 +429,6 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 		return max(d, floor)
 	}
 	var waitedSince time.Time
-	// Outages aimed meanwhile wait from the draw on, not only once it is
-	// live: its start takes a while (etcd: three outages of members were
-	// drawn while a partition was being set).
-	s.guide.waitsToGrant(n.Name(), a.grants)
-	defer s.guide.waitsToGrant(n.Name(), false)
 	for {
 		if lateEdge() {
 			s.Env.claims.served(n.Name())
@@ -491,8 +486,8 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 		if err != nil {
 			return p, err
 		}
-		if a.nodes == nil || a.hits(p, a.nodes) && !s.spoils(a, p) {
-			p.why, p.grants = a.why, a.grants
+		if a.nodes == nil || a.hits(p, a.nodes) {
+			p.why = a.why
 			return p, nil
 		}
 	}
@@ -502,35 +497,6 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 	// aimed at the issuer's state went to an adapter, twice in one phase,
 	// while a power loss held the one node keeping it).
 	return p, ErrBusy
-}
-
-// spoils says whether an aimed plan and the live faults (or one waiting
-// to start) spoil each other's situation on a cluster: a fault aimed at a
-// situation made while it lasts with locks granted meanwhile (grants: a
-// partition separating issuer replicas) needs the issuer's nodes to keep
-// a quorum, so it waits while an outage of one of them is on, and an
-// aimed outage of one of its nodes waits while such a fault is on or
-// waits to start. etcd, 3 members: a member cut off while another was
-// restarted and a third crashed left no quorum, no lock was granted
-// during the partition, and issuer-replicas-separated stayed at 0-1.
-func (s *Scheduler) spoils(a aim, p Plan) bool {
-	if !a.grants && !p.Outage {
-		return false
-	}
-	if !a.grants && s.guide != nil && s.guide.grantsAwaited() {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.active {
-		switch {
-		case a.grants && l.outage && !l.grants && slices.ContainsFunc(l.fault.Nodes, func(n string) bool { return a.nodes[n] }):
-			return true
-		case !a.grants && l.grants && slices.ContainsFunc(p.Nodes, func(n string) bool { return slices.Contains(l.fault.Nodes, n) }):
-			return true
-		}
-	}
-	return false
 }
 
 // Alone is a nemesis whose fault needs the rest of the system whole, from

@@ -704,37 +704,3 @@ func TestAnEdgeFaultEndsBeforeTheRunDoes(t *testing.T) {
 	assert.Less(t, time.Since(begun), room, "and has ended by then")
 	require.NoError(t, s.Heal(context.Background()))
 }
-
-// On a cluster a partition aimed at separating issuer replicas needs locks
-// granted while it lasts, so a quorum of the issuer's nodes up: it waits
-// while an outage of one of them is on, and an aimed outage waits while
-// such a partition is on or waits to start. Faults elsewhere (an adapter
-// frozen) and faults that are no outage (a clock step) hold nothing back.
-func TestASeparationAndAnOutageOfTheIssuersNodesWaitForEachOther(t *testing.T) {
-	env := &Env{Target: halves{}}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, nil)
-	s.Guide()
-	members := map[string]bool{"m1": true, "m2": true, "m3": true}
-	all := []string{"m1", "m2", "m3", "a1"}
-	separate := aim{nemesis: &pause{}, nodes: members, grants: true}
-	restartM1 := aim{nemesis: restart{}, nodes: members}
-	cut := Plan{Nodes: all, Outage: true}
-	kill := Plan{Nodes: []string{"m1"}, TakesOver: true, Outage: true}
-
-	s.active[1] = &live{nem: restart{}, fault: &Fault{Nodes: []string{"m2"}}, outage: true}
-	assert.True(t, s.spoils(separate, cut), "m2 down: with m1 or m3 cut off, no quorum grants")
-	s.active[1].fault.Nodes = []string{"a1"}
-	assert.False(t, s.spoils(separate, cut), "an adapter down leaves the quorum")
-	delete(s.active, 1)
-	assert.False(t, s.spoils(separate, cut))
-
-	s.active[2] = &live{nem: &pause{}, fault: &Fault{Nodes: all}, outage: true, grants: true}
-	assert.True(t, s.spoils(restartM1, kill), "the separation is on: no member down beside it")
-	assert.False(t, s.spoils(restartM1, Plan{Nodes: []string{"m1"}}), "a clock step is no outage")
-	delete(s.active, 2)
-	assert.False(t, s.spoils(restartM1, kill))
-	s.guide.waitsToGrant(Partition, true)
-	assert.True(t, s.spoils(restartM1, kill), "the separation waits to start: no new outage meanwhile")
-	s.guide.waitsToGrant(Partition, false)
-	assert.False(t, s.spoils(restartM1, kill))
-}

@@ -171,10 +171,6 @@ type aim struct {
 	// hits, plan: as the remedy's (hits never nil when nodes is set).
 	hits func(p Plan, nodes map[string]bool) bool
 	plan planMaker
-	// grants: the situation is made only while the fault lasts and locks
-	// are granted meanwhile (issuer replicas separated), so the issuer's
-	// nodes must keep a quorum serving (Scheduler.spoils).
-	grants bool
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
@@ -248,8 +244,7 @@ func remedyAims(env *Env, short map[int]int, free []Nemesis) []aim {
 				hits = actsOn
 			}
 			best = append(best, aim{nemesis: free[k], nodes: nodes, short: r.edge, long: !r.edge, hits: hits, plan: r.plan,
-				grants: !r.edge && r.state == issuerState,
-				why:    fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
+				why: fmt.Sprintf("%s %d of %d", r.situation, GuideTarget-short[i], GuideTarget)})
 		}
 	}
 	return best

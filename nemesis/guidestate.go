@@ -26,31 +26,6 @@ type guide struct {
 	// inStart are the conducted nemeses whose fault is being started (or
 	// runs: until conductOne returns).
 	inStart map[string]bool
-	// toGrant are the nemeses whose fault, aimed at a situation made
-	// while locks are granted during it, waits for outages to end.
-	toGrant map[string]bool
-}
-
-// waitsToGrant notes that name's fault aimed at a situation made while
-// locks are granted waits for outages to end (or no longer does).
-func (g *guide) waitsToGrant(name string, on bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.toGrant == nil {
-		g.toGrant = map[string]bool{}
-	}
-	if on {
-		g.toGrant[name] = true
-	} else {
-		delete(g.toGrant, name)
-	}
-}
-
-// grantsAwaited says whether such a fault waits.
-func (g *guide) grantsAwaited() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.toGrant) > 0
 }
 
 // faultWindow is how long a fault touching a node may last from now: until

@@ -30,9 +30,6 @@ type Plan struct {
 	Params any
 	// why the guided schedule chose the fault (schedule.json's why).
 	why string
-	// grants: the guide aimed it at a situation made only while the lock
-	// service grants during it (aim.grants).
-	grants bool
 }
 
 // Planner is the half of a nemesis that chooses: Draw picks one fault with

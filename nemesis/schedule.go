@@ -54,8 +54,6 @@ type live struct {
 	claim     int64 // what holds its nodes in Env.claims
 	takesOver bool  // its plan took its nodes over (Plan.TakesOver)
 	onClients bool  // it touches no node (OnClients)
-	outage    bool  // Plan.Outage
-	grants    bool  // Plan.grants
 }
 
 // ApplyError is a fault that was chosen but did not apply (a rule that
@@ -456,8 +454,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	id := s.nextID.Add(1)
 	planned.ID, planned.Duration = id, length().Round(time.Millisecond)
 	s.mu.Lock()
-	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver, onClients: onClientsOnly(n, p),
-		outage: p.Outage, grants: p.grants}
+	s.active[id] = &live{nem: n, fault: f, claim: claim, takesOver: p.TakesOver, onClients: onClientsOnly(n, p)}
 	s.mu.Unlock()
 	s.plan(planned)
 	s.record(n.Name(), history.FaultStart, id, f.Nodes, f.Details)
