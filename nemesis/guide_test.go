@@ -704,3 +704,16 @@ func TestAnEdgeFaultEndsBeforeTheRunDoes(t *testing.T) {
 	assert.Less(t, time.Since(begun), room, "and has ended by then")
 	require.NoError(t, s.Heal(context.Background()))
 }
+
+// A fault phase runs on for the nemeses that never had a turn only where no
+// later fault phase fits after the longest calm phase: in a 30 s run their
+// first turns go first in the next phase instead (etcd's first phase ran on
+// to 13 s, and the run had no second one).
+func TestFirstTurnsWaitForTheNextPhaseWhereOneFits(t *testing.T) {
+	pl := defaultPhases
+	longest := 5*time.Second + pl.calmMargin
+	assert.True(t, pl.laterPhase(true, 23*time.Second), "a 30 s run after its first phase")
+	assert.False(t, pl.laterPhase(true, pl.faultMax+longest), "no whole phase after the long calm: the phase runs on")
+	assert.False(t, pl.laterPhase(true, 6*time.Second), "a 12 s run: every fault tried in its one phase")
+	assert.False(t, pl.laterPhase(false, time.Hour), "an unbounded run keeps the extension")
+}
