@@ -278,9 +278,12 @@ const wholeFor = 5 * time.Second
 // under a second) and a second or two of its fault.
 const aloneRoom = 3 * time.Second
 
-// endSlack is what the faults live at a fault phase's end take to end
-// (an etcd member's start), before the calm phase can begin.
-const endSlack = 2 * time.Second
+// endSlack is what the faults drawn before a fault phase's end take to
+// start and end (a crash waits up to 2 s for its acknowledgement, an etcd
+// member's start takes 1-2 s under load), before the calm phase can begin:
+// at 2 s the run's last calm phase began 4-5 s late, ended with the run,
+// and the idle probes' late writes had no time (key-idle-5s-stale 0).
+const endSlack = 4 * time.Second
 
 // lastCalmDue says whether the fault phase on now should end, so that the
 // run's last calm phase (as long as the idle situations ask, at least
