@@ -72,15 +72,13 @@ type phaseLengths struct {
 	// The conductor draws its next fault this long after the last.
 	gapMin, gapMax time.Duration
 	// whole: the calm phase before the first turn of a nemesis that
-	// starts alone lasts at least this long (wholeFor); it ends aloneRoom
-	// before the main phase, the fault phase before it endSlack earlier.
-	whole, aloneRoom, endSlack time.Duration
+	// starts alone lasts at least this long (wholeFor).
+	whole time.Duration
 }
 
 var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.Second,
 	calmMargin: 3500 * time.Millisecond, brief: time.Second,
-	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond,
-	whole: wholeFor, aloneRoom: aloneRoom, endSlack: endSlack}
+	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond, whole: wholeFor}
 
 const (
 	// minFault is the shortest fault worth starting before a phase ends.
@@ -161,23 +159,20 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	}
 	for {
 		pl := s.guide.lengths
-		if n, ok := s.aloneFirst(conducted, calmBefore, pl.whole); ok && (!bounded || left() <= pl.aloneRoom+pl.faultMin) {
+		if n, ok := s.aloneFirst(conducted, calmBefore, pl.whole); ok {
 			if !s.aloneTurn(ctx, rng, n, calmBefore) {
 				return
 			}
 		}
-		// Its first turn waits for the run's last calm phase: it neither
-		// extends this phase nor drains it.
-		deferAlone := bounded && left() > pl.whole+pl.aloneRoom
+		// Its first turn waits for a calm phase that leaves the cluster
+		// whole while one can still come: it neither extends this phase
+		// nor drains it.
+		deferAlone := left() > pl.whole+pl.faultMax
 		begun := time.Now()
 		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
 		extended := false
 		for {
-			if s.lastCalmDue(conducted, bounded, left()) {
-				end = time.Now()
-				break
-			}
 			if time.Until(end) < minFault {
 				// A nemesis that never had a turn (its node held
 				// all phase) gets one before the calm: a short run
@@ -195,10 +190,6 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				extended = true
 			}
 			free := s.free(conducted)
-			if bounded {
-				// Its first turn is aloneTurn's, after the last calm.
-				free = slices.DeleteFunc(free, func(n Nemesis) bool { return alone(n) && s.tried()[n.Name()] == 0 })
-			}
 			// In the phase's extension, no new fault while one that
 			// starts alone awaits its first turn: the live ones end,
 			// and its turn comes.
@@ -233,14 +224,8 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			continue // a fault that could not be undone waits for the heal: no calm then
 		}
 		d, why := pl.calmFor(s.coverage(), left())
-		if n, ok := s.aloneAwaits(conducted); ok {
-			switch {
-			case bounded && left()-max(d, pl.whole) > pl.aloneRoom+pl.faultMin:
-				// Not the last calm phase: the long one waits to be it.
-				d, why = min(d, pl.brief), fmt.Sprintf("brief: the calm phase for the idle situations comes last, before %s's first turn", n.Name())
-			case d < pl.whole:
-				d, why = pl.whole, fmt.Sprintf("%s; whole for %s's first turn", why, n.Name())
-			}
+		if n, ok := s.aloneAwaits(conducted); ok && d < pl.whole && left() > pl.whole+pl.faultMin {
+			d, why = pl.whole, fmt.Sprintf("%s; whole for %s's first turn", why, n.Name())
 		}
 		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
 		calmStart := time.Now()
@@ -262,41 +247,12 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 // membership change: etcd refuses to remove a member until every other has
 // been connected to the leader for 5 s (its strict reconfiguration check).
 // A nemesis that starts alone (Alone) has its first turn right after a calm
-// phase at least this long, first thing, and in a run of bounded length
-// at its end: the run's last calm phase (the long one for the idle
-// situations, if they ask for one) ends aloneRoom before the main phase,
-// and its turn comes then; what it takes after that (a new member catching
-// up) is the final heal's. Drawn in the first fault phase's extension
-// instead, right after its faults (etcd, 3 members: a partition, a
-// restart), its removal was refused for 5 s and then took 4 s more; drawn
-// right after the run's long calm phase, its new member caught up for 4-13
-// s, all of it with no other fault, and the run had one fault phase.
+// phase at least this long, first thing, before the fault phase's own
+// faults. Drawn in the first fault phase's extension instead, right after
+// its faults (etcd, 3 members: a partition, a restart), its removal was
+// refused for 5 s and then took 4 s more, 9 s of a 30 s run with no other
+// fault, and the run had room for one more fault phase only.
 const wholeFor = 5 * time.Second
-
-// aloneRoom is the time left in the main phase for a nemesis that starts
-// alone after the run's last calm phase: its start (etcd's removal takes
-// under a second) and a second or two of its fault.
-const aloneRoom = 3 * time.Second
-
-// endSlack is what the faults drawn before a fault phase's end take to
-// start and end (a crash waits up to 2 s for its acknowledgement, an etcd
-// member's start takes 1-2 s under load), before the calm phase can begin:
-// at 2 s the run's last calm phase began 4-5 s late, ended with the run,
-// and the idle probes' late writes had no time (key-idle-5s-stale 0).
-const endSlack = 4 * time.Second
-
-// lastCalmDue says whether the fault phase on now should end, so that the
-// run's last calm phase (as long as the idle situations ask, at least
-// whole) ends aloneRoom before the main phase: a nemesis that starts alone
-// awaits its first turn and the run's end is near.
-func (s *Scheduler) lastCalmDue(conducted []Nemesis, bounded bool, left time.Duration) bool {
-	if _, ok := s.aloneAwaits(conducted); !ok || !bounded {
-		return false
-	}
-	pl := s.guide.lengths
-	want, _ := pl.calmFor(s.coverage(), time.Duration(1<<62))
-	return left <= max(want, pl.whole)+pl.aloneRoom+pl.endSlack
-}
 
 // aloneAwaits is a nemesis that starts alone and never had a turn.
 func (s *Scheduler) aloneAwaits(conducted []Nemesis) (Nemesis, bool) {
