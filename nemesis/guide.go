@@ -147,6 +147,21 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	}
 	// calmBefore is how long the calm phase before this fault phase lasted.
 	var calmBefore time.Duration
+	// launch starts a's fault on its own goroutine: a start can take
+	// seconds (an etcd member replaced, a container restarted), and the
+	// conductor drew nothing meanwhile (etcd, 3 members: 4 s without a
+	// fault in the first phase). Its draws come from a generator of its
+	// own.
+	launch := func(a aim, end time.Time) {
+		frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		s.guide.starting(a.nemesis.Name(), true)
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			defer s.guide.starting(a.nemesis.Name(), false)
+			s.conductOne(ctx, frng, a, end)
+		}()
+	}
 	if d := opening(s.Env, conducted); d > 0 {
 		s.guide.set(true, time.Now().Add(d))
 		s.announceCalm(time.Now().Add(d))
@@ -160,7 +175,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	for {
 		pl := s.guide.lengths
 		if n, ok := s.aloneFirst(conducted, calmBefore, pl.whole); ok {
-			if !s.aloneTurn(ctx, rng, n, calmBefore) {
+			if !s.aloneTurn(ctx, rng, n, calmBefore, conducted, launch) {
 				return
 			}
 		}
@@ -195,19 +210,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			// and its turn comes.
 			drain := extended && !deferAlone && s.drainForAlone(conducted, free)
 			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
-				// Each fault starts on its own goroutine: a start can
-				// take seconds (an etcd member replaced, a container
-				// restarted), and the conductor drew nothing meanwhile
-				// (etcd, 3 members: 4 s without a fault in the first
-				// phase). Its draws come from a generator of its own.
-				frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
-				s.guide.starting(a.nemesis.Name(), true)
-				faults.Add(1)
-				go func() {
-					defer faults.Done()
-					defer s.guide.starting(a.nemesis.Name(), false)
-					s.conductOne(ctx, frng, a, end)
-				}()
+				launch(a, end)
 			}
 			if !sleep(ctx, between(rng, pl.gapMin, pl.gapMax)) {
 				return
@@ -283,8 +286,10 @@ func (s *Scheduler) notDeferred(conducted []Nemesis, deferAlone bool) []Nemesis 
 }
 
 // aloneTurn gives n (which starts alone) its first turn, before a fault
-// phase, and waits until its fault ended; false when ctx ended first.
-func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, calmBefore time.Duration) bool {
+// phase, and waits until its fault ended, meanwhile drawing the faults
+// that keep the cluster whole (keepsWhole: free says which) toward their
+// situations; false when ctx ended first.
+func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, calmBefore time.Duration, conducted []Nemesis, launch func(aim, time.Time)) bool {
 	pl := s.guide.lengths
 	s.guide.set(false, time.Now().Add(pl.faultMax))
 	a := aim{nemesis: n, why: fmt.Sprintf("first turn, alone, after a calm phase of %s: the cluster whole", calmBefore.Round(100*time.Millisecond))}
@@ -296,12 +301,20 @@ func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, ca
 		defer s.guide.starting(n.Name(), false)
 		s.conductOne(ctx, frng, a, time.Now().Add(pl.faultMax))
 	}()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		<-done
-		return false
+	for {
+		select {
+		case <-done:
+			return true
+		case <-ctx.Done():
+			<-done
+			return false
+		case <-time.After(between(rng, pl.gapMin, pl.gapMax)):
+		}
+		end := time.Now().Add(pl.faultMax)
+		s.guide.set(false, end)
+		if b, ok := nextFault(s.Env, s.coverage(), s.free(conducted), nil, s.tried(), rng); ok {
+			launch(b, end)
+		}
 	}
 }
 

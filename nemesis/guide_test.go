@@ -719,3 +719,38 @@ func TestFirstTurnsWaitForTheNextPhaseWhereOneFits(t *testing.T) {
 	assert.False(t, pl.laterPhase(true, 6*time.Second), "a 12 s run: every fault tried in its one phase")
 	assert.False(t, pl.laterPhase(false, time.Hour), "an unbounded run keeps the extension")
 }
+
+// slowSolo is a restart that starts alone and lasts a few tenths of a second.
+type slowSolo struct{ soloRestart }
+
+func (slowSolo) Timing(*Env) Timing {
+	return Timing{QuietMin: 20 * time.Millisecond, QuietMax: 60 * time.Millisecond, FaultMin: 300 * time.Millisecond, FaultMax: 400 * time.Millisecond}
+}
+
+// While a nemesis that starts alone has its turn (a member replacement:
+// seconds with nothing else on), the conductor goes on drawing the faults
+// that keep every node up and connected, clock steps, toward their
+// situations; no other.
+func TestClockFaultsGoOnBesideAnAloneNemesis(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int {
+			return atTarget(map[string]int{"issuer-clock-back-regrant": 0, "issuer-restart-regrant": 0})
+		}}
+	solo := slowSolo{}
+	conducted := []Nemesis{restart{}, clock{}, solo}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
+	s.Guide()
+	s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
+	var launched []string
+	launch := func(a aim, _ time.Time) {
+		launched = append(launched, a.nemesis.Name()+": "+a.why)
+		s.guide.starting(a.nemesis.Name(), true) // as conductOne would hold it
+	}
+	require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(1, 1)), solo, 8*time.Second, conducted, launch))
+	require.NoError(t, s.Heal(context.Background()))
+	assert.Equal(t, []string{Clock + ": first turn, aimed: issuer-clock-back-regrant 0 of 3"}, launched, "a clock step beside it, no restart")
+	faults := s.Planned(0, "").Faults
+	require.Len(t, faults, 1)
+	assert.Equal(t, "solo", faults[0].Nemesis)
+	assert.Contains(t, faults[0].Why, "first turn, alone, after a calm phase of 8s")
+}
