@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -312,10 +313,35 @@ func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, ca
 		}
 		end := time.Now().Add(pl.faultMax)
 		s.guide.set(false, end)
-		if b, ok := nextFault(s.Env, s.coverage(), s.free(conducted), nil, s.tried(), rng); ok {
-			launch(b, end)
+		// Aimed, and away from its node, once it is on: a clock on the
+		// member being replaced waited for it to come back (etcd: 12 s).
+		held := s.liveNodes(n.Name())
+		if held == nil {
+			continue
+		}
+		if b, ok := nextFault(s.Env, s.coverage(), s.free(conducted), nil, s.tried(), rng); ok && b.nodes != nil {
+			b.nodes = maps.Clone(b.nodes)
+			for _, node := range held {
+				delete(b.nodes, node)
+			}
+			if len(b.nodes) > 0 {
+				launch(b, end)
+			}
 		}
 	}
+}
+
+// liveNodes are the nodes of the named nemesis's live fault; nil when none
+// is live.
+func (s *Scheduler) liveNodes(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.active {
+		if l.nem.Name() == name {
+			return append([]string{}, l.fault.Nodes...)
+		}
+	}
+	return nil
 }
 
 // maxCalmExtension bounds how long a calm phase is held past its end for

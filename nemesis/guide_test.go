@@ -730,27 +730,40 @@ func (slowSolo) Timing(*Env) Timing {
 // While a nemesis that starts alone has its turn (a member replacement:
 // seconds with nothing else on), the conductor goes on drawing the faults
 // that keep every node up and connected, clock steps, toward their
-// situations; no other.
+// situations, on the other nodes; no other.
 func TestClockFaultsGoOnBesideAnAloneNemesis(t *testing.T) {
-	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond,
-		Coverage: func() map[string]int {
-			return atTarget(map[string]int{"issuer-clock-back-regrant": 0, "issuer-restart-regrant": 0})
-		}}
-	solo := slowSolo{}
-	conducted := []Nemesis{restart{}, clock{}, solo}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
-	s.Guide()
-	s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
-	var launched []string
-	launch := func(a aim, _ time.Time) {
-		launched = append(launched, a.nemesis.Name()+": "+a.why)
-		s.guide.starting(a.nemesis.Name(), true) // as conductOne would hold it
+	cov := func() map[string]int {
+		return atTarget(map[string]int{"issuer-clock-back-regrant": 0, "issuer-restart-regrant": 0})
 	}
-	require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(1, 1)), solo, 8*time.Second, conducted, launch))
-	require.NoError(t, s.Heal(context.Background()))
-	assert.Equal(t, []string{Clock + ": first turn, aimed: issuer-clock-back-regrant 0 of 3"}, launched, "a clock step beside it, no restart")
-	faults := s.Planned(0, "").Faults
-	require.Len(t, faults, 1)
-	assert.Equal(t, "solo", faults[0].Nemesis)
-	assert.Contains(t, faults[0].Why, "first turn, alone, after a calm phase of 8s")
+	besides := 0
+	for seed := range uint64(6) {
+		env := &Env{Target: halves{}, Coverage: cov}
+		solo := slowSolo{}
+		conducted := []Nemesis{restart{}, clock{}, solo}
+		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
+		s.Guide()
+		s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
+		var launched []aim
+		launch := func(a aim, _ time.Time) {
+			launched = append(launched, a)
+			s.guide.starting(a.nemesis.Name(), true) // as conductOne would hold it
+		}
+		require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(seed, 1)), solo, 8*time.Second, conducted, launch))
+		require.NoError(t, s.Heal(context.Background()))
+		faults := s.Planned(0, "").Faults
+		require.Len(t, faults, 1)
+		assert.Equal(t, "solo", faults[0].Nemesis)
+		assert.Contains(t, faults[0].Why, "first turn, alone, after a calm phase of 8s")
+		require.LessOrEqual(t, len(launched), 1, "one clock fault at a time")
+		for _, a := range launched {
+			besides++
+			assert.Equal(t, Clock, a.nemesis.Name(), "no restart beside it")
+			assert.Equal(t, "first turn, aimed: issuer-clock-back-regrant 0 of 3", a.why)
+			assert.NotContains(t, a.nodes, faults[0].Nodes[0], "not on the node it holds")
+		}
+		if faults[0].Nodes[0] != "i1" {
+			assert.Len(t, launched, 1, "seed %d: the issuer's node i1 is free: a clock step there", seed)
+		}
+	}
+	assert.Positive(t, besides)
 }
