@@ -78,19 +78,27 @@ func TestCrashesAimAtUnsyncedWrites(t *testing.T) {
 	assert.Greater(t, aimed, 10, "about two draws in three are aimed")
 	assert.Less(t, aimed, 30, "the kill mode keeps a share")
 
-	// Nothing unsynced anywhere: the draws are today's (any node, timed by
-	// the crashed node's own acknowledgements).
+	// Nothing unsynced anywhere: the draws are today's (any node), a
+	// crash of the front node timed by its own acknowledgements, one of
+	// the store behind it by the front's (it answers no client itself:
+	// waiting for its own left every such crash untimed).
 	s.unsynced = map[string]lazyfs.Loss{}
-	seen := map[string]bool{}
+	seen, crashed := map[string]bool{}, map[string]bool{}
 	for range 20 {
 		p, err := powerLoss{}.Draw(ctx, env, rng)
 		require.NoError(t, err)
 		seen[p.Nodes[0]] = true
 		c, err := crashOnAck{}.Draw(ctx, env, rng)
 		require.NoError(t, err)
-		assert.False(t, c.Params.(*ackCrash).AnyNode)
+		crashed[c.Nodes[0]] = true
+		assert.Equal(t, c.Nodes[0] == "store", c.Params.(*ackCrash).AnyNode, "%s", c.Nodes[0])
 	}
 	assert.True(t, seen["n1"] && seen["store"], "both nodes drawn: %v", seen)
+	assert.True(t, crashed["store"], "the store crashed: %v", crashed)
+	p := Plan{Nodes: []string{"store"}, Params: &ackCrash{Crash: CrashKill, After: history.Write, AnyNode: true}}
+	f, err := crashOnAck{}.Start(ctx, env, p)
+	require.NoError(t, err)
+	assert.Equal(t, true, f.Details["timed"], "the store's kill timed by n1's acknowledgement")
 }
 
 // armingStore is storeBehind whose layer can take the power at the next

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -71,11 +72,14 @@ type phaseLengths struct {
 	calmMargin, brief  time.Duration
 	// The conductor draws its next fault this long after the last.
 	gapMin, gapMax time.Duration
+	// whole: the calm phase before the first turn of a nemesis that
+	// starts alone lasts at least this long (wholeFor).
+	whole time.Duration
 }
 
 var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.Second,
 	calmMargin: 3500 * time.Millisecond, brief: time.Second,
-	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond}
+	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond, whole: wholeFor}
 
 const (
 	// clientsGap is the conductor's pause after starting a fault of the
@@ -89,6 +93,16 @@ const (
 	// aimTries bounds the redraws of a plan until it hits the wanted node.
 	aimTries = 20
 )
+
+// laterPhase says whether a whole fault phase still fits after the
+// longest calm phase calmFor holds, left before the main phase ends.
+func (pl phaseLengths) laterPhase(bounded bool, left time.Duration) bool {
+	var calm time.Duration
+	for _, r := range remedies {
+		calm = max(calm, r.idle+pl.calmMargin)
+	}
+	return bounded && left > pl.faultMax+calm
+}
 
 // calmFor is the calm phase to hold now, and why: long enough for the
 // longest idle time of a situation below target that fits in left (the
@@ -129,6 +143,29 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	deadline, bounded := ctx.Deadline()
 	var faults sync.WaitGroup
 	defer faults.Wait()
+	left := func() time.Duration {
+		if !bounded {
+			return time.Duration(1 << 62)
+		}
+		return time.Until(deadline)
+	}
+	// calmBefore is how long the calm phase before this fault phase lasted.
+	var calmBefore time.Duration
+	// launch starts a's fault on its own goroutine: a start can take
+	// seconds (an etcd member replaced, a container restarted), and the
+	// conductor drew nothing meanwhile (etcd, 3 members: 4 s without a
+	// fault in the first phase). Its draws come from a generator of its
+	// own.
+	launch := func(a aim, end time.Time) {
+		frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		s.guide.starting(a.nemesis.Name(), true)
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			defer s.guide.starting(a.nemesis.Name(), false)
+			s.conductOne(ctx, frng, a, end)
+		}()
+	}
 	if d := opening(s.Env, conducted); d > 0 {
 		s.guide.set(true, time.Now().Add(d))
 		s.announceCalm(time.Now().Add(d))
@@ -137,9 +174,19 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !sleep(ctx, d) {
 			return
 		}
+		calmBefore = d
 	}
 	for {
 		pl := s.guide.lengths
+		if n, ok := s.aloneFirst(conducted, calmBefore, pl.whole); ok {
+			if !s.aloneTurn(ctx, rng, n, calmBefore, conducted, launch) {
+				return
+			}
+		}
+		// Its first turn waits for a calm phase that leaves the cluster
+		// whole while one can still come: it neither extends this phase
+		// nor drains it.
+		deferAlone := left() > pl.whole+pl.faultMax
 		begun := time.Now()
 		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
@@ -148,8 +195,13 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			if time.Until(end) < minFault {
 				// A nemesis that never had a turn (its node held
 				// all phase) gets one before the calm: a short run
-				// must still try every fault it asked for.
-				if !s.someUntried(conducted) || time.Since(begun) >= 2*pl.faultMax {
+				// must still try every fault it asked for. Where
+				// another fault phase will come after the longest calm,
+				// its first turn goes first there instead (etcd, 3
+				// members, under load: the first phase ran on to 13 s
+				// for the last first turns, and with the long calm
+				// after it the 30 s run had no second fault phase).
+				if pl.laterPhase(bounded, left()) || !s.someUntried(s.notDeferred(conducted, deferAlone)) || time.Since(begun) >= 2*pl.faultMax {
 					break
 				}
 				end = time.Now().Add(pl.gapMax + minFault)
@@ -160,26 +212,14 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			// In the phase's extension, no new fault while one that
 			// starts alone awaits its first turn: the live ones end,
 			// and its turn comes.
-			drain := extended && s.drainForAlone(conducted, free)
+			drain := extended && !deferAlone && s.drainForAlone(conducted, free)
 			onClients := false
 			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
 				// A fault of the clients' own nemeses (a strip) holds
 				// no node: the next node fault need not wait a gap
 				// for it (it took the second turn of many a run).
 				onClients = !slices.Contains(conducted, a.nemesis)
-				// Each fault starts on its own goroutine: a start can
-				// take seconds (an etcd member replaced, a container
-				// restarted), and the conductor drew nothing meanwhile
-				// (etcd, 3 members: 4 s without a fault in the first
-				// phase). Its draws come from a generator of its own.
-				frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
-				s.guide.starting(a.nemesis.Name(), true)
-				faults.Add(1)
-				go func() {
-					defer faults.Done()
-					defer s.guide.starting(a.nemesis.Name(), false)
-					s.conductOne(ctx, frng, a, end)
-				}()
+				launch(a, end)
 			}
 			gap := between(rng, pl.gapMin, pl.gapMax)
 			if onClients {
@@ -199,12 +239,12 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !ended {
 			continue // a fault that could not be undone waits for the heal: no calm then
 		}
-		left := time.Duration(1 << 62)
-		if bounded {
-			left = time.Until(deadline)
+		d, why := pl.calmFor(s.coverage(), left())
+		if n, ok := s.aloneAwaits(conducted); ok && d < pl.whole && left() > pl.whole+pl.faultMin {
+			d, why = pl.whole, fmt.Sprintf("%s; whole for %s's first turn", why, n.Name())
 		}
-		d, why := pl.calmFor(s.coverage(), left)
 		at := time.Duration(s.Rec.Since(time.Now())).Round(time.Millisecond)
+		calmStart := time.Now()
 		s.guide.set(true, time.Now().Add(d))
 		s.guide.forIdle(d > pl.brief)
 		s.announceCalm(time.Now().Add(d))
@@ -215,7 +255,105 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		if !s.extendCalm(ctx, time.Now().Add(-d), d) {
 			return
 		}
+		calmBefore = time.Since(calmStart)
 	}
+}
+
+// wholeFor is how long a cluster must have been whole before it agrees to a
+// membership change: etcd refuses to remove a member until every other has
+// been connected to the leader for 5 s (its strict reconfiguration check).
+// A nemesis that starts alone (Alone) has its first turn right after a calm
+// phase at least this long, first thing, before the fault phase's own
+// faults. Drawn in the first fault phase's extension instead, right after
+// its faults (etcd, 3 members: a partition, a restart), its removal was
+// refused for 5 s and then took 4 s more, 9 s of a 30 s run with no other
+// fault, and the run had room for one more fault phase only.
+const wholeFor = 5 * time.Second
+
+// aloneAwaits is a nemesis that starts alone and never had a turn.
+func (s *Scheduler) aloneAwaits(conducted []Nemesis) (Nemesis, bool) {
+	tried := s.tried()
+	i := slices.IndexFunc(conducted, func(n Nemesis) bool { return alone(n) && tried[n.Name()] == 0 })
+	if i < 0 {
+		return nil, false
+	}
+	return conducted[i], true
+}
+
+// aloneFirst is the nemesis that starts alone whose first turn comes now:
+// it never had one, and the calm phase just ended lasted whole or more.
+func (s *Scheduler) aloneFirst(conducted []Nemesis, calmBefore, whole time.Duration) (Nemesis, bool) {
+	if calmBefore < whole {
+		return nil, false
+	}
+	return s.aloneAwaits(conducted)
+}
+
+// notDeferred are the conducted nemeses but, with deferAlone, those that
+// start alone: their first turn waits for a calm phase (aloneFirst).
+func (s *Scheduler) notDeferred(conducted []Nemesis, deferAlone bool) []Nemesis {
+	if !deferAlone {
+		return conducted
+	}
+	return slices.DeleteFunc(slices.Clone(conducted), alone)
+}
+
+// aloneTurn gives n (which starts alone) its first turn, before a fault
+// phase, and waits until its fault ended, meanwhile drawing the faults
+// that keep the cluster whole (keepsWhole: free says which) toward their
+// situations; false when ctx ended first.
+func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, calmBefore time.Duration, conducted []Nemesis, launch func(aim, time.Time)) bool {
+	pl := s.guide.lengths
+	s.guide.set(false, time.Now().Add(pl.faultMax))
+	a := aim{nemesis: n, why: fmt.Sprintf("first turn, alone, after a calm phase of %s: the cluster whole", calmBefore.Round(100*time.Millisecond))}
+	frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	s.guide.starting(n.Name(), true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer s.guide.starting(n.Name(), false)
+		s.conductOne(ctx, frng, a, time.Now().Add(pl.faultMax))
+	}()
+	for {
+		select {
+		case <-done:
+			return true
+		case <-ctx.Done():
+			<-done
+			return false
+		case <-time.After(between(rng, pl.gapMin, pl.gapMax)):
+		}
+		end := time.Now().Add(pl.faultMax)
+		s.guide.set(false, end)
+		// Aimed, and away from its node, once it is on: a clock on the
+		// member being replaced waited for it to come back (etcd: 12 s).
+		held := s.liveNodes(n.Name())
+		if held == nil {
+			continue
+		}
+		if b, ok := nextFault(s.Env, s.coverage(), s.free(conducted), nil, s.tried(), rng); ok && b.nodes != nil {
+			b.nodes = maps.Clone(b.nodes)
+			for _, node := range held {
+				delete(b.nodes, node)
+			}
+			if len(b.nodes) > 0 {
+				launch(b, end)
+			}
+		}
+	}
+}
+
+// liveNodes are the nodes of the named nemesis's live fault; nil when none
+// is live.
+func (s *Scheduler) liveNodes(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.active {
+		if l.nem.Name() == name {
+			return append([]string{}, l.fault.Nodes...)
+		}
+	}
+	return nil
 }
 
 // maxCalmExtension bounds how long a calm phase is held past its end for
@@ -301,9 +439,26 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 		// pauses, no write overtaken).
 		floor = max(floor, shortest)
 	}
-	length := func() time.Duration { return max(min(between(rng, shortest, longest), time.Until(end)), floor) }
+	// A situation made at the fault's end (a node back from a crash, a
+	// clock stepped back) needs the run to go on after it, the node
+	// serving again and a lock granted: an edge fault ends edgeRoom before
+	// the main phase does, or is not started (etcd, redis: the last clock
+	// step or crash of a run ended after the main phase, and made nothing).
+	runEnd, bounded := ctx.Deadline()
+	lateEdge := func() bool { return a.short && bounded && time.Until(runEnd)-edgeRoom < floor }
+	length := func() time.Duration {
+		d := min(between(rng, shortest, longest), time.Until(end))
+		if a.short && bounded {
+			d = min(d, time.Until(runEnd)-edgeRoom)
+		}
+		return max(d, floor)
+	}
 	var waitedSince time.Time
 	for {
+		if lateEdge() {
+			s.Env.claims.served(n.Name())
+			return
+		}
 		p, err := s.drawAimed(ctx, a, rng)
 		switch {
 		case errors.Is(err, ErrBusy):
@@ -336,6 +491,11 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 		}
 	}
 }
+
+// edgeRoom is how long before the main phase's end a fault aimed at a
+// situation made at its end must end: a node's start (an etcd member's
+// takes a second or more) and a grant after it.
+const edgeRoom = 1500 * time.Millisecond
 
 // drawAimed draws a's nemesis's plan until it hits a's nodes as its
 // situation needs (a few tries; ErrBusy otherwise).
@@ -372,7 +532,8 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 // from the others), and otherwise holds a phase for many seconds (etcd, 3
 // members: 19 s, most of it retrying the removal, which kept the run's
 // only long calm phase from coming). The guided schedule starts it when
-// no other fault on a node is live, and none while it is.
+// no other fault on a node is live, and none while it is (but clock steps:
+// keepsWhole).
 type Alone interface{ StartsAlone() bool }
 
 func alone(n Nemesis) bool {
@@ -389,17 +550,30 @@ func (s *Scheduler) free(conducted []Nemesis) []Nemesis {
 			busy[n.Name()] = true
 		}
 	}
+	breaks := slices.ContainsFunc(conducted, func(o Nemesis) bool { return busy[o.Name()] && !keepsWhole(o) })
+	aloneOn := slices.ContainsFunc(conducted, func(o Nemesis) bool { return busy[o.Name()] && alone(o) })
 	var out []Nemesis
 	for _, n := range conducted {
 		if busy[n.Name()] {
 			continue
 		}
-		if alone(n) && len(busy) > 0 || slices.ContainsFunc(conducted, func(o Nemesis) bool { return busy[o.Name()] && alone(o) }) {
+		if alone(n) && breaks || aloneOn && !keepsWhole(n) {
 			continue
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+// keepsWhole says whether n's faults leave every node up and connected,
+// all a fault that starts alone needs of the others: a clock step (etcd
+// times its elections and leases by the monotonic clock). Beside a member
+// replacement, whose removal and catching up held every other fault back
+// for 5-12 s of a 30 s run, clock faults go on (etcd, 3 members:
+// issuer-clock-back-regrant stayed at 1).
+func keepsWhole(n Nemesis) bool {
+	e, ok := n.(Effector)
+	return ok && slices.Equal(e.Effects(), []Effect{SkewsClocks})
 }
 
 // aimOnly are the nemeses that draw on their own (not conducted) whose

@@ -392,36 +392,6 @@ func TestCalmPhasesAreAnnouncedToTheWorkload(t *testing.T) {
 	assert.False(t, clientsOnly.follow, "nothing conducted: no calm phases")
 }
 
-// soloRestart is a restart that needs the rest of the system whole.
-type soloRestart struct{ restart }
-
-func (soloRestart) Name() string      { return "solo" }
-func (soloRestart) StartsAlone() bool { return true }
-
-// A nemesis that starts alone is free only when no other conducted fault is
-// live or starting, and while it is on no other one is free.
-func TestANemesisThatStartsAloneWaitsForTheOthers(t *testing.T) {
-	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
-	conducted := []Nemesis{restart{}, clock{}, soloRestart{}}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
-	s.Guide()
-	names := func(ns []Nemesis) []string {
-		var out []string
-		for _, n := range ns {
-			out = append(out, n.Name())
-		}
-		return out
-	}
-	assert.Equal(t, []string{Restart, Clock, "solo"}, names(s.free(conducted)), "nothing on: all free")
-	s.guide.starting(Restart, true)
-	assert.Equal(t, []string{Clock}, names(s.free(conducted)), "a restart starting: the solo one waits")
-	s.guide.starting(Restart, false)
-	s.guide.starting("solo", true)
-	assert.Empty(t, s.free(conducted), "the solo one starting: nothing else")
-	s.guide.starting("solo", false)
-	assert.True(t, alone(&memberReplace{}), "a member replacement starts alone")
-}
-
 // In a calm phase only holder pauses go on: the clients' link faults (a
 // strip, a delay) and node pauses wait for a fault phase, as node faults do.
 func TestOnlyHolderPausesRunInCalmPhases(t *testing.T) {
@@ -574,27 +544,6 @@ func TestALongAimIsNotCutByThePhaseEnd(t *testing.T) {
 	}
 }
 
-// A nemesis that starts alone and never had a turn gets one: in a phase's
-// extension the conductor starts nothing new while other faults are live,
-// once every other nemesis had its first turn.
-func TestTheConductorDrainsForAnAloneNemesisFirstTurn(t *testing.T) {
-	env := &Env{Target: halves{}}
-	replace := &memberReplace{}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, clock{}, replace})
-	s.Guide()
-	conducted := []Nemesis{restart{}, clock{}, replace}
-	s.active[1] = &live{nem: restart{}}
-	s.Counts[Restart].Started = 1
-	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "clock has not had its turn: it may start beside the restart")
-	s.Counts[Clock].Started = 1
-	assert.True(t, s.drainForAlone(conducted, s.free(conducted)), "only the member replacement is untried, and the restart is live")
-	delete(s.active, 1)
-	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "nothing live: it is free, no need to hold back")
-	s.Counts[MemberReplace].Started = 1
-	s.active[1] = &live{nem: restart{}}
-	assert.False(t, s.drainForAlone(conducted, s.free(conducted)), "every nemesis had its turn")
-}
-
 // frozenAdapters is twoAdapters whose nodes can be frozen; it notes when.
 type frozenAdapters struct {
 	twoAdapters
@@ -642,9 +591,11 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Node: other})
 	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Read, Key: "k", Node: node})
+	rec.Record(history.Event{Process: 4, Type: history.Invoke, F: history.Write, Key: "alone", Node: node})
+	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "k", Node: other})
 	time.Sleep(50 * time.Millisecond)
 	target.mu.Lock()
-	assert.Empty(t, target.frozen, "not frozen before a write is sent to it")
+	assert.Empty(t, target.frozen, "not frozen before a write on a contended key is sent to it")
 	target.mu.Unlock()
 	sent := time.Now()
 	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "k", Node: node})
@@ -657,42 +608,80 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	assert.Equal(t, w.Index, f.Details["write_index"])
 }
 
-// A nemesis's first turn goes to a situation only it creates: a crash on an
-// acknowledgement to the power cut on one (restart creates the restart
-// situations too), and the nemeses with such a situation before restart.
-func TestFirstTurnsGoToWhatOnlyTheNemesisCreates(t *testing.T) {
-	env := &Env{Target: halves{}}
-	free := []Nemesis{restart{}, crashOnAck{}, clock{}}
-	cov := atTarget(map[string]int{"issuer-restart-regrant": 0, "resource-restart-stale": 0,
-		"issuer-power-cut-on-ack": 0, "resource-power-cut-on-ack": 0, "issuer-clock-back-regrant": 0})
-	seen := map[string]bool{}
-	for seed := range uint64(40) {
-		a, ok := nextFault(env, cov, free, nil, map[string]int{}, rand.New(rand.NewPCG(seed, 3)))
-		require.True(t, ok)
-		assert.NotEqual(t, Restart, a.nemesis.Name(), "seed %d: restart's situations have another maker", seed)
-		seen[a.situation] = true
-		if a.nemesis.Name() == CrashOnAck {
-			assert.Contains(t, []string{"issuer-power-cut-on-ack", "resource-power-cut-on-ack"}, a.situation)
-			assert.False(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &ackCrash{Crash: CrashKill}}, a.nodes), "a kill is no power cut")
-		}
-	}
-	assert.True(t, seen["issuer-clock-back-regrant"] && (seen["issuer-power-cut-on-ack"] || seen["resource-power-cut-on-ack"]), "%v", seen)
-	// Once they had theirs, restart's first turn is aimed as before.
-	a, ok := nextFault(env, cov, free, nil, map[string]int{CrashOnAck: 1, Clock: 1}, rand.New(rand.NewPCG(1, 3)))
-	require.True(t, ok)
-	assert.Equal(t, Restart, a.nemesis.Name())
-	assert.Contains(t, a.why, "first turn, aimed: ")
+// A write frozen in an adapter is overtaken only if a newer holder writes
+// through another one meanwhile: the freeze takes a write on a key whose
+// lock was granted through another node lately, and only once none came
+// for half the wait, any write.
+func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
+	rec := history.NewRecorder(&bytes.Buffer{})
+	acks := history.NewAcks()
+	rec.Listen(acks.Observe)
+	env := &Env{Acks: acks}
+	got := make(chan map[string]any, 1)
+	go func() {
+		details := map[string]any{}
+		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		got <- details
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "mine", Node: "a1"})
+	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
+	rec.Record(history.Event{Process: 2, Type: history.Ok, F: history.Acquire, Key: "shared", Node: "a2"})
+	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Write, Key: "shared", Node: "a2"})
+	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "shared", Node: "a1"})
+	d := <-got
+	assert.Equal(t, true, d["timed"])
+	assert.Equal(t, w.Index, d["write_index"], "the write on the key granted through a2, not the one only a1's client wants")
+	assert.Equal(t, "shared", d["write_key"])
+
+	go func() {
+		details := map[string]any{}
+		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		got <- details
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
+	time.Sleep(ackWait/2 + 50*time.Millisecond)
+	w = rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
+	d = <-got
+	assert.Equal(t, w.Index, d["write_index"], "none contended for half the wait: the next write")
 }
 
-// The clock's situation is a grant on each side of a step back: the aim
-// takes a clock fault that goes back as it starts (a step back, a strobe),
-// not a step forward, which goes back only when it heals, seconds later
-// (wallclock tokens were found at that heal, not at the aimed fault's start).
-func TestTheClockAimGoesBackAtOnce(t *testing.T) {
-	a := aimedFault(t, &Env{Target: halves{}}, atTarget(map[string]int{"issuer-clock-back-regrant": 0}), []Nemesis{clock{}})
-	on := func(cp clockParams) Plan { return Plan{Nodes: []string{"i1"}, Params: &cp} }
-	assert.True(t, a.hits(on(clockParams{Mode: "step", OffsetMS: -800}), a.nodes))
-	assert.True(t, a.hits(on(clockParams{Mode: "strobe", OffsetsMS: []int64{900, 0}, PeriodMS: 80}), a.nodes))
-	assert.False(t, a.hits(on(clockParams{Mode: "step", OffsetMS: 800}), a.nodes), "forward: back only at the heal")
-	assert.False(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &clockParams{Mode: "step", OffsetMS: -800}}, a.nodes), "not the issuer's clock")
+// A fault aimed at a situation made at its end ends edgeRoom before the
+// main phase does, so the node serves again and grants while the run goes
+// on; one that cannot is not started.
+func TestAnEdgeFaultEndsBeforeTheRunDoes(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{clock{}})
+	s.Guide()
+	a := aim{nemesis: clock{}, short: true, why: "issuer-clock-back-regrant 0 of 3"}
+	floor := max(minFault, min(clock{}.Timing(env).FaultMin, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), edgeRoom+floor/2)
+	s.conductOne(ctx, rand.New(rand.NewPCG(1, 1)), a, time.Now().Add(time.Minute))
+	cancel()
+	assert.Empty(t, s.Planned(0, "").Faults, "no room left for its end: not started")
+
+	room := edgeRoom + floor + 200*time.Millisecond
+	ctx, cancel = context.WithTimeout(context.Background(), room)
+	defer cancel()
+	begun := time.Now()
+	s.conductOne(ctx, rand.New(rand.NewPCG(1, 1)), a, time.Now().Add(time.Minute))
+	faults := s.Planned(0, "").Faults
+	require.Len(t, faults, 1)
+	assert.LessOrEqual(t, faults[0].Duration, room-edgeRoom, "it ends edgeRoom before the run")
+	assert.Less(t, time.Since(begun), room, "and has ended by then")
+	require.NoError(t, s.Heal(context.Background()))
+}
+
+// A fault phase runs on for the nemeses that never had a turn only where no
+// later fault phase fits after the longest calm phase: in a 30 s run their
+// first turns go first in the next phase instead (etcd's first phase ran on
+// to 13 s, and the run had no second one).
+func TestFirstTurnsWaitForTheNextPhaseWhereOneFits(t *testing.T) {
+	pl := defaultPhases
+	longest := 5*time.Second + pl.calmMargin
+	assert.True(t, pl.laterPhase(true, 23*time.Second), "a 30 s run after its first phase")
+	assert.False(t, pl.laterPhase(true, pl.faultMax+longest), "no whole phase after the long calm: the phase runs on")
+	assert.False(t, pl.laterPhase(true, 6*time.Second), "a 12 s run: every fault tried in its one phase")
+	assert.False(t, pl.laterPhase(false, time.Hour), "an unbounded run keeps the extension")
 }

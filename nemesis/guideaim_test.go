@@ -1,0 +1,49 @@
+package nemesis
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A nemesis's first turn goes to a situation only it creates: a crash on an
+// acknowledgement to the power cut on one (restart creates the restart
+// situations too), and the nemeses with such a situation before restart.
+func TestFirstTurnsGoToWhatOnlyTheNemesisCreates(t *testing.T) {
+	env := &Env{Target: halves{}}
+	free := []Nemesis{restart{}, crashOnAck{}, clock{}}
+	cov := atTarget(map[string]int{"issuer-restart-regrant": 0, "resource-restart-stale": 0,
+		"issuer-power-cut-on-ack": 0, "resource-power-cut-on-ack": 0, "issuer-clock-back-regrant": 0})
+	seen := map[string]bool{}
+	for seed := range uint64(40) {
+		a, ok := nextFault(env, cov, free, nil, map[string]int{}, rand.New(rand.NewPCG(seed, 3)))
+		require.True(t, ok)
+		assert.NotEqual(t, Restart, a.nemesis.Name(), "seed %d: restart's situations have another maker", seed)
+		seen[a.situation] = true
+		if a.nemesis.Name() == CrashOnAck {
+			assert.Contains(t, []string{"issuer-power-cut-on-ack", "resource-power-cut-on-ack"}, a.situation)
+			assert.False(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &ackCrash{Crash: CrashKill}}, a.nodes), "a kill is no power cut")
+		}
+	}
+	assert.True(t, seen["issuer-clock-back-regrant"] && (seen["issuer-power-cut-on-ack"] || seen["resource-power-cut-on-ack"]), "%v", seen)
+	// Once they had theirs, restart's first turn is aimed as before.
+	a, ok := nextFault(env, cov, free, nil, map[string]int{CrashOnAck: 1, Clock: 1}, rand.New(rand.NewPCG(1, 3)))
+	require.True(t, ok)
+	assert.Equal(t, Restart, a.nemesis.Name())
+	assert.Contains(t, a.why, "first turn, aimed: ")
+}
+
+// The clock's situation is a grant on each side of a step back: the aim
+// takes a clock fault that goes back as it starts (a step back, a strobe),
+// not a step forward, which goes back only when it heals, seconds later
+// (wallclock tokens were found at that heal, not at the aimed fault's start).
+func TestTheClockAimGoesBackAtOnce(t *testing.T) {
+	a := aimedFault(t, &Env{Target: halves{}}, atTarget(map[string]int{"issuer-clock-back-regrant": 0}), []Nemesis{clock{}})
+	on := func(cp clockParams) Plan { return Plan{Nodes: []string{"i1"}, Params: &cp} }
+	assert.True(t, a.hits(on(clockParams{Mode: "step", OffsetMS: -800}), a.nodes))
+	assert.True(t, a.hits(on(clockParams{Mode: "strobe", OffsetsMS: []int64{900, 0}, PeriodMS: 80}), a.nodes))
+	assert.False(t, a.hits(on(clockParams{Mode: "step", OffsetMS: 800}), a.nodes), "forward: back only at the heal")
+	assert.False(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &clockParams{Mode: "step", OffsetMS: -800}}, a.nodes), "not the issuer's clock")
+}
