@@ -67,10 +67,10 @@ func (c *fenceConn) restart() {
 	}
 }
 
-// stragglerRun runs the steady workload on conn, restarts it with the
-// writers held off, and returns the stragglers' writes (invoke and
-// completion) and the highest token accepted per key before the restart.
-func stragglerRun(t *testing.T, conn *fenceConn) (invokes, completions []history.Event, marks map[string]uint64) {
+// restartRun runs the steady workload on conn, restarts it with the
+// writers held off (atRestart sees the workload and conn just before), and
+// returns the history.
+func restartRun(t *testing.T, conn *fenceConn, atRestart func(w *Fenced)) []history.Event {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := NewFenced(Config{Clients: 2, Keys: 2, TTL: 50 * time.Millisecond, OpTimeout: time.Second, Seed: 1,
@@ -83,12 +83,7 @@ func stragglerRun(t *testing.T, conn *fenceConn) (invokes, completions []history
 	time.Sleep(100 * time.Millisecond)
 	conn.hold.Lock() // no acquire from here on: the writers finish their cycle and wait
 	time.Sleep(50 * time.Millisecond)
-	conn.mu.Lock()
-	marks = map[string]uint64{}
-	for k, v := range conn.hw {
-		marks[k] = v
-	}
-	conn.mu.Unlock()
+	atRestart(w)
 	conn.restart()
 	w.AfterRestart("n1")
 	w.stragglers.Wait()
@@ -98,6 +93,20 @@ func stragglerRun(t *testing.T, conn *fenceConn) (invokes, completions []history
 	require.NoError(t, rec.Close())
 	evs, err := history.ReadAll(&buf)
 	require.NoError(t, err)
+	return evs
+}
+
+// stragglerRun is restartRun's stragglers' writes (invoke and completion)
+// and the highest token accepted per key before the restart.
+func stragglerRun(t *testing.T, conn *fenceConn) (invokes, completions []history.Event, marks map[string]uint64) {
+	evs := restartRun(t, conn, func(*Fenced) {
+		conn.mu.Lock()
+		defer conn.mu.Unlock()
+		marks = map[string]uint64{}
+		for k, v := range conn.hw {
+			marks[k] = v
+		}
+	})
 	straggler := map[int]bool{}
 	for _, e := range evs {
 		if e.F != history.Write {
@@ -157,29 +166,9 @@ func TestMarksKeepTheNewestAndTheNewestOlderToken(t *testing.T) {
 // process of its own, so that a write answered and then lost to the crash
 // shows as a stale read.
 func TestReadBacksAfterARestartReadTheKeysWrittenLast(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	conn := newFenceConn(false)
-	w, err := NewFenced(Config{Clients: 2, Keys: 2, TTL: 50 * time.Millisecond, OpTimeout: time.Second, Seed: 1,
-		Issuers: []Conn{conn}, Resources: []Conn{conn}, Profile: "steady"})
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	done := make(chan error)
-	go func() { done <- w.Run(ctx, rec) }()
-	time.Sleep(100 * time.Millisecond)
-	conn.hold.Lock()
-	time.Sleep(50 * time.Millisecond)
-	want := w.marks.recent(maxStragglers)
+	var want []string
+	evs := restartRun(t, newFenceConn(false), func(w *Fenced) { want = w.marks.recent(maxStragglers) })
 	require.NotEmpty(t, want, "keys were written")
-	w.AfterRestart("n1")
-	w.stragglers.Wait()
-	conn.hold.Unlock()
-	cancel()
-	require.NoError(t, <-done)
-	require.NoError(t, rec.Close())
-	evs, err := history.ReadAll(&buf)
-	require.NoError(t, err)
 	var read []string
 	readers := map[int]bool{}
 	for _, e := range evs {
