@@ -66,23 +66,26 @@ func TestCompareSideBySide(t *testing.T) {
 	assert.Contains(t, md, "**Result: does not meet the bar**")
 }
 
+// compareRow compares one bug row's guided and random first violations
+// (faults: each run's first fault, nil for at 0).
+func compareRow(t *testing.T, bug string, guided, random, faults []time.Duration) (string, bool) {
+	t.Helper()
+	g, r, err := Compare(rowMatrix(t, "guided", bug, guided, faults), rowMatrix(t, "random", bug, random, faults))
+	require.NoError(t, err)
+	return CompareMarkdown(g, r, "")
+}
+
 // A bug the workload shows before any fault, in every run of both modes,
 // has no fault to guide: its ratio is noise and not held to the bar. Once
 // one run found it only after a fault, the bar holds again.
 func TestCompareSetsAsideWhatNoFaultTookPartIn(t *testing.T) {
 	ms := time.Millisecond
 	at := []time.Duration{1000 * ms, 1000 * ms, -1}
-	g, r, err := Compare(rowMatrix(t, "guided", "accept-equal", []time.Duration{110 * ms, 120 * ms, 100 * ms}, at),
-		rowMatrix(t, "random", "accept-equal", []time.Duration{100 * ms, 100 * ms, 90 * ms}, at))
-	require.NoError(t, err)
-	md, passed := CompareMarkdown(g, r, "")
+	random := []time.Duration{100 * ms, 100 * ms, 90 * ms}
+	md, passed := compareRow(t, "accept-equal", []time.Duration{110 * ms, 120 * ms, 100 * ms}, random, at)
 	assert.True(t, passed, md)
 	assert.Contains(t, md, "found before the first fault in every run (1.10: no fault to guide)")
-
-	g, r, err = Compare(rowMatrix(t, "guided", "accept-equal", []time.Duration{110 * ms, 1200 * ms, 100 * ms}, at),
-		rowMatrix(t, "random", "accept-equal", []time.Duration{100 * ms, 100 * ms, 90 * ms}, at))
-	require.NoError(t, err)
-	md, passed = CompareMarkdown(g, r, "")
+	md, passed = compareRow(t, "accept-equal", []time.Duration{110 * ms, 1200 * ms, 100 * ms}, random, at)
 	assert.False(t, passed, md)
 	assert.Contains(t, md, "1.10 ⚠")
 }
@@ -91,16 +94,11 @@ func TestCompareSetsAsideWhatNoFaultTookPartIn(t *testing.T) {
 // must sit idle first), guided is held to not being slower than random.
 func TestCompareHoldsAFloorBugToRandomsPace(t *testing.T) {
 	s := time.Second
-	g, r, err := Compare(rowMatrix(t, "guided", "forget-idle", []time.Duration{4 * s, 5 * s, 5 * s}, nil),
-		rowMatrix(t, "random", "forget-idle", []time.Duration{5 * s, 5 * s, 6 * s}, nil))
-	require.NoError(t, err)
-	md, passed := CompareMarkdown(g, r, "")
+	random := []time.Duration{5 * s, 5 * s, 6 * s}
+	md, passed := compareRow(t, "forget-idle", []time.Duration{4 * s, 5 * s, 5 * s}, random, nil)
 	assert.True(t, passed, md)
 	assert.Contains(t, md, "1.00 (the bug cannot show before 3.0 s")
-	g, r, err = Compare(rowMatrix(t, "guided", "forget-idle", []time.Duration{6 * s, 6 * s, 7 * s}, nil),
-		rowMatrix(t, "random", "forget-idle", []time.Duration{5 * s, 5 * s, 6 * s}, nil))
-	require.NoError(t, err)
-	md, passed = CompareMarkdown(g, r, "")
+	md, passed = compareRow(t, "forget-idle", []time.Duration{6 * s, 6 * s, 7 * s}, random, nil)
 	assert.False(t, passed, md)
 	assert.Contains(t, md, "1.20 (the bug cannot show before 3.0 s, more than half of random's median: the bar is ≤ 1) ⚠")
 }
