@@ -238,7 +238,7 @@ type Outcome struct {
 	// results.json's faults.
 	FirstFault time.Duration
 	Kinds      map[string]int
-	AfterFault   string
+	AfterFault string
 	// System is the system the run said it ran (results.json run.system);
 	// Metrics its numeric metrics (lease_overlaps, ...).
 	System  string
