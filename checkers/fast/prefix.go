@@ -76,3 +76,28 @@ func invalidFrom(k *keyLog, sem checkers.Semantics, issued *checkers.Issued, lo 
 	}
 	return times[j]
 }
+
+// checkRegisterKey checks one key of the register: the search, then its
+// anomalies dated no earlier than the key's earliest rejected prefix.
+func checkRegisterKey(k *keyLog, sem checkers.Semantics, issued *checkers.Issued, max int) keyOutcome {
+	out := searchRegisterKey(k, sem, issued, max)
+	// No violation is visible before the key's history was invalid
+	// (prefix.go): an explanation is dated by the operations it names, and
+	// an unknown-outcome write by its call, though what proves the
+	// violation may have come later.
+	at := int64(-1)
+	for _, a := range out.anomalies {
+		if !a.Finding && (at < 0 || a.At < at) {
+			at = a.At
+		}
+	}
+	if at >= 0 {
+		from := invalidFrom(k, sem, issued, at)
+		for i := range out.anomalies {
+			if a := &out.anomalies[i]; !a.Finding && a.At < from {
+				a.At = from
+			}
+		}
+	}
+	return out
+}

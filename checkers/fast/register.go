@@ -79,29 +79,6 @@ type regCheck struct {
 	issued *checkers.Issued
 }
 
-func checkRegisterKey(k *keyLog, sem checkers.Semantics, issued *checkers.Issued, max int) keyOutcome {
-	out := searchRegisterKey(k, sem, issued, max)
-	// No violation is visible before the key's history was invalid
-	// (prefix.go): an explanation is dated by the operations it names, and
-	// an unknown-outcome write by its call, though what proves the
-	// violation may have come later.
-	at := int64(-1)
-	for _, a := range out.anomalies {
-		if !a.Finding && (at < 0 || a.At < at) {
-			at = a.At
-		}
-	}
-	if at >= 0 {
-		from := invalidFrom(k, sem, issued, at)
-		for i := range out.anomalies {
-			if a := &out.anomalies[i]; !a.Finding && a.At < from {
-				a.At = from
-			}
-		}
-	}
-	return out
-}
-
 // searchRegisterKey is the search and its explanations.
 func searchRegisterKey(k *keyLog, sem checkers.Semantics, issued *checkers.Issued, max int) keyOutcome {
 	c := &regCheck{k: k, sem: sem, max: max, f0: negInf, f0By: -1, issued: issued}
