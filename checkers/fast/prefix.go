@@ -41,8 +41,8 @@ func (out keyOutcome) violates() bool {
 	return slices.ContainsFunc(out.anomalies, func(a checkers.Anomaly) bool { return !a.Finding })
 }
 
-// maxPrefixChecks bounds the bisection: 2^24 distinct times is more than
-// any key holds.
+// maxPrefixChecks bounds the galloping and the bisection each: 2^24
+// distinct times is more than any key holds.
 const maxPrefixChecks = 24
 
 // invalidFrom is the earliest time t from lo on (the earliest a violation
@@ -61,11 +61,21 @@ func invalidFrom(k *keyLog, sem checkers.Semantics, issued *checkers.Issued, lo 
 	slices.Sort(times)
 	times = slices.Compact(times)
 	bad := func(t int64) bool { return searchRegisterKey(k.prefix(t), sem, issued, 1).violates() }
-	i, j := 0, len(times) // the answer is in times[i:j], or none
-	if j == 0 || !bad(times[j-1]) {
+	// Galloping from lo, then bisection: the prefix that is invalid is
+	// most often a few operations past the time the explanation gave, and
+	// the prefixes probed on the way there are short.
+	i, j := 0, -1 // times[i-1] (if any) valid, times[j] invalid
+	for step, n := 1, 0; i < len(times) && n < maxPrefixChecks; step, n = step*2, n+1 {
+		at := min(i+step-1, len(times)-1)
+		if bad(times[at]) {
+			j = at
+			break
+		}
+		i = at + 1
+	}
+	if j < 0 {
 		return lo
 	}
-	j--
 	for n := 0; i < j && n < maxPrefixChecks; n++ {
 		m := (i + j) / 2
 		if bad(times[m]) {
