@@ -1,7 +1,6 @@
 package lazyfs
 
 import (
-	"errors"
 	"syscall"
 	"time"
 )
@@ -14,7 +13,7 @@ import (
 // its fsync returns loses only what it never answered. A cut sent from
 // outside after an acknowledgement lands a few milliseconds late, by when
 // the fsync that followed the answer has made it durable; armed on the
-// layer, it lands on that fsync.
+// layer, it lands on the next fsync, before that fsync completes.
 
 // cutHold bounds how long an fsync met by an armed cut is held before it
 // fails with EIO: the kill follows within milliseconds, and a process
@@ -32,15 +31,16 @@ type fsyncCut struct {
 
 // ArmCut arms a power cut for the next fsync (of a file or a folder) within
 // window: that fsync makes nothing durable, and nothing after it reaches
-// the backing folder, as if the power went the instant it was asked for.
+// the backing folder, as if the power went while it was under way (after
+// a slow disk's delay, before its data was on the disk).
 // The fsync is held (cutHold at most) and then fails; the power loss that
 // follows (PowerLoss, PowerLossAs) says whether the cut met an fsync
-// (Loss.AtFsync). Armed again, the window is renewed.
+// (Loss.AtFsync). Armed again before it fired, it starts a new window.
 func (m *Mount) ArmCut(window time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lfs == nil || m.server == nil {
-		return errors.New("lazyfs: not mounted")
+		return errNotMounted
 	}
 	l := m.lfs
 	l.mu.Lock()

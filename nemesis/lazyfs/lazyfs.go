@@ -171,6 +171,9 @@ func (m *Mount) mount() error {
 	return nil
 }
 
+// errNotMounted: a fault asked of a layer that is down.
+var errNotMounted = errors.New("lazyfs: not mounted")
+
 // Pending counts what a power loss would drop now.
 func (m *Mount) Pending() Loss {
 	m.mu.Lock()
@@ -194,7 +197,7 @@ func (m *Mount) PowerLossAs(cs CrashState) (Loss, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.server == nil {
-		return Loss{}, errors.New("lazyfs: not mounted")
+		return Loss{}, errNotMounted
 	}
 	l := m.lfs
 	l.mu.Lock()
