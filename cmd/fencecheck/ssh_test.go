@@ -172,8 +172,17 @@ func TestSSHInterruptAndKillLeaveNothingOnTheHosts(t *testing.T) {
 			c := startCLI(t, "test", "--target", "spec:"+spec, "--nemesis", "pause,clock,power-loss", "--time", "2m", "--quiet", "--store", store)
 			waitFor(t, 3*time.Minute, "the main phase", func() bool { return inMainPhase(store) })
 			time.Sleep(4 * time.Second) // faults under way
-			left, err := lab.Leftovers(context.Background(), lab.Hosts[0].Name, "")
-			require.NoError(t, err)
+			// A power cut takes the layer down until the node starts
+			// again, so the mount is looked for over a few seconds.
+			var left sshlab.Leftovers
+			var err error
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+				left, err = lab.Leftovers(context.Background(), lab.Hosts[0].Name, "")
+				require.NoError(t, err)
+				if len(left.Mounts) > 0 || time.Now().After(deadline) {
+					break
+				}
+			}
 			require.False(t, left.Empty(), "a live run has its agent and node on the host")
 			require.NotEmpty(t, left.Mounts, "the power-loss layer is mounted on the host: %s", left)
 			began := time.Now()
