@@ -147,6 +147,9 @@ func TestTrialNextRunSweepsWhatAKilledTreeLeft(t *testing.T) {
 	store := t.TempDir()
 	c := startCLI(t, "test", "--target", "memory", "--time", "1m", "--nemesis", "power-loss", "--seed", "5", "--quiet", "--store", store)
 	waitFor(t, 60*time.Second, "the main phase", func() bool { return inMainPhase(store) })
+	// A power cut takes the layer down until the node starts again: kill
+	// while it is mounted.
+	waitFor(t, 20*time.Second, "the layer mounted", func() bool { return len(layerMountsUnder(store)) > 0 })
 	tree := descendants(c.cmd.Process.Pid)
 	require.NotEmpty(t, tree, "the layer agent runs")
 	for p := range tree {
