@@ -22,6 +22,9 @@ type Ack struct {
 	// Sent: the event is the operation's invoke (its request about to
 	// go out), not its ok completion.
 	Sent bool
+	// Process is the client's: its one operation in flight pairs an ok
+	// with the invoke before it.
+	Process int
 }
 
 // Acks publishes the acknowledgements of a history to whoever waits for
@@ -54,7 +57,7 @@ func (a *Acks) Observe(e Event) {
 	if len(a.waiters) == 0 {
 		return
 	}
-	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke}
+	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke, Process: e.Process}
 	for w := range a.waiters {
 		if w.match == nil || w.match(ack) {
 			w.got <- ack

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencecheck/fencecheck/history"
+	"github.com/fencecheck/fencecheck/nemesis/lazyfs"
 )
 
 // crashOnAck crashes the node that just answered: it waits for the next
@@ -49,6 +51,9 @@ type ackCrash struct {
 	// (an adapter does), and it is its layer that holds the unsynced
 	// writes the acknowledgement was given for.
 	AnyNode bool `json:"any_node,omitempty"`
+	// SlowFsyncMS: a power cut's node has its fsyncs slowed by this much
+	// from before the acknowledgement until the cut (0: not slowed).
+	SlowFsyncMS int64 `json:"slow_fsync_ms,omitempty"`
 }
 
 // ackKinds are the operations whose acknowledgement may trigger a crash:
@@ -58,6 +63,19 @@ var ackKinds = []string{history.Acquire, history.Write, history.Release}
 // ackDelayMax bounds the drawn delay: the window of a system that answers
 // and then fsyncs is a few milliseconds (an fsync's time).
 const ackDelayMax = 3 * time.Millisecond
+
+// slowFsyncMin and slowFsyncSpan draw a power cut's slowed fsyncs: a
+// system that answers while the fsync of what it answered is under way
+// (etcd v3.5.0-3.5.4 with one member, #14370) has a window as long as that
+// fsync, a millisecond or less on a fast disk: the acknowledgement reaches
+// the client, and the cut armed from here reaches the layer, after it
+// closed. Tens of milliseconds keep it open until the armed cut lands on
+// that fsync (the layer meets a cut after a slow disk's delay). A system
+// that answers after its fsync returns only answers later.
+const (
+	slowFsyncMin  = 20
+	slowFsyncSpan = 41
+)
 
 // armWindow is how long a cut armed on the layer waits for an fsync: the
 // cut sent from here follows within the delay, so the window only has to
@@ -112,6 +130,8 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 				return Plan{}, err
 			}
 			params.Crash, params.AnyNode = CrashPower, true
+			params.After = powerTrigger(env, node, rng)
+			params.SlowFsyncMS = drawSlowFsync(env, node, rng)
 			return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: params}, nil
 		}
 	}
@@ -129,6 +149,8 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 	// written.
 	if _, ok := env.Target.(PowerCutter); ok && hasNode(powerNodes(env), p.Nodes[0]) && rng.IntN(3) != 0 {
 		params.Crash = CrashPower
+		params.After = powerTrigger(env, p.Nodes[0], rng)
+		params.SlowFsyncMS = drawSlowFsync(env, p.Nodes[0], rng)
 	}
 	p.Params = params
 	return p, nil
@@ -144,16 +166,37 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 	}
 	rs, _ := env.Target.(Restarter)
 	node := p.Nodes[0]
+	details := map[string]any{history.ExtraMode: params.Crash, "after": params.After, "delay_us": params.DelayUS}
+	// The fsyncs are slowed before the acknowledgement is waited for, so
+	// that the fsync of what it answers is slowed too.
+	var slowed DiskFaulter
+	if params.Crash == CrashPower && params.SlowFsyncMS > 0 {
+		df := env.Target.(DiskFaulter)
+		if err := df.SetDiskFaults(ctx, node, lazyfs.Faults{FsyncDelay: time.Duration(params.SlowFsyncMS) * time.Millisecond}); err == nil {
+			slowed = df
+			details["slow_fsync_ms"] = params.SlowFsyncMS
+		}
+	}
+	// With slowed fsyncs the trigger is an operation sent after they were
+	// slowed: one sent before may have had its fsync made at full speed.
+	sentSince := map[int]bool{}
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
 	ack, werr := env.Acks.Next(wctx, func(a history.Ack) bool {
-		return !a.Sent && a.F == params.After && (params.AnyNode || a.Node == node)
+		if a.Sent {
+			sentSince[a.Process] = true
+			return false
+		}
+		return a.F == params.After && (params.AnyNode || a.Node == node) && (slowed == nil || sentSince[a.Process])
 	})
 	cancel()
 	if werr != nil && ctx.Err() != nil {
+		if slowed != nil {
+			slowed.SetDiskFaults(context.WithoutCancel(ctx), node, lazyfs.Faults{})
+		}
 		return nil, ctx.Err()
 	}
 	delay := time.Duration(params.DelayUS) * time.Microsecond
-	details := map[string]any{history.ExtraMode: params.Crash, "after": params.After, "delay_us": params.DelayUS, "timed": werr == nil}
+	details["timed"] = werr == nil
 	if params.AnyNode {
 		details["any_node"] = true
 	}
@@ -186,6 +229,10 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 	case CrashPower:
 		pc := env.Target.(PowerCutter)
 		loss, err := pc.CutPower(ctx, node)
+		if slowed != nil {
+			// The disk is well again for the node's next start.
+			slowed.SetDiskFaults(ctx, node, lazyfs.Faults{})
+		}
 		if err != nil {
 			return nil, applyFailed(params.Crash, []string{node}, err)
 		}
@@ -219,6 +266,12 @@ func (crashOnAck) CheckPlan(env *Env, p Plan) error {
 	if params.DelayUS < 0 {
 		return fmt.Errorf("a crash's delay after the acknowledgement is negative (%d us)", params.DelayUS)
 	}
+	if params.SlowFsyncMS < 0 {
+		return fmt.Errorf("a crash's slowed fsync is negative (%d ms)", params.SlowFsyncMS)
+	}
+	if params.SlowFsyncMS > 0 && (params.Crash != CrashPower || !hasNode(diskNodes(env), p.Nodes[0])) {
+		return fmt.Errorf("only a power cut of a node whose disk can be slowed has its fsyncs slowed (node %s)", p.Nodes[0])
+	}
 	if _, ok := env.Target.(Restarter); !ok {
 		return errors.New("the target's nodes cannot be killed and restarted")
 	}
@@ -232,6 +285,30 @@ func (crashOnAck) CheckPlan(env *Env, p Plan) error {
 		return fmt.Errorf("a crash is %q or %q, not %q", CrashKill, CrashPower, params.Crash)
 	}
 	return nil
+}
+
+// powerTrigger draws the acknowledgement that times a power cut of node,
+// so that what the cut takes shows: a lost write shows at the read-back
+// once the node is back, a lost grant only when its token is handed out
+// again (a counter that goes back does so at the next grant; an etcd
+// revision may go to a resource's write instead), a lost release never.
+// A node that holds only issuer state answers grants.
+func powerTrigger(env *Env, node string, rng *rand.Rand) string {
+	for _, n := range nodesOf(env) {
+		if n.Name == node && strings.Contains(n.Role, "issuer") && !strings.Contains(n.Role, "resource") {
+			return history.Acquire
+		}
+	}
+	return []string{history.Acquire, history.Write, history.Write}[rng.IntN(3)]
+}
+
+// drawSlowFsync draws how much a power cut's node has its fsyncs slowed,
+// where its disk can be slowed.
+func drawSlowFsync(env *Env, node string, rng *rand.Rand) int64 {
+	if !hasNode(diskNodes(env), node) {
+		return 0
+	}
+	return slowFsyncMin + rng.Int64N(slowFsyncSpan)
 }
 
 // behindFront says whether node keeps state behind stateless front nodes
