@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -52,10 +53,17 @@ func sameRowNames(a, b []Row) bool {
 }
 
 // rowStats is one row of one matrix: runs detected of runs, and the median
-// time to the first violation over the detected runs.
+// time to the first violation over the detected runs (median) and over all
+// the runs (all), where a run that found nothing counts as the run's length:
+// it found nothing within it, so its time is at least that. Dropping the
+// misses instead would favour the mode that misses more (its slowest
+// outcomes left out). censored: all is such a lower bound itself (more than
+// half the runs found nothing, or the middle two straddle one).
 type rowStats struct {
 	detected, runs int
 	median         time.Duration
+	all            time.Duration
+	censored       bool
 	// beforeFaults: every detected run found it before its first fault
 	// (the workload alone shows the bug: there was no fault to guide).
 	beforeFaults bool
@@ -64,9 +72,13 @@ type rowStats struct {
 func statsOf(m *Matrix, r Row) rowStats {
 	var s rowStats
 	var ds []time.Duration
+	misses := 0
 	s.beforeFaults = true
 	for _, o := range m.Outcomes[r.Name] {
 		s.runs++
+		if r.expectInvalid() && !o.Detected() {
+			misses++
+		}
 		if r.expectInvalid() && o.Detected() {
 			s.detected++
 			if o.FirstInvalid >= 0 {
@@ -81,8 +93,45 @@ func statsOf(m *Matrix, r Row) rowStats {
 		}
 	}
 	s.median = median(ds)
+	s.all, s.censored = censoredMedian(ds, misses, m.Config.Time)
 	s.beforeFaults = s.beforeFaults && s.detected > 0
 	return s
+}
+
+// censoredMedian is the median of the times ds and of misses runs that
+// found nothing within limit (each counted as limit), and whether it is a
+// lower bound (a miss is among the middle values). -1 with no run at all.
+func censoredMedian(ds []time.Duration, misses int, limit time.Duration) (time.Duration, bool) {
+	all := append([]time.Duration(nil), ds...)
+	for range misses {
+		all = append(all, limit)
+	}
+	if len(all) == 0 {
+		return -1, false
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	n := len(all)
+	// The misses sort last (a detection at exactly limit sorts with them:
+	// it too bounds nothing from above), so the middle is censored when
+	// it reaches into them.
+	firstMiss := n - misses
+	if n%2 == 1 {
+		return all[n/2], n/2 >= firstMiss
+	}
+	return (all[n/2-1] + all[n/2]) / 2, n/2 >= firstMiss
+}
+
+// medianCell renders a mode's median over all the runs, with the median
+// over the detected ones beside it when some found nothing.
+func medianCell(s rowStats) string {
+	cell := secs(s.all)
+	if s.censored {
+		cell = "≥ " + cell
+	}
+	if s.detected < s.runs && s.median >= 0 {
+		cell += fmt.Sprintf(" (%s over the %d detected)", secs(s.median), s.detected)
+	}
+	return cell
 }
 
 // CompareMarkdown renders the side-by-side table and says whether the bar
@@ -97,7 +146,7 @@ func CompareMarkdown(guided, random *Matrix, command string) (string, bool) {
 	fmt.Fprintf(&b, "The same rows of the detection matrix ([detection.md](detection.md)) over the same seeds %d..%d of %s under `--nemesis %s`, once with `--nemesis-mode guided` (the default for `all`: fault phases and calm phases, each fault drawn toward the failure situation furthest below its target: [coverage.md](coverage.md)) and once with `--nemesis-mode random` (every fault drawn at random, as before). Regenerate with:\n\n",
 		c.FirstSeed, c.FirstSeed+uint64(c.Seeds)-1, c.Time, c.Nemesis)
 	fmt.Fprintf(&b, "    %s\n    %s\n    %s\n\n", guided.Config.Command, random.Config.Command, command)
-	fmt.Fprintf(&b, "Guided ran %d at a time in %s (%s), random %d at a time in %s (%s), on a machine with %d CPUs. **Detected**: the run's verdict is invalid. **Median first violation**: when the history first became invalid, in seconds since the run's start, over the detected runs.\n\n",
+	fmt.Fprintf(&b, "Guided ran %d at a time in %s (%s), random %d at a time in %s (%s), on a machine with %d CPUs. **Detected**: the run's verdict is invalid. **Median first violation**: when the history first became invalid, in seconds since the run's start, over all the runs, a run that found nothing counting as the run's length (it found nothing within it: its time is at least that; a median that is such a bound is marked ≥, and so is a ratio it bounds), with the median over the detected runs beside it where some found nothing.\n\n",
 		guided.Config.Parallel, guided.Elapsed.Round(time.Second), guided.Started.UTC().Format("2006-01-02 15:04 UTC"),
 		random.Config.Parallel, random.Elapsed.Round(time.Second), random.Started.UTC().Format("2006-01-02 15:04 UTC"), guided.CPUs)
 	fmt.Fprintf(&b, "| bug or target | detected, guided | detected, random | median first violation, guided | median, random | guided / random |\n|---|---|---|---|---|---|\n")
@@ -108,32 +157,41 @@ func CompareMarkdown(guided, random *Matrix, command string) (string, bool) {
 		}
 		g, x := statsOf(guided, r), statsOf(random, r)
 		ratio := "–"
+		// Over all the runs: where random's median is a lower bound the
+		// ratio is an upper bound (≤), where guided's is, a lower one.
+		bound := ""
+		if x.censored && !g.censored {
+			bound = "≤ "
+		}
 		switch {
+		case g.median < 0 && x.median >= 0:
+			passed = false
+			ratio = "guided never found it ⚠"
+		case g.median >= 0 && x.median < 0:
+			ratio = "random never found it"
 		case g.beforeFaults && x.beforeFaults:
 			// Found by the workload alone in every run of both modes:
 			// the faults, guided or not, played no part.
-			ratio = fmt.Sprintf("found before the first fault in every run (%.2f: no fault to guide)", g.median.Seconds()/max(x.median.Seconds(), 1e-3))
-		case g.median >= 0 && x.median > 0 && r.Floor > 0 && x.median/2 < r.Floor:
+			ratio = fmt.Sprintf("found before the first fault in every run (%.2f: no fault to guide)", g.all.Seconds()/max(x.all.Seconds(), 1e-3))
+		case g.censored:
+			passed = false
+			ratio = "guided found nothing in half its runs or more ⚠"
+		case g.all >= 0 && x.all > 0 && r.Floor > 0 && x.all/2 < r.Floor:
 			// Half of random's median is sooner than the bug can show:
 			// the bar is then not to be slower than random.
-			q := g.median.Seconds() / x.median.Seconds()
-			ratio = fmt.Sprintf("%.2f (the bug cannot show before %s, more than half of random's median: the bar is ≤ 1)", q, secs(r.Floor))
+			q := g.all.Seconds() / x.all.Seconds()
+			ratio = fmt.Sprintf("%s%.2f (the bug cannot show before %s, more than half of random's median: the bar is ≤ 1)", bound, q, secs(r.Floor))
 			if q > 1 {
 				passed = false
 				ratio += " ⚠"
 			}
-		case g.median >= 0 && x.median > 0:
-			q := g.median.Seconds() / x.median.Seconds()
-			ratio = fmt.Sprintf("%.2f", q)
+		case g.all >= 0 && x.all > 0:
+			q := g.all.Seconds() / x.all.Seconds()
+			ratio = fmt.Sprintf("%s%.2f", bound, q)
 			if q > 0.5 {
 				passed = false
 				ratio += " ⚠"
 			}
-		case g.median < 0 && x.median >= 0:
-			passed = false
-			ratio = "guided never found it ⚠"
-		case g.median >= 0:
-			ratio = "random never found it"
 		}
 		mark := ""
 		if g.detected*x.runs < x.detected*g.runs {
@@ -141,7 +199,7 @@ func CompareMarkdown(guided, random *Matrix, command string) (string, bool) {
 			mark = " ⚠"
 		}
 		fmt.Fprintf(&b, "| %s%s | %d/%d%s | %d/%d | %s | %s | %s |\n", r.label(), flagsNote(r), g.detected, g.runs, mark, x.detected, x.runs,
-			secs(g.median), secs(x.median), ratio)
+			medianCell(g), medianCell(x), ratio)
 	}
 	fmt.Fprintf(&b, "\n| correct configuration | not valid, guided | not valid, random |\n|---|---|---|\n")
 	for _, r := range guided.Rows {

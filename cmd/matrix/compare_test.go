@@ -52,7 +52,8 @@ func TestCompareSideBySide(t *testing.T) {
 	require.NoError(t, err)
 	md, passed := CompareMarkdown(g, r, "go run ./cmd/matrix --compare g.json r.json")
 	assert.True(t, passed, md)
-	assert.Contains(t, md, "| `counter-in-memory` | 3/3 | 2/3 | 3.0 s | 9.0 s | 0.33 |")
+	// Random's miss counts as the run's 30 s: the median of 8, 10 and 30.
+	assert.Contains(t, md, "| `counter-in-memory` | 3/3 | 2/3 | 3.0 s | 10.0 s (9.0 s over the 2 detected) | 0.30 |")
 	assert.Contains(t, md, "| correct | 0/3 | 0/3 |")
 	assert.Contains(t, md, "**Result: meets the bar**")
 
@@ -62,7 +63,7 @@ func TestCompareSideBySide(t *testing.T) {
 	require.NoError(t, err)
 	md, passed = CompareMarkdown(g, r, "")
 	assert.False(t, passed)
-	assert.Contains(t, md, "| `counter-in-memory` | 2/3 ⚠ | 3/3 | 6.0 s | 9.0 s | 0.67 ⚠ |")
+	assert.Contains(t, md, "| `counter-in-memory` | 2/3 ⚠ | 3/3 | 6.0 s (6.0 s over the 2 detected) | 9.0 s | 0.67 ⚠ |")
 	assert.Contains(t, md, "**Result: does not meet the bar**")
 }
 
@@ -125,4 +126,30 @@ func TestCompareRefusesUnlikeMatrices(t *testing.T) {
 	o, err = parseFlags([]string{"--nemesis-mode", "random", "--rows", "reference"}, &strings.Builder{})
 	require.NoError(t, err)
 	assert.Contains(t, o.cfg.Args(Row{Name: "reference"}, 1, "s"), "--nemesis-mode=random", "each run gets the mode")
+}
+
+// A run that found nothing counts as the run's length, a lower bound on its
+// time: random finding a bug in 2 runs of 5 has a median of at least the
+// run's length, and guided's ratio to it is an upper bound. Counting only
+// the detected runs would give random the 2 fast ones (median 5 s) and fail
+// a guided mode that found it in every run.
+func TestCompareCountsAMissAsTheRunsLength(t *testing.T) {
+	s := time.Second
+	md, passed := compareRow(t, "counter-in-memory", []time.Duration{8 * s, 9 * s, 10 * s, 12 * s, 14 * s}, []time.Duration{4 * s, 6 * s, -1, -1, -1}, nil)
+	assert.True(t, passed, md)
+	assert.Contains(t, md, "| 5/5 | 2/5 | 10.0 s | ≥ 30.0 s (5.0 s over the 2 detected) | ≤ 0.33 |")
+
+	// Guided itself missing more than half: no ratio can be claimed.
+	md, passed = compareRow(t, "counter-in-memory", []time.Duration{8 * s, -1, -1}, []time.Duration{-1, -1, -1}, nil)
+	assert.True(t, passed, "random never found it, guided did: %s", md)
+	md, passed = compareRow(t, "counter-in-memory", []time.Duration{8 * s, -1, -1}, []time.Duration{4 * s, -1, -1}, nil)
+	assert.False(t, passed, md)
+	assert.Contains(t, md, "guided found nothing in half its runs or more ⚠")
+
+	all, censored := censoredMedian([]time.Duration{s, 2 * s}, 2, 30*s)
+	assert.Equal(t, 16*s, all, "the middle two are 2 s and a miss")
+	assert.True(t, censored)
+	all, censored = censoredMedian([]time.Duration{s, 2 * s, 3 * s}, 1, 30*s)
+	assert.Equal(t, 2500*time.Millisecond, all)
+	assert.False(t, censored)
 }
