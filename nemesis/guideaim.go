@@ -213,6 +213,13 @@ func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[
 	if slices.ContainsFunc(free, func(n Nemesis) bool { return tried[n.Name()] == 0 }) {
 		untried := slices.DeleteFunc(slices.Clone(best), func(a aim) bool { return tried[a.nemesis.Name()] > 0 })
 		untried = rarest(untried, append(slices.Clone(free), aimOnly...))
+		// The clients' nemeses first: their faults hold no node, so the
+		// node faults after them wait 20 ms, not a gap (clientsGap), and
+		// what only they create (a stripped token) comes in the phase's
+		// first second instead of after the node faults' first turns.
+		if clients := slices.DeleteFunc(slices.Clone(untried), func(a aim) bool { return !slices.Contains(aimOnly, a.nemesis) }); len(clients) > 0 {
+			untried = clients
+		}
 		if len(untried) > 0 {
 			a := untried[rng.IntN(len(untried))]
 			a.why = "first turn, aimed: " + a.why
