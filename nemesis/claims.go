@@ -261,6 +261,31 @@ func (c *claims) hush(ctx context.Context, max time.Duration) (live int, yielded
 	}
 }
 
+// hushWhole holds new outages back, as hush does, but only when none is
+// live now (false, holding nothing, otherwise), without waiting: a clock
+// step timed by a grant (stepOnGrant) holds them for the milliseconds to
+// the next grant, not while it waits for the system to be whole. While an
+// outage has been held back too long it holds nothing (yielded).
+func (c *claims) hushWhole() (unhush func(), ok, yielded bool) {
+	if c == nil {
+		return func() {}, true, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.outages) > 0 {
+		return nil, false, false
+	}
+	if c.starved {
+		return func() {}, true, true
+	}
+	c.hushes++
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.hushes--
+	}), true, false
+}
+
 func hasNode(nodes []Node, name string) bool {
 	for _, n := range nodes {
 		if n.Name == name {

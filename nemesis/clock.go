@@ -329,43 +329,52 @@ func stepBackOnGrant(_ context.Context, env *Env, rng *rand.Rand, nodes map[stri
 	return Plan{Nodes: names, Params: &clockParams{Mode: "step", OffsetMS: off.Milliseconds(), OnGrant: true}}, nil
 }
 
-// clockDrain bounds how long a step timed by a grant waits for the live
-// outages (a crash, a partition) to end before it waits for the grant.
-const clockDrain = 1500 * time.Millisecond
-
 // stepOnGrant steps p's clocks to off right after the system grants a
-// lock, with no outage live (one is waited for, clockDrain at most) and
-// none starting until a lock sent for after the step is granted
-// (ackWait at most): so the step back falls between two grants, with
-// the node serving on both sides, and the grant after it is made while
-// the clock is still back. A step at a drawn time is followed by a grant
-// only when no crash or partition of the node takes the time after it.
-// New outages are held back for that grant only, milliseconds on a
-// serving system: held for the whole fault, the crash situations fell
-// to 1-2 (docs/coverage.md).
+// lock while no outage (a crash, a partition) is live, and starts none
+// until a lock sent for after the step is granted (ackWait at most): so
+// the step back falls between two grants, with the node serving on both
+// sides, and the grant after it is made while the clock is still back. A
+// step at a drawn time is followed by a grant only when no crash or
+// partition of the node takes the time after it. New outages are held
+// back from the step to that grant only, milliseconds on a serving
+// system: held while the step waited for the system to be whole, they
+// waited seconds and the crash situations fell to 2 (redis); held for the
+// whole fault, to 1-2 (docs/coverage.md).
 func stepOnGrant(ctx context.Context, env *Env, p Plan, off time.Duration, set func(context.Context, time.Duration) error, details map[string]any) (*Fault, error) {
 	details["on_grant"] = true
 	node := p.Nodes[0]
 	anyNode := behindFront(env, node)
 	grant := func(a history.Ack) bool { return a.F == history.Acquire && (anyNode || a.Node == node) }
-	live, yielded, unhush := env.claims.hush(ctx, clockDrain)
-	if live > 0 {
-		details["outages_live"] = live
-	}
-	if yielded {
-		details["hush_yielded"] = true
-	}
+	unhush, whole := func() {}, false
 	details["timed"] = false
 	if env.Acks != nil {
 		wctx, cancel := context.WithTimeout(ctx, ackWait)
-		ack, err := env.Acks.Next(wctx, func(a history.Ack) bool { return grant(a) && !a.Sent })
+		for !whole {
+			ack, err := env.Acks.Next(wctx, func(a history.Ack) bool { return grant(a) && !a.Sent })
+			if err != nil {
+				break
+			}
+			var yielded bool
+			if unhush, whole, yielded = env.claims.hushWhole(); whole {
+				details["timed"], details["grant_index"] = true, ack.Index
+				if yielded {
+					details["hush_yielded"] = true
+				}
+			}
+		}
 		cancel()
-		if err != nil && ctx.Err() != nil {
-			unhush()
+		if ctx.Err() != nil {
+			if whole {
+				unhush()
+			}
 			return nil, ctx.Err()
 		}
-		if err == nil {
-			details["timed"], details["grant_index"] = true, ack.Index
+	}
+	if !whole {
+		// No grant with the system whole: stepped all the same, and
+		// outages held off for the grant after it if none is live.
+		if unhush, whole, _ = env.claims.hushWhole(); !whole {
+			unhush = func() {}
 		}
 	}
 	if err := set(ctx, off); err != nil {

@@ -36,10 +36,11 @@ func TestTheClockAimStepsBackOnAGrant(t *testing.T) {
 	assert.Error(t, clock{}.CheckPlan(env, strobe), "on_grant times a step only")
 }
 
-// A step timed by a grant waits for the live outage to end, then for a
-// grant, steps, and holds new outages back until a lock sent for after the
+// A step timed by a grant takes the first grant made while no outage is
+// live, steps, and holds new outages back until a lock sent for after the
 // step is granted: the step falls between two grants with the node
-// serving on both sides.
+// serving on both sides. While it waits for its grant it holds nothing
+// back (held then, the crashes waited seconds).
 func TestAStepOnAGrantFallsBetweenTwoGrants(t *testing.T) {
 	var buf bytes.Buffer
 	rec := history.NewRecorder(&buf)
@@ -70,6 +71,8 @@ func TestAStepOnAGrantFallsBetweenTwoGrants(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, stepped(), "no step while the node's crash is live")
 	env.claims.release(crash)
+	require.True(t, env.claims.startOutage(crash+1, time.Time{}), "waiting for its grant, it holds no outage back")
+	env.claims.release(crash + 1)
 
 	// Once the node is whole, a write is no grant; an acquire answered is.
 	var grant int64
