@@ -261,18 +261,20 @@ func (c *claims) hush(ctx context.Context, max time.Duration) (live int, yielded
 	}
 }
 
-// hushWhole holds new outages back, as hush does, but only when none is
-// live now (false, holding nothing, otherwise), without waiting: a clock
+// hushWhole holds new outages back, as hush does, but only when no more
+// than own are live now (the caller's own: a node frozen on a write is
+// one), and false, holding nothing, otherwise, without waiting: a clock
 // step timed by a grant (stepOnGrant) holds them for the milliseconds to
-// the next grant, not while it waits for the system to be whole. While an
-// outage has been held back too long it holds nothing (yielded).
-func (c *claims) hushWhole() (unhush func(), ok, yielded bool) {
+// the next grant, a freeze on a write until the write is overtaken, not
+// while they wait for the system to be whole. While an outage has been
+// held back too long it holds nothing (yielded).
+func (c *claims) hushWhole(own int) (unhush func(), ok, yielded bool) {
 	if c == nil {
 		return func() {}, true, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.outages) > 0 {
+	if len(c.outages) > own {
 		return nil, false, false
 	}
 	if c.starved {

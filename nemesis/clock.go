@@ -355,7 +355,7 @@ func stepOnGrant(ctx context.Context, env *Env, p Plan, off time.Duration, set f
 				break
 			}
 			var yielded bool
-			if unhush, whole, yielded = env.claims.hushWhole(); whole {
+			if unhush, whole, yielded = env.claims.hushWhole(0); whole {
 				details["timed"], details["grant_index"] = true, ack.Index
 				if yielded {
 					details["hush_yielded"] = true
@@ -373,7 +373,7 @@ func stepOnGrant(ctx context.Context, env *Env, p Plan, off time.Duration, set f
 	if !whole {
 		// No grant with the system whole: stepped all the same, and
 		// outages held off for the grant after it if none is live.
-		if unhush, whole, _ = env.claims.hushWhole(); !whole {
+		if unhush, whole, _ = env.claims.hushWhole(0); !whole {
 			unhush = func() {}
 		}
 	}

@@ -620,7 +620,8 @@ func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
 	got := make(chan map[string]any, 1)
 	go func() {
 		details := map[string]any{}
-		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		_, err := awaitWriteSent(context.Background(), env, "a1", 0, details)
+		assert.NoError(t, err)
 		got <- details
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -636,7 +637,8 @@ func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
 
 	go func() {
 		details := map[string]any{}
-		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		_, err := awaitWriteSent(context.Background(), env, "a1", 0, details)
+		assert.NoError(t, err)
 		got <- details
 	}()
 	time.Sleep(50 * time.Millisecond)
