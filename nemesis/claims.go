@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -263,18 +264,33 @@ func (c *claims) hush(ctx context.Context, max time.Duration) (live int, yielded
 
 // hushWhole holds new outages back, as hush does, but only when no more
 // than own are live now (the caller's own: a node frozen on a write is
-// one), and false, holding nothing, otherwise, without waiting: a clock
-// step timed by a grant (stepOnGrant) holds them for the milliseconds to
-// the next grant, a freeze on a write until the write is overtaken, not
-// while they wait for the system to be whole. While an outage has been
-// held back too long it holds nothing (yielded).
+// one), and false, holding nothing, otherwise, without waiting: a freeze
+// on a write holds them until the write is overtaken, not while it waits
+// for the system to be whole. While an outage has been held back too long
+// it holds nothing (yielded).
 func (c *claims) hushWhole(own int) (unhush func(), ok, yielded bool) {
+	return c.hushIf(func() bool { return len(c.outages) <= own })
+}
+
+// hushFree is hushWhole for a fault that needs only nodes up: it holds new
+// outages back when no live fault holds one of them, whatever else is
+// live (a clock step timed by a grant: a freeze of an adapter leaves the
+// store granting through the other, and waiting for it to end, the step
+// went untimed, redis).
+func (c *claims) hushFree(nodes []string) (unhush func(), ok, yielded bool) {
+	return c.hushIf(func() bool {
+		return !slices.ContainsFunc(nodes, func(n string) bool { _, held := c.by[n]; return held })
+	})
+}
+
+// hushIf holds new outages back when now says so (called under c.mu).
+func (c *claims) hushIf(now func() bool) (unhush func(), ok, yielded bool) {
 	if c == nil {
 		return func() {}, true, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.outages) > own {
+	if !now() {
 		return nil, false, false
 	}
 	if c.starved {

@@ -330,12 +330,12 @@ func stepBackOnGrant(_ context.Context, env *Env, rng *rand.Rand, nodes map[stri
 }
 
 // stepOnGrant steps p's clocks to off right after the system grants a
-// lock while no outage (a crash, a partition) is live, and starts none
-// until a lock sent for after the step is granted (ackWait at most): so
-// the step back falls between two grants, with the node serving on both
-// sides, and the grant after it is made while the clock is still back. A
-// step at a drawn time is followed by a grant only when no crash or
-// partition of the node takes the time after it. New outages are held
+// lock while no fault holds the node (a crash, a power loss), and starts
+// no outage until a lock sent for after the step is granted (ackWait at
+// most): so the step back falls between two grants, with the node serving
+// on both sides, and the grant after it is made while the clock is still
+// back. A step at a drawn time is followed by a grant only when no crash
+// or partition of the node takes the time after it. New outages are held
 // back from the step to that grant only, milliseconds on a serving
 // system: held while the step waited for the system to be whole, they
 // waited seconds and the crash situations fell to 2 (redis); held for the
@@ -355,7 +355,7 @@ func stepOnGrant(ctx context.Context, env *Env, p Plan, off time.Duration, set f
 				break
 			}
 			var yielded bool
-			if unhush, whole, yielded = env.claims.hushWhole(0); whole {
+			if unhush, whole, yielded = env.claims.hushFree(p.Nodes); whole {
 				details["timed"], details["grant_index"] = true, ack.Index
 				if yielded {
 					details["hush_yielded"] = true
@@ -373,7 +373,7 @@ func stepOnGrant(ctx context.Context, env *Env, p Plan, off time.Duration, set f
 	if !whole {
 		// No grant with the system whole: stepped all the same, and
 		// outages held off for the grant after it if none is live.
-		if unhush, whole, _ = env.claims.hushWhole(0); !whole {
+		if unhush, whole, _ = env.claims.hushFree(p.Nodes); !whole {
 			unhush = func() {}
 		}
 	}

@@ -36,8 +36,8 @@ func TestTheClockAimStepsBackOnAGrant(t *testing.T) {
 	assert.Error(t, clock{}.CheckPlan(env, strobe), "on_grant times a step only")
 }
 
-// A step timed by a grant takes the first grant made while no outage is
-// live, steps, and holds new outages back until a lock sent for after the
+// A step timed by a grant takes the first grant made while no fault holds
+// its node (another node's does not matter), steps, and holds new outages back until a lock sent for after the
 // step is granted: the step falls between two grants with the node
 // serving on both sides. While it waits for its grant it holds nothing
 // back (held then, the crashes waited seconds).
@@ -53,8 +53,11 @@ func TestAStepOnAGrantFallsBetweenTwoGrants(t *testing.T) {
 	}
 	stepped := func() bool { return clocks.current("n1") != 0 }
 
-	const crash = 7
+	const crash, freeze = 7, 6
+	require.True(t, env.claims.claimAll([]string{"n1"}, crash))
 	require.True(t, env.claims.startOutage(crash, time.Time{}), "a crash of the node is live")
+	require.True(t, env.claims.claimAll([]string{"a1"}, freeze))
+	require.True(t, env.claims.startOutage(freeze, time.Time{}), "and a freeze of another node, which keeps no step waiting")
 	p := Plan{Nodes: []string{"n1"}, Params: &clockParams{Mode: "step", OffsetMS: -5000, OnGrant: true}}
 	type started struct {
 		f   *Fault
