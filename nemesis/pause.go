@@ -328,20 +328,17 @@ func holdForOvertaking(ctx context.Context, env *Env, node, key string, unhush f
 	return func() { cancel(); <-done }
 }
 
-// contendedFor is how recently a lock must have been granted through
-// another node for a write on its key to count as contended.
-const contendedFor = 3 * time.Second
-
 // awaitWriteSent waits for the next write sent to node while no other
 // outage is live (at most ackWait: a node that serves none meanwhile is
 // frozen anyway, and the details say the freeze was not timed), then
 // until after has passed since, and holds new outages back from then on
 // (unhush ends it; holdForOvertaking keeps it): the frozen write is
-// overtaken only by a newer one the store accepts through another node.
-// For the first half of the wait it takes only a write on a contended
-// key, one whose lock was granted through another node lately: most keys
-// have one writer, or writers on the one node (redis, etcd: the writes
-// frozen on keys no other client wanted timed out with no newer write).
+// overtaken only by a newer one the store accepts through another node,
+// its writer's own once it failed over (workloads' failover). It used to
+// wait half its time for a write on a key granted through another node
+// (most keys had one writer, on one node); with the failover any write
+// will do, and that half second let a crash of the store begin first
+// (redis: every freeze first in its phase went untimed).
 func awaitWriteSent(ctx context.Context, env *Env, node string, after time.Duration, details map[string]any) (unhush func(), err error) {
 	details["on_write"] = true
 	unhush = func() {}
@@ -351,20 +348,9 @@ func awaitWriteSent(ctx context.Context, env *Env, node string, after time.Durat
 	}
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
 	defer cancel()
-	anyAfter := time.Now().Add(ackWait / 2)
-	// Acks calls the match under its lock, one acknowledgement at a time.
-	elsewhere := map[string]time.Time{}
 	for {
 		sent, err := env.Acks.Next(wctx, func(a history.Ack) bool {
-			if !a.Sent && a.F == history.Acquire && a.Node != node {
-				elsewhere[a.Key] = a.At
-				return false
-			}
-			if !a.Sent || a.F != history.Write || a.Node != node {
-				return false
-			}
-			granted, ok := elsewhere[a.Key]
-			return ok && a.At.Sub(granted) < contendedFor || a.At.After(anyAfter)
+			return a.Sent && a.F == history.Write && a.Node == node
 		})
 		if err != nil {
 			if ctx.Err() != nil {
