@@ -22,6 +22,8 @@ type frozenConn struct {
 	mu     *sync.Mutex
 	tokens *int
 	frozen func() bool
+	// refused: the write is refused (a strip proxy took its token).
+	refused func() bool
 }
 
 func (c frozenConn) Node() string { return c.name }
@@ -42,26 +44,36 @@ func (c frozenConn) Write(ctx context.Context, _, _ string, _ []byte) Reply {
 		<-ctx.Done()
 		return Reply{Type: history.Info, Error: "timeout"}
 	}
+	if c.refused != nil && c.refused() {
+		return Reply{Type: history.Fail, Error: "missing-token"}
+	}
 	return Reply{Type: history.Ok}
 }
 func (c frozenConn) Read(context.Context, string) Reply { return Reply{Type: history.Ok} }
 
 // A writer whose write timed out on one node takes the same key again
-// through the next one: a newer token's write on that key then lands while
-// the old write is still held in the frozen node (write-overtaken), where
-// before the key's one writer kept to its one node.
+// through the next one, until a write on it is accepted (one refused, its
+// token stripped, is tried again): a newer token's write on that key then
+// lands while the old write is still held in the frozen node
+// (write-overtaken), where before the key's one writer kept to its one
+// node. It sends nothing more to the node that did not answer.
 func TestAWriterFailsOverToTheNextNodeOnTheSameKey(t *testing.T) {
 	var mu sync.Mutex
-	tokens, writesOnA := 0, 0
+	tokens, writesOnA, writesOnB := 0, 0, 0
 	a := frozenConn{name: "a", mu: &mu, tokens: &tokens, frozen: func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		writesOnA++
 		return writesOnA == 3 // the third write on a is held
 	}}
-	b := frozenConn{name: "b", mu: &mu, tokens: &tokens, frozen: func() bool { return false }}
+	b := frozenConn{name: "b", mu: &mu, tokens: &tokens, frozen: func() bool { return false }, refused: func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		writesOnB++
+		return writesOnB == 1 // the first write through b is refused
+	}}
 	w, err := NewFenced(Config{Clients: 1, Keys: 64, Profile: "steady", TTL: 50 * time.Millisecond, OpTimeout: 50 * time.Millisecond,
-		Seed: 1, Issuers: []Conn{a, b}, Resources: []Conn{a, b}, ReplayShare: 0.0001, ReadShare: 0.0001})
+		Seed: 1, Issuers: []Conn{a, b}, Resources: []Conn{a, b}, ReplayShare: 0.0001, ReadShare: 0.99})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
@@ -87,10 +99,16 @@ func TestAWriterFailsOverToTheNextNodeOnTheSameKey(t *testing.T) {
 			next = append(next, e)
 		}
 	}
-	require.GreaterOrEqual(t, len(next), 2)
-	for _, e := range next[:2] {
-		assert.Equal(t, evs[held].Key, e.Key, "the same key again: %+v", e)
+	require.GreaterOrEqual(t, len(next), 4)
+	for _, e := range next[:4] {
+		assert.Equal(t, evs[held].Key, e.Key, "the same key again, until a write on it is accepted: %+v", e)
 		assert.Equal(t, "b", e.Node, "through the next node: %+v", e)
+	}
+	for _, e := range evs[held+1:] {
+		if e.Type == history.Invoke {
+			assert.Equal(t, history.Acquire, e.F, "first the new lock, no read through the node that did not answer: %+v", e)
+			break
+		}
 	}
 }
 

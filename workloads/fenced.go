@@ -238,7 +238,6 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			backoff(ctx, rng)
 			continue
 		}
-		retry = nil
 		token := acq.Token
 		granted := max(acq.TTL, w.cfg.TTL)
 		w.learnGranted(acq.TTL)
@@ -302,8 +301,14 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		v := w.value(r)
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
-		if wr.Type == history.Info && len(w.cfg.Resources) > 1 {
+		switch {
+		case wr.Type == history.Info && len(w.cfg.Resources) > 1:
+			// Nothing more through the node that did not answer (a
+			// read there waited out its timeout too).
 			route, retry = route+1, w.failOver(ki, granted)
+			continue
+		case wr.Type == history.Ok:
+			retry = nil
 		}
 		// Others sometimes retry an accepted write (a replay).
 		if ctx.Err() == nil && writes == 1 && wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare {
@@ -335,8 +340,9 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 
 // failover is a writer's next cycles after a write whose answer it never
 // got (a timeout: the node it went through may still hold the request):
-// the same key again, through the next node, until the lease it wrote
-// under has run out and one more has passed. A client does this when an
+// the same key again, through the next node, until a write on it is
+// accepted (one whose token a strip proxy took is refused) or the lease it
+// wrote under has run out and one more has passed. A client does this when an
 // endpoint stops answering; it is also what lets a write held in a frozen
 // node be overtaken (write-overtaken): the newer token's write on its key
 // comes through another node while the old one waits. Without it each
