@@ -272,14 +272,18 @@ func (c *claims) hushWhole(own int) (unhush func(), ok, yielded bool) {
 	return c.hushIf(func() bool { return len(c.outages) <= own })
 }
 
-// hushFree is hushWhole for a fault that needs only nodes up: it holds new
-// outages back when no live fault holds one of them, whatever else is
-// live (a clock step timed by a grant: a freeze of an adapter leaves the
-// store granting through the other, and waiting for it to end, the step
-// went untimed, redis).
+// hushFree is hushWhole for a clock step timed by a grant, which needs
+// only nodes up: it holds new outages back when no live fault holds one of
+// them, whatever else is live (a freeze of an adapter leaves the store
+// granting through the other, and waiting for it to end, the step went
+// untimed, redis), and no one else holds outages back: a hush waits for a
+// takeover (a quiet holder pause's, a frozen write's newer one), and a
+// clock stepped back makes the leases the store times by it run on (redis:
+// a lock granted before a step back of 73 s was refused to every taker
+// for the freeze's whole time).
 func (c *claims) hushFree(nodes []string) (unhush func(), ok, yielded bool) {
 	return c.hushIf(func() bool {
-		return !slices.ContainsFunc(nodes, func(n string) bool { _, held := c.by[n]; return held })
+		return c.hushes == 0 && !slices.ContainsFunc(nodes, func(n string) bool { _, held := c.by[n]; return held })
 	})
 }
 

@@ -37,7 +37,8 @@ func TestTheClockAimStepsBackOnAGrant(t *testing.T) {
 }
 
 // A step timed by a grant takes the first grant made while no fault holds
-// its node (another node's does not matter), steps, and holds new outages back until a lock sent for after the
+// its node (another node's does not matter) and no other fault holds
+// outages back for a takeover (a step back would keep it from coming), steps, and holds new outages back until a lock sent for after the
 // step is granted: the step falls between two grants with the node
 // serving on both sides. While it waits for its grant it holds nothing
 // back (held then, the crashes waited seconds).
@@ -74,6 +75,12 @@ func TestAStepOnAGrantFallsBetweenTwoGrants(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, stepped(), "no step while the node's crash is live")
 	env.claims.release(crash)
+	_, _, unhushOther := env.claims.hush(context.Background(), 0)
+	time.Sleep(20 * time.Millisecond)
+	op(history.Ok, history.Acquire, "k")
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, stepped(), "no step while another fault holds outages back for a takeover")
+	unhushOther()
 	require.True(t, env.claims.startOutage(crash+1, time.Time{}), "waiting for its grant, it holds no outage back")
 	env.claims.release(crash + 1)
 
