@@ -294,8 +294,10 @@ func (*pause) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 
 // overtakeWait bounds how long a freeze on a write holds new outages back
 // for the write to be overtaken: the client's timeout (1 s), its new lock
-// through the next node and its write.
-const overtakeWait = 2 * time.Second
+// through the next node and its write, tens of milliseconds. Each second
+// of it is a second of the fault phase without a crash (redis, 2 s: the
+// restart situations fell to 2).
+const overtakeWait = 1500 * time.Millisecond
 
 // holdForOvertaking keeps new outages held back (unhush ends it) until a
 // write on a key held in the frozen node (key, or one sent to node since)
