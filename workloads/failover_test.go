@@ -3,6 +3,7 @@ package workloads
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -151,4 +152,53 @@ func TestAWriterWithOneNodeDoesNotFailOver(t *testing.T) {
 	}
 	require.Greater(t, after, 3)
 	assert.Less(t, same, after/2+1, "keys are drawn as before, not retried")
+}
+
+// A holder failing over writes at once: a holder pause waiting for its
+// next holders does not take it (stalled, it would hold the key's lock
+// from its own next cycle and no newer write would overtake the held one).
+func TestAWriterFailingOverIsNotPaused(t *testing.T) {
+	var mu sync.Mutex
+	tokens, writesOnA := 0, 0
+	var w *Fenced
+	a := frozenConn{name: "a", mu: &mu, tokens: &tokens, frozen: func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		writesOnA++
+		if writesOnA == 3 {
+			w.PauseHolders(1, time.Second, 0) // the next holder stalls
+			return true
+		}
+		return false
+	}}
+	b := frozenConn{name: "b", mu: &mu, tokens: &tokens, frozen: func() bool { return false }}
+	var err error
+	w, err = NewFenced(Config{Clients: 1, Keys: 64, Profile: "steady", TTL: 50 * time.Millisecond, OpTimeout: 50 * time.Millisecond,
+		Seed: 1, Issuers: []Conn{a, b}, Resources: []Conn{a, b}, ReplayShare: 0.0001, ReadShare: 0.0001})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	var buf bytes.Buffer
+	rec := history.NewRecorder(&buf)
+	require.NoError(t, w.Run(ctx, rec))
+	require.NoError(t, rec.Close())
+	evs, err := history.ReadAll(&buf)
+	require.NoError(t, err)
+	held := slices.IndexFunc(evs, func(e history.Event) bool { return e.F == history.Write && e.Type == history.Info })
+	require.GreaterOrEqual(t, held, 0)
+	var acq, wr *history.Event
+	for i := range evs[held+1:] {
+		e := &evs[held+1+i]
+		if e.Type == history.Ok && e.F == history.Acquire && acq == nil {
+			acq = e
+		}
+		if e.Type == history.Invoke && e.F == history.Write && wr == nil {
+			wr = e
+		}
+	}
+	require.NotNil(t, acq)
+	require.NotNil(t, wr)
+	assert.Equal(t, evs[held].Key, wr.Key)
+	assert.Equal(t, acq.Process, wr.Process, "the holder that took the lock writes, not a stalled one's successor")
+	assert.Less(t, time.Duration(wr.Time-acq.Time), 100*time.Millisecond, "at once, not after a stall")
 }

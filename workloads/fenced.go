@@ -275,8 +275,13 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			}
 			continue
 		}
-		paused := w.claimPause(key)
-		if paused == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
+		// A holder failing over writes at once: stalled, it held the
+		// key's lock from its own next cycle (a cold key's stall).
+		var paused *holderPause
+		if retry == nil {
+			paused = w.claimPause(key)
+		}
+		if paused == nil && retry == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
 			// A holder of a cold key stalls long: its key sits idle after
 			// the taker's write until this holder's late one.
 			_, late := w.Lease()
