@@ -262,25 +262,14 @@ func (c *claims) hush(ctx context.Context, max time.Duration) (live int, yielded
 	}
 }
 
-// hushWhole holds new outages back, as hush does, but only when no more
-// than own are live now (the caller's own: a node frozen on a write is
-// one), and false, holding nothing, otherwise, without waiting: a freeze
-// on a write holds them until the write is overtaken, not while it waits
-// for the system to be whole. While an outage has been held back too long
-// it holds nothing (yielded).
-func (c *claims) hushWhole(own int) (unhush func(), ok, yielded bool) {
-	return c.hushIf(func() bool { return len(c.outages) <= own })
-}
-
-// hushFree is hushWhole for a clock step timed by a grant, which needs
-// only nodes up: it holds new outages back when no live fault holds one of
-// them, whatever else is live (a freeze of an adapter leaves the store
-// granting through the other, and waiting for it to end, the step went
-// untimed, redis), and no one else holds outages back: a hush waits for a
-// takeover (a quiet holder pause's, a frozen write's newer one), and a
-// clock stepped back makes the leases the store times by it run on (redis:
-// a lock granted before a step back of 73 s was refused to every taker
-// for the freeze's whole time).
+// hushFree holds new outages back, as hush does but without waiting, for
+// a clock step timed by a grant, which needs only nodes up: when no live
+// fault holds one of them, whatever else is live (a freeze of an adapter
+// leaves the store granting through the other; waiting for it to end,
+// the step went untimed, redis), and no one else holds outages back. A
+// hush waits for a takeover (a quiet holder pause's), and a clock stepped
+// back makes the leases the store times by it run on (redis: a lock
+// granted before a step back of 73 s was refused to every taker for 2 s).
 func (c *claims) hushFree(nodes []string) (unhush func(), ok, yielded bool) {
 	return c.hushIf(func() bool {
 		return c.hushes == 0 && !slices.ContainsFunc(nodes, func(n string) bool { _, held := c.by[n]; return held })

@@ -191,17 +191,6 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 		end := begun.Add(between(rng, pl.faultMin, pl.faultMax))
 		s.guide.set(false, end)
 		extended := false
-		if a, ok := wholeAim(s.Env, s.coverage(), append(s.free(conducted), s.aimOnly(conducted)...), rng); ok {
-			launch(a, end)
-			// The phase's other faults wait until it is on: drawn at
-			// once beside it, a crash of the store began first, and it
-			// waited out its time for the system whole (redis).
-			for !s.live(a.nemesis.Name()) && s.guide.isStarting(a.nemesis.Name()) && time.Until(end) > minFault {
-				if !sleep(ctx, 10*time.Millisecond) {
-					return
-				}
-			}
-		}
 		for {
 			if time.Until(end) < minFault {
 				// A nemesis that never had a turn (its node held

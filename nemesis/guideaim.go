@@ -45,13 +45,6 @@ type remedy struct {
 	// plan, when set, makes the plan instead of the nemesis's own draw (a
 	// fault its draw gives rarely: a node frozen on a write).
 	plan planMaker
-	// whole: the situation needs the system serving from the fault's
-	// start until it is made (a frozen write is overtaken only by a newer
-	// one the store accepts through another node), so the fault goes
-	// first in a fault phase, right after a calm one (wholeAim), and is
-	// not drawn among the others: drawn amid them, a crash of the store
-	// was live at nearly every moment (redis: write-overtaken 0-2).
-	whole bool
 }
 
 // planMaker makes a remedy's plan on one of nodes; errOwnDraw leaves it to
@@ -99,7 +92,7 @@ var remedies = []remedy{
 	// A node the writes go through frozen, long enough for the lease to
 	// run out and the next holder to write through another: the held
 	// write reaches the resource when the node thaws.
-	{situation: "write-overtaken", nemesis: Pause, state: writePath, hits: freezes, plan: freezeOnWrite, whole: true},
+	{situation: "write-overtaken", nemesis: Pause, state: writePath, hits: freezes, plan: freezeOnWrite},
 	{situation: "key-idle-1s-stale", idle: time.Second},
 	{situation: "key-idle-5s-stale", idle: 5 * time.Second},
 	{situation: "lock-free-1s-regrant", idle: time.Second},
@@ -191,30 +184,6 @@ type aim struct {
 	plan planMaker
 }
 
-// shortOf is deficits(cov) for the remedies whose whole is as given.
-func shortOf(cov map[string]int, whole bool) map[int]int {
-	short := deficits(cov)
-	for i, r := range remedies {
-		if r.whole != whole {
-			delete(short, i)
-		}
-	}
-	return short
-}
-
-// wholeAim is the fault that goes first in a fault phase: the remedy of a
-// situation below target that needs the system whole (remedy.whole), on
-// one of nemeses.
-func wholeAim(env *Env, cov map[string]int, nemeses []Nemesis, rng *rand.Rand) (aim, bool) {
-	aims := remedyAims(env, shortOf(cov, true), nemeses)
-	if len(aims) == 0 {
-		return aim{}, false
-	}
-	a := aims[rng.IntN(len(aims))]
-	a.why = "first in the phase, the system whole: " + a.why
-	return a, true
-}
-
 // nextFault chooses the next fault among free (the conducted nemeses with
 // no fault live; tried counts each one's faults so far): first a turn for
 // each that never had one (aimed first: the remedies of the situations
@@ -237,7 +206,7 @@ func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[
 		ties := slices.DeleteFunc(slices.Clone(free), func(n Nemesis) bool { return tried[n.Name()] > tried[fewest.Name()] })
 		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
 	}
-	best := remedyAims(env, shortOf(cov, false), append(slices.Clone(free), aimOnly...))
+	best := remedyAims(env, deficits(cov), append(slices.Clone(free), aimOnly...))
 	if len(free) == 0 {
 		if len(best) == 0 {
 			return aim{}, false
