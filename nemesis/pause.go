@@ -326,7 +326,7 @@ func awaitWriteSent(ctx context.Context, env *Env, node string, after time.Durat
 // sent, and says whether it was answered meanwhile (an ok) or the strip
 // proxy took its token on the way: a freeze then holds no valid write.
 // Of the timed freezes of twelve redis runs, a third froze a write
-// stripped on its way and a fifth one already answered.
+// stripped on its way and a sixth one already answered.
 func answeredOrStripped(ctx context.Context, env *Env, sent history.Ack, after time.Duration) bool {
 	wctx, cancel := context.WithDeadline(ctx, sent.At.Add(after))
 	defer cancel()
