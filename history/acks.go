@@ -45,11 +45,13 @@ type ackWaiter struct {
 // NewAcks makes an empty feed.
 func NewAcks() *Acks { return &Acks{waiters: map[*ackWaiter]struct{}{}} }
 
-// Observe publishes e when it is a client's ok completion. It never blocks
+// Observe publishes e when it is a client's ok completion or invoke, or a
+// write the strip proxy tampered with (F Tamper: a fault timed by a write
+// in flight learns that it no longer carries its token). It never blocks
 // (Recorder.Listen calls it under the recorder's lock): each waiter takes
 // the first acknowledgement that matches and is done.
 func (a *Acks) Observe(e Event) {
-	if e.Type != Ok && e.Type != Invoke || !e.IsClient() {
+	if (e.Type != Ok && e.Type != Invoke || !e.IsClient()) && !e.IsTamper() {
 		return
 	}
 	a.mu.Lock()

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -103,4 +104,32 @@ func BenchmarkAcksObserve(b *testing.B) {
 			a.Observe(e)
 		}
 	})
+}
+
+// A write the strip proxy tampered with is published (F Tamper), so a fault
+// timed by a write in flight knows it no longer carries its token; the
+// strip fault's own start and stop are not.
+func TestAcksPublishTamperedWrites(t *testing.T) {
+	rec := NewRecorder(&bytes.Buffer{})
+	acks := NewAcks()
+	rec.Listen(acks.Observe)
+	got := make(chan Ack, 1)
+	go func() {
+		a, err := acks.Next(context.Background(), func(a Ack) bool { return a.F == Tamper })
+		if err == nil {
+			got <- a
+		}
+	}()
+	require.Eventually(t, func() bool { acks.mu.Lock(); defer acks.mu.Unlock(); return len(acks.waiters) == 1 }, time.Second, time.Millisecond)
+	rec.Record(Event{Process: NemesisProcess, Type: Info, F: Tamper, Node: "n1", Extra: map[string]json.RawMessage{ExtraAction: json.RawMessage(`"start"`)}})
+	want := rec.Record(Event{Process: NemesisProcess, Type: Info, F: Tamper, Key: "k", Value: "v", Node: "n1"})
+	select {
+	case a := <-got:
+		assert.Equal(t, want.Index, a.Index, "the tampered write, not the fault's start")
+		assert.Equal(t, "k", a.Key)
+		assert.Equal(t, "n1", a.Node)
+		assert.False(t, a.Sent)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no tampered write published")
+	}
 }

@@ -591,11 +591,10 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Node: other})
 	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Read, Key: "k", Node: node})
-	rec.Record(history.Event{Process: 4, Type: history.Invoke, F: history.Write, Key: "alone", Node: node})
 	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "k", Node: other})
 	time.Sleep(50 * time.Millisecond)
 	target.mu.Lock()
-	assert.Empty(t, target.frozen, "not frozen before a write on a contended key is sent to it")
+	assert.Empty(t, target.frozen, "not frozen before a write is sent to it")
 	target.mu.Unlock()
 	sent := time.Now()
 	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "k", Node: node})
@@ -608,11 +607,11 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	assert.Equal(t, w.Index, f.Details["write_index"])
 }
 
-// A write frozen in an adapter is overtaken only if a newer holder writes
-// through another one meanwhile: the freeze takes a write on a key whose
-// lock was granted through another node lately, and only once none came
-// for half the wait, any write.
-func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
+// The freeze takes the next write sent to its node, whatever its key: the
+// writer fails over and overtakes it itself (a wait for a key granted
+// through another node took half a second, a crash of the store beginning
+// meanwhile).
+func TestAFreezeOnAWriteTakesTheNextWrite(t *testing.T) {
 	rec := history.NewRecorder(&bytes.Buffer{})
 	acks := history.NewAcks()
 	rec.Listen(acks.Observe)
@@ -625,26 +624,12 @@ func TestAFreezeOnAWriteTakesAContendedKey(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "mine", Node: "a1"})
-	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
-	rec.Record(history.Event{Process: 2, Type: history.Ok, F: history.Acquire, Key: "shared", Node: "a2"})
-	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Write, Key: "shared", Node: "a2"})
-	w := rec.Record(history.Event{Process: 3, Type: history.Invoke, F: history.Write, Key: "shared", Node: "a1"})
+	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Write, Key: "other", Node: "a2"})
+	w := rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
 	d := <-got
 	assert.Equal(t, true, d["timed"])
-	assert.Equal(t, w.Index, d["write_index"], "the write on the key granted through a2, not the one only a1's client wants")
-	assert.Equal(t, "shared", d["write_key"])
-
-	go func() {
-		details := map[string]any{}
-		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
-		got <- details
-	}()
-	time.Sleep(50 * time.Millisecond)
-	rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
-	time.Sleep(ackWait/2 + 50*time.Millisecond)
-	w = rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
-	d = <-got
-	assert.Equal(t, w.Index, d["write_index"], "none contended for half the wait: the next write")
+	assert.Equal(t, w.Index, d["write_index"], "the first write sent to a1")
+	assert.Equal(t, "mine", d["write_key"])
 }
 
 // A fault aimed at a situation made at its end ends edgeRoom before the

@@ -208,15 +208,22 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 	prof := w.mix[worker]
 	keys := newPicker(prof, w.cfg.Keys, rng)
 	r := w.newRecorder(rec)
-	issuer := w.cfg.Issuers[worker%len(w.cfg.Issuers)]
-	resource := w.cfg.Resources[worker%len(w.cfg.Resources)]
+	route := worker
+	var retry *failover
 	first := true
 	for ctx.Err() == nil {
-		if !first && prof.think[1] > 0 {
+		if !first && prof.think[1] > 0 && retry == nil {
 			sleepCtx(ctx, between(rng, prof.think[0], prof.think[1]))
 		}
 		first = false
+		issuer := w.cfg.Issuers[route%len(w.cfg.Issuers)]
+		resource := w.cfg.Resources[route%len(w.cfg.Resources)]
 		ki := keys.pick(rng)
+		if retry != nil && time.Now().Before(retry.until) {
+			ki = retry.key
+		} else {
+			retry = nil
+		}
 		key := Scoped(w.cfg.Namespace, prof.key(ki))
 		if prof.storm > 1 {
 			w.storm(ctx, rec, worker, prof, key, rng)
@@ -268,8 +275,13 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 			}
 			continue
 		}
-		paused := w.claimPause(key)
-		if paused == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
+		// A holder failing over writes at once: stalled, it held the
+		// key's lock from its own next cycle (a cold key's stall).
+		var paused *holderPause
+		if retry == nil {
+			paused = w.claimPause(key)
+		}
+		if paused == nil && retry == nil && keys.cold(ki) && rng.Float64() < prof.coldStall {
 			// A holder of a cold key stalls long: its key sits idle after
 			// the taker's write until this holder's late one.
 			_, late := w.Lease()
@@ -294,6 +306,15 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		v := w.value(r)
 		wr := r.do(ctx, history.Event{F: history.Write, Key: key, Token: token, Value: v, Node: resource.Node(), Extra: belief},
 			func(c context.Context) Reply { return resource.Write(c, key, token, []byte(v)) })
+		switch {
+		case wr.Type == history.Info && len(w.cfg.Resources) > 1:
+			// Nothing more through the node that did not answer (a
+			// read there waited out its timeout too).
+			route, retry = route+1, w.failOver(ki, granted)
+			continue
+		case wr.Type == history.Ok:
+			retry = nil
+		}
 		// Others sometimes retry an accepted write (a replay).
 		if ctx.Err() == nil && writes == 1 && wr.Type == history.Ok && rng.Float64() < w.cfg.ReplayShare {
 			v2 := w.value(r)
@@ -302,6 +323,9 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 		}
 		if writes > 1 && wr.Type != history.Info {
 			if wr = w.holdLong(ctx, r, issuer, resource, key, owner, token, granted, writes-1, rng); wr.Type == history.Info {
+				if len(w.cfg.Resources) > 1 {
+					route, retry = route+1, w.failOver(ki, granted)
+				}
 				continue // retired: a process that saw info does nothing more
 			}
 		}
@@ -317,6 +341,25 @@ func (w *Fenced) writer(ctx context.Context, rec *history.Recorder, worker int) 
 				func(c context.Context) Reply { return issuer.Release(c, key, owner, token) })
 		}
 	}
+}
+
+// failover is a writer's next cycles after a write whose answer it never
+// got (a timeout: the node it went through may still hold the request):
+// the same key again, through the next node, until a write on it is
+// accepted (one whose token a strip proxy took is refused) or the lease it
+// wrote under has run out and one more has passed. A client does this when an
+// endpoint stops answering; it is also what lets a write held in a frozen
+// node be overtaken (write-overtaken): the newer token's write on its key
+// comes through another node while the old one waits. Without it each
+// key had its writer on one node, and the guide's freezes of a node
+// found no newer write on their key (redis: 0-2 a run).
+type failover struct {
+	key   int
+	until time.Time
+}
+
+func (w *Fenced) failOver(key int, granted time.Duration) *failover {
+	return &failover{key: key, until: time.Now().Add(granted + w.cfg.TTL)}
 }
 
 // stalled is a paused holder: its process (r) and lease, handed over by its
