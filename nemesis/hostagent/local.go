@@ -97,15 +97,33 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
+	// Its output through a pipe of our own, not StdoutPipe: Wait closes
+	// that as soon as the agent exits, and an answer the agent wrote just
+	// before (bye's) was then lost to a read of a closed file. This end
+	// is read to the end and closed by the client's reader.
+	out, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		out.Close()
 		return nil, fmt.Errorf("starting the layer agent: %w", err)
 	}
 	l := &Local{Client: NewClient(out, in), cmd: cmd, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(l.exited) }()
+	go func() {
+		// A process the agent started that kept the pipe open must not
+		// keep the reader waiting long after the agent itself is gone.
+		<-l.exited
+		select {
+		case <-l.Done():
+		case <-time.After(2 * time.Second):
+		}
+		out.Close()
+	}()
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	resp, err := l.Call(hctx, Request{Op: OpHello})
