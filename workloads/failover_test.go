@@ -78,12 +78,7 @@ func TestAWriterFailsOverToTheNextNodeOnTheSameKey(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	require.NoError(t, w.Run(ctx, rec))
-	require.NoError(t, rec.Close())
-	evs, err := history.ReadAll(&buf)
-	require.NoError(t, err)
+	evs := runEvents(t, ctx, w)
 
 	held := -1
 	for i, e := range evs {
@@ -129,12 +124,7 @@ func TestAWriterWithOneNodeDoesNotFailOver(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	require.NoError(t, w.Run(ctx, rec))
-	require.NoError(t, rec.Close())
-	evs, err := history.ReadAll(&buf)
-	require.NoError(t, err)
+	evs := runEvents(t, ctx, w)
 	same, after := 0, 0
 	for i, e := range evs {
 		if e.F != history.Write || e.Type != history.Info {
@@ -178,12 +168,7 @@ func TestAWriterFailingOverIsNotPaused(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	require.NoError(t, w.Run(ctx, rec))
-	require.NoError(t, rec.Close())
-	evs, err := history.ReadAll(&buf)
-	require.NoError(t, err)
+	evs := runEvents(t, ctx, w)
 	held := slices.IndexFunc(evs, func(e history.Event) bool { return e.F == history.Write && e.Type == history.Info })
 	require.GreaterOrEqual(t, held, 0)
 	var acq, wr *history.Event
@@ -201,4 +186,16 @@ func TestAWriterFailingOverIsNotPaused(t *testing.T) {
 	assert.Equal(t, evs[held].Key, wr.Key)
 	assert.Equal(t, acq.Process, wr.Process, "the holder that took the lock writes, not a stalled one's successor")
 	assert.Less(t, time.Duration(wr.Time-acq.Time), 100*time.Millisecond, "at once, not after a stall")
+}
+
+// runEvents runs w until ctx ends and returns the history it recorded.
+func runEvents(t *testing.T, ctx context.Context, w *Fenced) []history.Event {
+	t.Helper()
+	var buf bytes.Buffer
+	rec := history.NewRecorder(&buf)
+	require.NoError(t, w.Run(ctx, rec))
+	require.NoError(t, rec.Close())
+	evs, err := history.ReadAll(&buf)
+	require.NoError(t, err)
+	return evs
 }

@@ -1,7 +1,6 @@
 package workloads
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -69,12 +68,7 @@ func TestWritersJudgeTheirLeaseByTheClientsClock(t *testing.T) {
 	assert.Equal(t, []string{ClientClockNode}, w.ClockNodes())
 	assert.Error(t, w.SetClockOffset(ctx, "n1", time.Second), "the workload has only the clients' clock")
 
-	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	require.NoError(t, w.Run(ctx, rec))
-	require.NoError(t, rec.Close())
-	evs, err := history.ReadAll(&buf)
-	require.NoError(t, err)
+	evs := runEvents(t, ctx, w)
 
 	writes := map[string]history.Event{} // token -> write invoke
 	released := map[string]bool{}
