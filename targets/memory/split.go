@@ -72,6 +72,18 @@ type IssuerPair struct {
 	failover    bool
 	followerURL atomic.Pointer[string]
 
+	// members is rejoin-empty's protocol (rejoin.go): the replicas'
+	// membership, the stores of their current starts, and whether a member
+	// added back skips its catch-up (the bug).
+	members       bool
+	emptyRejoin   bool
+	leaderOut     atomic.Bool
+	followerOut   atomic.Bool
+	aloneMu       sync.RWMutex
+	leaderStore   atomic.Pointer[Store]
+	followerStore atomic.Pointer[Store]
+	incarnations  map[string]int
+
 	mu          sync.Mutex
 	peerFetches int // successful follower→leader token fetches, for tests and logs
 	localIssues int // tokens the follower issued from its own copy
@@ -82,6 +94,13 @@ type IssuerPair struct {
 // split-issuers switch itself may be in their Bugs or not, other bugs apply
 // to both replicas.
 func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
+	return newPair(leader, follower, leader.Bugs.Has(OneWayFailover) || follower.Bugs.Has(OneWayFailover), false)
+}
+
+// newPair makes the replicas of one of the pair's protocols: failover
+// (one-way-failover's) or members (rejoin-empty's, NewMemberPair), or
+// neither (split-issuers').
+func newPair(leader, follower Config, failover, members bool) (*IssuerPair, error) {
 	if leader.Name == "" {
 		leader.Name = "issuer-1"
 	}
@@ -91,7 +110,7 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if leader.Dir == "" || follower.Dir == "" || leader.Dir == follower.Dir {
 		return nil, errors.New("memory: split issuers need two distinct data dirs")
 	}
-	failover := leader.Bugs.Has(OneWayFailover) || follower.Bugs.Has(OneWayFailover)
+	emptyRejoin := leader.Bugs.Has(RejoinEmpty) || follower.Bugs.Has(RejoinEmpty)
 	leader.Bugs, follower.Bugs = withoutSplit(leader.Bugs), withoutSplit(follower.Bugs)
 	l, err := NewNode(leader)
 	if err != nil {
@@ -101,7 +120,8 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient(), failover: failover}
+	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient(), failover: failover,
+		members: members, emptyRejoin: emptyRejoin}
 	if failover {
 		// A connection per request: the follower tells a leader it cannot
 		// reach (the dial fails) from one that does not answer, which a
@@ -110,6 +130,7 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	}
 	s.timeout.Store(int64(DefaultPeerTimeout))
 	l.extra = func(mux *http.ServeMux, st *Store) {
+		s.leaderStore.Store(st)
 		mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
 			lock := r.PathValue("lock")
 			if !fencing.ValidName(lock) {
@@ -126,9 +147,14 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 		})
 	}
 	f.upstream = s.fetchToken
-	if failover {
+	f.extra = func(mux *http.ServeMux, st *Store) { s.followerStore.Store(st) }
+	if failover || members {
 		l.confirmer = s.newConfirm
+		if members {
+			l.confirmer = s.memberConfirm
+		}
 		f.extra = func(mux *http.ServeMux, st *Store) {
+			s.followerStore.Store(st)
 			mux.HandleFunc("POST "+confirmPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
 				lock := r.PathValue("lock")
 				n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
@@ -215,7 +241,7 @@ func (s *IssuerPair) tokenAnswer(req *http.Request) (uint64, error) {
 func withoutSplit(b Bugs) Bugs {
 	out := Bugs{}
 	for k, v := range b {
-		if k != SplitIssuers && k != OneWayFailover {
+		if k != SplitIssuers && k != OneWayFailover && k != RejoinEmpty {
 			out[k] = v
 		}
 	}
@@ -285,6 +311,9 @@ func (s *IssuerPair) Counts() (fromLeader, local int) {
 }
 
 func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err error) {
+	if s.members {
+		return s.memberFetch(ctx, lock)
+	}
 	defer func() {
 		s.mu.Lock()
 		if err == nil {
@@ -297,19 +326,24 @@ func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err
 	if s.cut.Load() {
 		return 0, errors.New("replicas partitioned")
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.PeerURL()+nextTokenPath+url.PathEscape(lock), nil)
-	if err != nil {
-		return 0, err
-	}
-	n, err = s.tokenAnswer(req)
+	n, err = s.askLeader(ctx, lock)
 	if err != nil && s.failover && !dialFailed(err) {
 		// Connected, and no answer in time or a refusal: the leader is
 		// alive and may still issue, so the follower must not.
 		return 0, fmt.Errorf("%w: %v", ErrNoFailover, err)
 	}
 	return n, err
+}
+
+// askLeader asks the leader for lock's next token.
+func (s *IssuerPair) askLeader(ctx context.Context, lock string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.PeerURL()+nextTokenPath+url.PathEscape(lock), nil)
+	if err != nil {
+		return 0, err
+	}
+	return s.tokenAnswer(req)
 }
 
 // dialFailed says whether err is a failure to connect (refused, or no
