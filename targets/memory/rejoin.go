@@ -4,77 +4,118 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 )
 
 // The rejoin-empty bug: the same two replicas, where failover is a
 // membership change, as an operator replacing a failed machine makes it.
-// While both are members the leader issues each token only once the
-// follower recorded it (so the follower's copy holds every token issued),
-// and the follower forwards every acquire to the leader and refuses when
-// it cannot reach it: no cut, kill or pause makes it issue. Removed from
-// the pair (RemoveMember: stopped, its data folder emptied), the leader
-// leaves the follower the only member, and the follower issues from its
-// copy; the follower removed leaves the leader issuing alone. A member
-// added back (AddMember) first copies the counters of the one that stayed,
-// then serves: nothing issued is lost, so the correct pair is valid under
-// member-replace too. The leader never reads the follower's answer to a
-// confirmation: while the leader is a member the follower issues nothing
-// of its own, so its copy is never ahead.
+// Each replica leads half the locks (by a hash of the name). While both
+// are members, a replica issues a token of its own locks only once the
+// other recorded it (so each holds every token issued), and forwards an
+// acquire of the other's locks to it, refusing when it cannot reach it: no
+// cut, kill or pause makes a replica issue the other's tokens. Removed
+// from the pair (RemoveMember: stopped, its data folder emptied), a
+// replica leaves the other the only member, which issues every lock's
+// tokens from its own copy. A member added back (AddMember) first copies
+// the counters of the one that stayed, then serves: nothing issued is
+// lost, so the correct pair is valid under member-replace too. A replica
+// never reads the other's answer to a confirmation: while it is a member
+// the other issues none of its locks, so the other's copy is never ahead.
 //
 // The flaw: a member is added back on its empty folder as it is, without
-// the catch-up. A re-added leader grants 1, 2, 3 again; a re-added
-// follower's copy lacks what the leader issued alone, which a later
-// removal of the leader issues again. Only member-replace shows it: a
-// restart keeps the folder, and a cut or a pause only makes a replica
-// refuse.
+// the catch-up, and grants its locks from nothing: 1, 2, 3 again. Only
+// member-replace shows it: a restart keeps the folder, and a cut or a
+// pause only makes a replica refuse.
 
 // NewMemberPair returns rejoin-empty's two replicas, stopped (Configs as
-// for NewSplitIssuers). With the rejoin-empty switch in their Bugs a
-// member is added back empty; without it the pair is correct.
+// for NewSplitIssuers; "leader" and "follower" only name them, each leads
+// half the locks). With the rejoin-empty switch in their Bugs a member is
+// added back empty; without it the pair is correct.
 func NewMemberPair(leader, follower Config) (*IssuerPair, error) {
 	return newPair(leader, follower, false, true)
 }
 
-// memberConfirm is the leader's Confirm under rejoin-empty. It is called
-// under the leader's store lock, so AddMember, which turns the follower
-// back into a member before it reads the leader's counters, sees every
-// token the leader issued alone.
-func (s *IssuerPair) memberConfirm() func(ctx context.Context, lock string, n uint64) (uint64, error) {
+// errOwnLock is a member replica's Upstream answer for a lock it leads:
+// the store goes on to issue it (Confirm).
+var errOwnLock = errors.New("this replica leads the lock")
+
+// Owner is the replica that leads lock under rejoin-empty.
+func (s *IssuerPair) Owner(lock string) *Node {
+	h := fnv.New32a()
+	h.Write([]byte(lock))
+	if h.Sum32()%2 == 0 {
+		return s.Leader
+	}
+	return s.Follower
+}
+
+// other, outOf and storeOf name a replica's partner, its membership flag
+// (set while it is out of the pair) and its current store.
+func (s *IssuerPair) other(r *Node) *Node {
+	if r == s.Leader {
+		return s.Follower
+	}
+	return s.Leader
+}
+
+func (s *IssuerPair) outOf(r *Node) *atomic.Bool {
+	if r == s.Leader {
+		return &s.leaderOut
+	}
+	return &s.followerOut
+}
+
+func (s *IssuerPair) storeOf(r *Node) *atomic.Pointer[Store] {
+	if r == s.Leader {
+		return &s.leaderStore
+	}
+	return &s.followerStore
+}
+
+// memberConfirm is replica r's Confirm under rejoin-empty, for the locks
+// it leads. It is called under r's store lock, so AddMember, which makes
+// the other a member again before it reads r's counters, sees every token
+// r issued alone.
+func (s *IssuerPair) memberConfirm(r *Node) func(ctx context.Context, lock string, n uint64) (uint64, error) {
 	return func(ctx context.Context, lock string, n uint64) (uint64, error) {
-		if s.leaderOut.Load() {
+		if s.outOf(r).Load() {
 			// Started by something else while it is out: a removed member
 			// must not issue from its empty folder.
-			return 0, errors.New("the leader is not a member of the pair")
+			return 0, fmt.Errorf("%s is not a member of the pair", r.Name())
 		}
-		if s.followerOut.Load() {
+		if s.outOf(s.other(r)).Load() {
 			return 0, nil // the only member: no one to record it
 		}
-		if _, err := s.confirmToken(ctx, lock, n); err != nil {
-			return 0, fmt.Errorf("the follower did not record token %d: %w", n, err)
+		if _, err := s.ask(ctx, r, confirmPath+url.PathEscape(lock)+"?n="+strconv.FormatUint(n, 10)); err != nil {
+			return 0, fmt.Errorf("%s did not record token %d: %w", s.other(r).Name(), n, err)
 		}
 		return 0, nil
 	}
 }
 
-// memberFetch is the follower's Upstream under rejoin-empty: the leader's
-// token, or, while the leader is removed, the next of its own copy. Every
-// failure refuses (ErrNoFailover): a leader that is a member may still be
-// issuing.
-func (s *IssuerPair) memberFetch(ctx context.Context, lock string) (uint64, error) {
-	if s.followerOut.Load() {
-		return 0, fmt.Errorf("%w: the follower is not a member of the pair", ErrNoFailover)
+// memberFetch is replica r's Upstream under rejoin-empty: for a lock the
+// other leads, the other's token, or, while the other is out, the next of
+// r's own copy. Every failure refuses (ErrNoFailover): the other, a
+// member, may still be issuing.
+func (s *IssuerPair) memberFetch(ctx context.Context, r *Node, lock string) (uint64, error) {
+	if s.Owner(lock) == r {
+		return 0, errOwnLock
+	}
+	if s.outOf(r).Load() {
+		return 0, fmt.Errorf("%w: %s is not a member of the pair", ErrNoFailover, r.Name())
 	}
 	s.aloneMu.RLock()
-	if s.leaderOut.Load() {
-		// Held until the token is durable: AddMember of the leader waits
+	if s.outOf(s.other(r)).Load() {
+		// Held until the token is durable: AddMember of the other waits
 		// for it before it copies the counters.
 		defer s.aloneMu.RUnlock()
-		st := s.followerStore.Load()
+		st := s.storeOf(r).Load()
 		if st == nil {
-			return 0, fmt.Errorf("%w: the follower has no store", ErrNoFailover)
+			return 0, fmt.Errorf("%w: %s has no store", ErrNoFailover, r.Name())
 		}
 		n, err := st.issueOwn(lock)
 		if err != nil {
@@ -86,10 +127,7 @@ func (s *IssuerPair) memberFetch(ctx context.Context, lock string) (uint64, erro
 		return n, nil
 	}
 	s.aloneMu.RUnlock()
-	if s.cut.Load() {
-		return 0, fmt.Errorf("%w: replicas partitioned", ErrNoFailover)
-	}
-	n, err := s.askLeader(ctx, lock)
+	n, err := s.ask(ctx, r, nextTokenPath+url.PathEscape(lock))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoFailover, err)
 	}
@@ -99,69 +137,61 @@ func (s *IssuerPair) memberFetch(ctx context.Context, lock string) (uint64, erro
 	return n, nil
 }
 
-// Remove takes node (the leader's or the follower's name) out of the pair:
-// its replica is stopped by stop, its data folder emptied, and the other
-// issues alone. The other already out is refused for now: removing both
-// would leave no one holding the counters.
+// Remove takes node (a replica's name) out of the pair: it is stopped by
+// stop, its data folder emptied, and then the other issues every lock
+// alone (never side by side with it). The other already out is refused
+// for now: removing both would leave no one holding the counters.
 func (s *IssuerPair) Remove(node string, stop func() error) (id string, err error) {
-	self, other, out, err := s.sides(node)
+	r, err := s.replica(node)
 	if err != nil {
 		return "", err
 	}
-	if other.Load() {
+	if s.outOf(s.other(r)).Load() {
 		return "", errMemberOut
-	}
-	if node == s.Follower.Name() {
-		// The leader stops asking it first: it must not refuse while the
-		// follower goes.
-		out.Store(true)
 	}
 	if err := stop(); err != nil {
 		return "", err
 	}
-	if err := wipeDir(self.cfg.Dir); err != nil {
+	if err := wipeDir(r.cfg.Dir); err != nil {
 		return "", err
 	}
-	// The leader is stopped before the follower issues alone, so the two
-	// never issue side by side.
-	out.Store(true)
+	s.outOf(r).Store(true)
 	return s.memberID(node, false), nil
 }
 
 // errMemberOut: Remove while the other member is out.
 var errMemberOut = errors.New("the other member is out of the pair")
 
-// Add makes node a member again, its replica stopped: the counters of the
-// one that stayed are copied into its folder (unless the rejoin-empty bug
-// skips it), then start starts it. A member that is in is only started.
+// Add makes node a member again, its replica stopped by stop: the counters
+// of the one that stayed are copied into its folder (unless the
+// rejoin-empty bug skips it), then start starts it. A member that is in is
+// only started.
 func (s *IssuerPair) Add(node string, stop, start func() error) (id string, err error) {
-	self, _, out, err := s.sides(node)
+	r, err := s.replica(node)
 	if err != nil {
 		return "", err
 	}
+	out := s.outOf(r)
 	if !out.Load() {
 		return s.memberID(node, false), start()
 	}
-	// Something else may have started it while it was out: it restarts
-	// from the catch-up.
+	// Something else may have started it while it was out (it issued
+	// nothing: memberConfirm): it starts again from the catch-up.
 	if err := stop(); err != nil {
 		return "", err
 	}
-	other := s.leaderStore.Load()
-	if node == s.Leader.Name() {
-		other = s.followerStore.Load()
-	}
+	other := s.storeOf(s.other(r)).Load()
 	if other == nil {
 		return "", fmt.Errorf("%s cannot catch up: the other replica never started", node)
 	}
-	// Member first, then the other's counters: the follower's own issues
-	// end with aloneMu, the leader's alone ones under its store lock
-	// (memberConfirm), so the copy holds every token either issued.
+	// Member first, then the other's counters: its issues of r's locks
+	// end with aloneMu, those of its own under its store lock
+	// (memberConfirm), so the copy holds every token it issued alone.
 	s.aloneMu.Lock()
 	out.Store(false)
 	s.aloneMu.Unlock()
 	if !s.emptyRejoin {
-		if err := adoptCounters(self.cfg.Dir, other.Counters()); err != nil {
+		if err := adoptCounters(r.cfg.Dir, other.Counters()); err != nil {
 			out.Store(true)
 			return "", fmt.Errorf("%s catching up: %w", node, err)
 		}
@@ -169,18 +199,18 @@ func (s *IssuerPair) Add(node string, stop, start func() error) (id string, err 
 	return s.memberID(node, true), start()
 }
 
-// sides names node's replica, the other's membership flag and its own.
-func (s *IssuerPair) sides(node string) (self *Node, other, out *atomic.Bool, err error) {
+// replica is the replica named node, under rejoin-empty.
+func (s *IssuerPair) replica(node string) (*Node, error) {
 	if !s.members {
-		return nil, nil, nil, errors.New("memory: only rejoin-empty's replicas change membership")
+		return nil, errors.New("memory: only rejoin-empty's replicas change membership")
 	}
 	switch node {
 	case s.Leader.Name():
-		return s.Leader, &s.followerOut, &s.leaderOut, nil
+		return s.Leader, nil
 	case s.Follower.Name():
-		return s.Follower, &s.leaderOut, &s.followerOut, nil
+		return s.Follower, nil
 	}
-	return nil, nil, nil, fmt.Errorf("memory has no issuer replica %q", node)
+	return nil, fmt.Errorf("memory has no issuer replica %q", node)
 }
 
 // memberID names each incarnation of a member, as a cluster's member ids

@@ -3,7 +3,9 @@ package memory
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,87 +30,110 @@ func replace(t *testing.T, s *IssuerPair, n *Node, c *fencing.Client) {
 	_, err := s.Remove(n.Name(), n.Kill)
 	require.NoError(t, err)
 	assert.Empty(t, readDir(t, n.cfg.Dir), "the folder is emptied")
-	_, err = s.Add(n.Name(), n.Kill, func() error { _, err := n.Start(""); return err })
+	add(t, s, n, c)
+}
+
+// add adds n back to the pair and waits for it to serve.
+func add(t *testing.T, s *IssuerPair, n *Node, c *fencing.Client) {
+	t.Helper()
+	_, err := s.Add(n.Name(), n.Kill, func() error { _, err := n.Start(""); return err })
 	require.NoError(t, err)
 	require.NoError(t, c.Health(bg))
 }
 
-// Without the bug: one sequence through every replacement. The leader
-// removed, the follower issues from its copy; the leader added back copies
-// it first. The follower removed, the leader issues alone; the follower
-// added back copies that, which the next failover issues after.
+// ledBy names a lock each replica leads.
+func ledBy(s *IssuerPair) (leaders, followers string) {
+	for i := 0; leaders == "" || followers == ""; i++ {
+		l := "l" + strconv.Itoa(i)
+		switch {
+		case s.Owner(l) == s.Leader && leaders == "":
+			leaders = l
+		case s.Owner(l) == s.Follower && followers == "":
+			followers = l
+		}
+	}
+	return leaders, followers
+}
+
+// refusedOn: an acquire of lock on c is not granted.
+func refusedOn(t *testing.T, c *fencing.Client, lock string) {
+	t.Helper()
+	r := c.Acquire(bg, lock, "x", time.Minute)
+	assert.NotEqual(t, fencing.Ok, r.Outcome, "%s: %+v", lock, r)
+}
+
+// Without the bug: one sequence per lock through every replacement. A
+// replica removed, the other issues every lock from its copy; added back,
+// it copies the other's counters first.
 func TestMemberPairLosesNothingWhenAMemberIsReplaced(t *testing.T) {
 	s, leader, follower := startMembers(t, nil)
-	assert.Equal(t, []uint64{1, 2}, []uint64{acquireRelease(t, leader, "a"), acquireRelease(t, follower, "b")})
+	a, b := ledBy(s)
+	assert.Equal(t, []uint64{1, 2, 1, 2}, []uint64{acquire(t, follower, a, "f"), acquire(t, leader, a, "l"), acquire(t, leader, b, "l"), acquire(t, follower, b, "f")},
+		"each lock one sequence, asked of either replica")
 
 	_, err := s.Remove(s.Leader.Name(), s.Leader.Kill)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"), "the only member issues from its copy")
+	assert.Equal(t, []uint64{3, 3}, []uint64{acquire(t, follower, a, "f"), acquire(t, follower, b, "f")}, "the only member issues every lock")
 	_, err = s.Remove(s.Follower.Name(), s.Follower.Kill)
 	assert.ErrorIs(t, err, errMemberOut, "the last member is not removed")
-	_, err = s.Add(s.Leader.Name(), s.Leader.Kill, func() error { _, err := s.Leader.Start(""); return err })
-	require.NoError(t, err)
-	require.NoError(t, leader.Health(bg))
-	assert.Equal(t, uint64(4), acquireRelease(t, leader, "a"), "the leader caught up from the follower")
+	add(t, s, s.Leader, leader)
+	assert.Equal(t, []uint64{4, 4}, []uint64{acquire(t, leader, a, "l"), acquire(t, leader, b, "l")}, "the leader caught up from the follower")
 
 	_, err = s.Remove(s.Follower.Name(), s.Follower.Kill)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(5), acquireRelease(t, leader, "a"), "the only member issues alone")
-	_, err = s.Add(s.Follower.Name(), s.Follower.Kill, func() error { _, err := s.Follower.Start(""); return err })
-	require.NoError(t, err)
-	require.NoError(t, follower.Health(bg))
-	replace(t, s, s.Leader, leader)
-	assert.Equal(t, uint64(6), acquireRelease(t, leader, "a"), "the follower's copy held the leader's token 5")
+	assert.Equal(t, []uint64{5, 5}, []uint64{acquire(t, leader, a, "l"), acquire(t, leader, b, "l")})
+	add(t, s, s.Follower, follower)
+	assert.Equal(t, []uint64{6, 6}, []uint64{acquire(t, follower, a, "f"), acquire(t, follower, b, "f")}, "the follower caught up from the leader")
 	_, local := s.Counts()
-	assert.Equal(t, 1, local)
+	assert.Equal(t, 2, local, "the other's locks issued alone: a by the follower, b by the leader")
 }
 
-// The bug: a member added back grants from its empty folder. A re-added
-// leader issues 1 again; a re-added follower's copy lacks what the leader
-// issued alone, and the next failover issues it again.
+// The bug: a member added back grants the locks it leads from its empty
+// folder: 1 again.
 func TestRejoinEmptyGrantsAgain(t *testing.T) {
 	s, leader, follower := startMembers(t, Bugs{RejoinEmpty: true})
-	acquireRelease(t, leader, "a")   // 1
-	acquireRelease(t, follower, "b") // 2
+	a, b := ledBy(s)
+	acquire(t, leader, a, "l")
+	acquire(t, follower, a, "f") // 2
+	acquire(t, follower, b, "f")
+	acquire(t, leader, b, "l") // 2
 	replace(t, s, s.Leader, leader)
-	assert.Equal(t, uint64(1), acquireRelease(t, leader, "a"), "the re-added leader grants 1 again, below 2")
-
-	s2, leader2, follower2 := startMembers(t, Bugs{RejoinEmpty: true})
-	acquireRelease(t, leader2, "a") // 1
-	replace(t, s2, s2.Follower, follower2)
-	_, err := s2.Remove(s2.Leader.Name(), s2.Leader.Kill)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1), acquireRelease(t, follower2, "b"), "the re-added follower's empty copy issues 1 again")
+	assert.Equal(t, uint64(1), acquire(t, follower, a, "f"), "the re-added leader grants 1 again, below 2")
+	assert.Equal(t, uint64(3), acquire(t, leader, b, "l"), "the follower's locks are whole")
+	replace(t, s, s.Follower, follower)
+	assert.Equal(t, uint64(1), acquire(t, leader, b, "l"), "the re-added follower grants 1 again, below 3")
 }
 
-// No cut, kill or pause makes a replica of the pair issue what the other
-// did: each only refuses.
+// No cut, kill or pause makes a replica issue a lock the other leads:
+// each only refuses.
 func TestMemberPairIsSafeUnderCutsRestartsAndPauses(t *testing.T) {
 	s, leader, follower := startMembers(t, Bugs{RejoinEmpty: true})
-	acquireRelease(t, leader, "a") // 1
+	a, b := ledBy(s)
+	acquire(t, leader, a, "l") // 1
 	s.Cut(true)
-	refused(t, leader)
-	refused(t, follower)
+	for _, c := range []*fencing.Client{leader, follower} {
+		refusedOn(t, c, a)
+		refusedOn(t, c, b)
+	}
 	s.CutOneWay(true, false)
-	refused(t, follower)
-	assert.Equal(t, uint64(2), acquireRelease(t, leader, "a"), "the leader still reaches the follower")
-	s.CutOneWay(false, true)
-	refused(t, leader)
-	refused(t, follower)
+	refusedOn(t, follower, a)
+	refusedOn(t, follower, b)
+	assert.Equal(t, uint64(2), acquire(t, leader, a, "l"), "the leader still reaches the follower to record its token")
 	s.Cut(false)
 
 	require.NoError(t, s.Leader.Kill())
-	refused(t, follower)
+	refusedOn(t, follower, a)
+	refusedOn(t, follower, b)
 	require.NoError(t, s.Leader.Restart(false))
 	require.NoError(t, leader.Health(bg))
-	assert.Equal(t, uint64(3), acquireRelease(t, follower, "b"))
+	assert.Equal(t, uint64(3), acquire(t, follower, a, "f"))
 	require.NoError(t, s.Follower.Restart(false))
 	require.NoError(t, follower.Health(bg))
-	assert.Equal(t, uint64(4), acquireRelease(t, leader, "a"))
+	assert.Equal(t, uint64(4), acquire(t, leader, a, "l"))
 	s.Leader.Pause()
-	refused(t, follower)
+	refusedOn(t, follower, a)
 	s.Leader.Resume()
-	assert.Equal(t, uint64(5), acquireRelease(t, follower, "b"))
+	assert.Equal(t, uint64(5), acquire(t, follower, a, "f"))
 	_, local := s.Counts()
 	assert.Zero(t, local)
 }

@@ -131,48 +131,68 @@ func newPair(leader, follower Config, failover, members bool) (*IssuerPair, erro
 	s.timeout.Store(int64(DefaultPeerTimeout))
 	l.extra = func(mux *http.ServeMux, st *Store) {
 		s.leaderStore.Store(st)
-		mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
-			lock := r.PathValue("lock")
-			if !fencing.ValidName(lock) {
-				http.Error(w, "bad lock name", http.StatusBadRequest)
-				return
-			}
-			n, err := st.NextToken(r.Context(), lock)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(n)})
-		})
+		mountNextToken(mux, st)
 	}
 	f.upstream = s.fetchToken
 	f.extra = func(mux *http.ServeMux, st *Store) { s.followerStore.Store(st) }
-	if failover || members {
-		l.confirmer = s.newConfirm
-		if members {
-			l.confirmer = s.memberConfirm
+	switch {
+	case members:
+		// Each replica leads half the locks: both ask, and both confirm.
+		for _, r := range []*Node{l, f} {
+			r.upstream = func(ctx context.Context, lock string) (uint64, error) { return s.memberFetch(ctx, r, lock) }
+			r.confirmer = func() func(context.Context, string, uint64) (uint64, error) { return s.memberConfirm(r) }
+			r.extra = func(mux *http.ServeMux, st *Store) {
+				s.storeOf(r).Store(st)
+				mountNextToken(mux, st)
+				mountConfirm(mux, st)
+			}
 		}
+	case failover:
+		l.confirmer = s.newConfirm
 		f.extra = func(mux *http.ServeMux, st *Store) {
 			s.followerStore.Store(st)
-			mux.HandleFunc("POST "+confirmPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
-				lock := r.PathValue("lock")
-				n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
-				if !fencing.ValidName(lock) || err != nil {
-					http.Error(w, "bad lock name or token", http.StatusBadRequest)
-					return
-				}
-				prior, err := st.Observe(lock, n)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusServiceUnavailable)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(prior)})
-			})
+			mountConfirm(mux, st)
 		}
 	}
 	return s, nil
+}
+
+// mountNextToken serves nextTokenPath: st's next token for a lock.
+func mountNextToken(mux *http.ServeMux, st *Store) {
+	mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
+		lock := r.PathValue("lock")
+		if !fencing.ValidName(lock) {
+			http.Error(w, "bad lock name", http.StatusBadRequest)
+			return
+		}
+		n, err := st.NextToken(r.Context(), lock)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(n)})
+	})
+}
+
+// mountConfirm serves confirmPath: st records a token the other replica
+// is about to issue, and answers its copy from before.
+func mountConfirm(mux *http.ServeMux, st *Store) {
+	mux.HandleFunc("POST "+confirmPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
+		lock := r.PathValue("lock")
+		n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
+		if !fencing.ValidName(lock) || err != nil {
+			http.Error(w, "bad lock name or token", http.StatusBadRequest)
+			return
+		}
+		prior, err := st.Observe(lock, n)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(prior)})
+	})
 }
 
 // newConfirm is the leader's Confirm for one start of its store: a start
@@ -200,16 +220,26 @@ func (s *IssuerPair) newConfirm() func(ctx context.Context, lock string, n uint6
 }
 
 func (s *IssuerPair) confirmToken(ctx context.Context, lock string, n uint64) (uint64, error) {
-	if s.leaderCut.Load() {
+	return s.ask(ctx, s.Leader, confirmPath+url.PathEscape(lock)+"?n="+strconv.FormatUint(n, 10))
+}
+
+// ask sends a token request from replica from to the other one: path on
+// the follower's URL from the leader, on the leader's (PeerURL) from the
+// follower, each direction cut apart.
+func (s *IssuerPair) ask(ctx context.Context, from *Node, path string) (uint64, error) {
+	cut, u := s.cut.Load(), s.peerURL.Load()
+	if from == s.Leader {
+		cut, u = s.leaderCut.Load(), s.followerURL.Load()
+	}
+	if cut {
 		return 0, errors.New("replicas partitioned")
 	}
-	u := s.followerURL.Load()
 	if u == nil {
-		return 0, errors.New("the follower has not started")
+		return 0, errors.New("the other replica has not started")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *u+confirmPath+url.PathEscape(lock)+"?n="+strconv.FormatUint(n, 10), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *u+path, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -311,9 +341,6 @@ func (s *IssuerPair) Counts() (fromLeader, local int) {
 }
 
 func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err error) {
-	if s.members {
-		return s.memberFetch(ctx, lock)
-	}
 	defer func() {
 		s.mu.Lock()
 		if err == nil {
@@ -337,13 +364,7 @@ func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err
 
 // askLeader asks the leader for lock's next token.
 func (s *IssuerPair) askLeader(ctx context.Context, lock string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.PeerURL()+nextTokenPath+url.PathEscape(lock), nil)
-	if err != nil {
-		return 0, err
-	}
-	return s.tokenAnswer(req)
+	return s.ask(ctx, s.Follower, nextTokenPath+url.PathEscape(lock))
 }
 
 // dialFailed says whether err is a failure to connect (refused, or no

@@ -125,14 +125,17 @@ func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 var _ nemesis.Leaderer = (*Target)(nil)
 
 // Leader implements nemesis.Leaderer: the issuer replica that leads under
-// split-issuers, one-way-failover and rejoin-empty (the follower asks it
-// for tokens, and the leader of the last two confirms each with the
-// follower). Leadership
+// split-issuers and one-way-failover (the follower asks it for tokens, and
+// a one-way-failover leader confirms each with the follower). Leadership
 // never moves: the follower that issues on its own copy does not take it
-// over. A single reference node leads nothing.
+// over. A single reference node leads nothing, and under rejoin-empty
+// each replica leads half the locks: none is named.
 func (t *Target) Leader(context.Context) (string, error) {
 	if !t.bugs.Paired() {
 		return "", errors.New("memory: a single reference node has no leader")
+	}
+	if t.bugs.Has(RejoinEmpty) {
+		return "", errors.New("memory: each of rejoin-empty's replicas leads half the locks")
 	}
 	return pairLeader, nil
 }
