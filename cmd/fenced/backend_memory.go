@@ -20,8 +20,8 @@ func init() {
 			if err != nil {
 				return nil, fencing.ServerOptions{}, err
 			}
-			if bugs.Has(memory.SplitIssuers) || bugs.Has(memory.OneWayFailover) {
-				return nil, fencing.ServerOptions{}, errors.New("split-issuers and one-way-failover run two replicas in one process: use the embedded memory target")
+			if bugs.Paired() {
+				return nil, fencing.ServerOptions{}, errors.New("split-issuers, one-way-failover and rejoin-empty run two replicas in one process: use the embedded memory target")
 			}
 			st, err := memory.OpenStore(cfg.Data, memory.StoreOptions{Clock: cfg.Clock, Bugs: bugs})
 			if err != nil {

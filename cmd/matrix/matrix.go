@@ -105,6 +105,13 @@ var Rows = []Row{
 		Mode: "failover on a one-way cut: a follower that cannot reach its leader issues, the leader still reaching it issues the same tokens"},
 	{Name: "one-way-failover-partition", Bug: "one-way-failover", Nemesis: "partition", Needs: []string{"partition"},
 		Mode: "the same, under the partition nemesis alone"},
+	// Issuer replicas safe against every cut, restart and pause, whose
+	// failover is a membership change: only member-replace shows a replica
+	// added back on its empty folder.
+	{Name: "rejoin-empty", Bug: "rejoin-empty", Needs: []string{"member-replace"},
+		Mode: "a member that rejoins empty: a replica removed and added back on its empty folder grants its locks' tokens again"},
+	{Name: "rejoin-empty-member-replace", Bug: "rejoin-empty", Nemesis: "member-replace", Needs: []string{"member-replace"},
+		Mode: "the same, under the member-replace nemesis alone"},
 	// Disk faults (opt-in, so not under all): a full disk's failed writes
 	// answered as done, forgotten at the next operation; a damaged state
 	// file taken for a fresh one at start. Each against the correct

@@ -41,6 +41,15 @@ const (
 	// that still reaches it issues the leader's next tokens: only a one-way
 	// cut shows it (see NewSplitIssuers).
 	OneWayFailover Bug = "one-way-failover"
+	// RejoinEmpty: two issuer replicas whose failover is a membership
+	// change, safe against every cut, restart and pause: the leader issues
+	// each token once the follower recorded it, the follower issues from
+	// its copy only while the leader is removed from the pair, and a
+	// member added back must first copy the counters of the one that
+	// stayed. The bug: it is added back on its empty data folder and
+	// grants from nothing: a re-added leader issues 1, 2, 3 again. Only
+	// the member-replace nemesis shows it (see NewMemberPair).
+	RejoinEmpty Bug = "rejoin-empty"
 	// AcceptForged: tokens are sealed but the resource does not verify the
 	// seal (server layer).
 	AcceptForged Bug = "accept-forged"
@@ -100,7 +109,7 @@ const (
 
 // AllBugs lists every bug switch, in the design's order.
 func AllBugs() []Bug {
-	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, OneWayFailover, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync, IgnoreWriteErrors, TrustTruncatedState}
+	return []Bug{CounterInMemory, WallclockTokens, AcceptEqual, MissingAsZero, ForgetHighwater, SplitIssuers, OneWayFailover, RejoinEmpty, AcceptForged, NoFencing, CounterNoFsync, HighwaterNoFsync, ForgetIdle, ForgetIdleSinceStart, AckBeforeFsync, IgnoreWriteErrors, TrustTruncatedState}
 }
 
 // Bugs is a set of bug switches; the zero value is the correct reference.
@@ -135,6 +144,12 @@ func ParseBugs(names ...string) (Bugs, error) {
 
 // Has reports whether b is switched on.
 func (bs Bugs) Has(b Bug) bool { return bs[b] }
+
+// Paired says whether the bugs run the issuer as two replicas
+// (split-issuers, one-way-failover, rejoin-empty): one node cannot.
+func (bs Bugs) Paired() bool {
+	return bs.Has(SplitIssuers) || bs.Has(OneWayFailover) || bs.Has(RejoinEmpty)
+}
 
 // String lists the switched-on bugs, comma separated and sorted.
 func (bs Bugs) String() string {

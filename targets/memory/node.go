@@ -85,8 +85,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("memory: Config.Dir is required")
 	}
-	if cfg.Bugs.Has(SplitIssuers) || cfg.Bugs.Has(OneWayFailover) {
-		return nil, errors.New("memory: split-issuers and one-way-failover need two nodes: use NewSplitIssuers")
+	if cfg.Bugs.Paired() {
+		return nil, errors.New("memory: split-issuers, one-way-failover and rejoin-empty need two nodes: use NewSplitIssuers or NewMemberPair")
 	}
 	if cfg.Name == "" {
 		cfg.Name = "reference"

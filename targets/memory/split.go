@@ -72,6 +72,18 @@ type IssuerPair struct {
 	failover    bool
 	followerURL atomic.Pointer[string]
 
+	// members is rejoin-empty's protocol (rejoin.go): the replicas'
+	// membership, the stores of their current starts, and whether a member
+	// added back skips its catch-up (the bug).
+	members       bool
+	emptyRejoin   bool
+	leaderOut     atomic.Bool
+	followerOut   atomic.Bool
+	aloneMu       sync.RWMutex
+	leaderStore   atomic.Pointer[Store]
+	followerStore atomic.Pointer[Store]
+	incarnations  map[string]int
+
 	mu          sync.Mutex
 	peerFetches int // successful follower→leader token fetches, for tests and logs
 	localIssues int // tokens the follower issued from its own copy
@@ -82,6 +94,13 @@ type IssuerPair struct {
 // split-issuers switch itself may be in their Bugs or not, other bugs apply
 // to both replicas.
 func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
+	return newPair(leader, follower, leader.Bugs.Has(OneWayFailover) || follower.Bugs.Has(OneWayFailover), false)
+}
+
+// newPair makes the replicas of one of the pair's protocols: failover
+// (one-way-failover's) or members (rejoin-empty's, NewMemberPair), or
+// neither (split-issuers').
+func newPair(leader, follower Config, failover, members bool) (*IssuerPair, error) {
 	if leader.Name == "" {
 		leader.Name = "issuer-1"
 	}
@@ -91,7 +110,7 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if leader.Dir == "" || follower.Dir == "" || leader.Dir == follower.Dir {
 		return nil, errors.New("memory: split issuers need two distinct data dirs")
 	}
-	failover := leader.Bugs.Has(OneWayFailover) || follower.Bugs.Has(OneWayFailover)
+	emptyRejoin := leader.Bugs.Has(RejoinEmpty) || follower.Bugs.Has(RejoinEmpty)
 	leader.Bugs, follower.Bugs = withoutSplit(leader.Bugs), withoutSplit(follower.Bugs)
 	l, err := NewNode(leader)
 	if err != nil {
@@ -101,7 +120,8 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient(), failover: failover}
+	s := &IssuerPair{Leader: l, Follower: f, hc: fencing.DefaultHTTPClient(), failover: failover,
+		members: members, emptyRejoin: emptyRejoin}
 	if failover {
 		// A connection per request: the follower tells a leader it cannot
 		// reach (the dial fails) from one that does not answer, which a
@@ -110,43 +130,69 @@ func NewSplitIssuers(leader, follower Config) (*IssuerPair, error) {
 	}
 	s.timeout.Store(int64(DefaultPeerTimeout))
 	l.extra = func(mux *http.ServeMux, st *Store) {
-		mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
-			lock := r.PathValue("lock")
-			if !fencing.ValidName(lock) {
-				http.Error(w, "bad lock name", http.StatusBadRequest)
-				return
-			}
-			n, err := st.NextToken(r.Context(), lock)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(n)})
-		})
+		s.leaderStore.Store(st)
+		mountNextToken(mux, st)
 	}
 	f.upstream = s.fetchToken
-	if failover {
+	f.extra = func(mux *http.ServeMux, st *Store) { s.followerStore.Store(st) }
+	switch {
+	case members:
+		// Each replica leads half the locks: both ask, and both confirm.
+		for _, r := range []*Node{l, f} {
+			r.upstream = func(ctx context.Context, lock string) (uint64, error) { return s.memberFetch(ctx, r, lock) }
+			r.confirmer = func() func(context.Context, string, uint64) (uint64, error) { return s.memberConfirm(r) }
+			r.extra = func(mux *http.ServeMux, st *Store) {
+				s.storeOf(r).Store(st)
+				mountNextToken(mux, st)
+				mountConfirm(mux, st)
+			}
+		}
+	case failover:
 		l.confirmer = s.newConfirm
 		f.extra = func(mux *http.ServeMux, st *Store) {
-			mux.HandleFunc("POST "+confirmPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
-				lock := r.PathValue("lock")
-				n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
-				if !fencing.ValidName(lock) || err != nil {
-					http.Error(w, "bad lock name or token", http.StatusBadRequest)
-					return
-				}
-				prior, err := st.Observe(lock, n)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusServiceUnavailable)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(prior)})
-			})
+			s.followerStore.Store(st)
+			mountConfirm(mux, st)
 		}
 	}
 	return s, nil
+}
+
+// mountNextToken serves nextTokenPath: st's next token for a lock.
+func mountNextToken(mux *http.ServeMux, st *Store) {
+	mux.HandleFunc("POST "+nextTokenPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
+		lock := r.PathValue("lock")
+		if !fencing.ValidName(lock) {
+			http.Error(w, "bad lock name", http.StatusBadRequest)
+			return
+		}
+		n, err := st.NextToken(r.Context(), lock)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(n)})
+	})
+}
+
+// mountConfirm serves confirmPath: st records a token the other replica
+// is about to issue, and answers its copy from before.
+func mountConfirm(mux *http.ServeMux, st *Store) {
+	mux.HandleFunc("POST "+confirmPath+"{lock}", func(w http.ResponseWriter, r *http.Request) {
+		lock := r.PathValue("lock")
+		n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
+		if !fencing.ValidName(lock) || err != nil {
+			http.Error(w, "bad lock name or token", http.StatusBadRequest)
+			return
+		}
+		prior, err := st.Observe(lock, n)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(fencing.LockResponse{Token: history.FormatToken(prior)})
+	})
 }
 
 // newConfirm is the leader's Confirm for one start of its store: a start
@@ -174,16 +220,26 @@ func (s *IssuerPair) newConfirm() func(ctx context.Context, lock string, n uint6
 }
 
 func (s *IssuerPair) confirmToken(ctx context.Context, lock string, n uint64) (uint64, error) {
-	if s.leaderCut.Load() {
+	return s.ask(ctx, s.Leader, confirmPath+url.PathEscape(lock)+"?n="+strconv.FormatUint(n, 10))
+}
+
+// ask sends a token request from replica from to the other one: path on
+// the follower's URL from the leader, on the leader's (PeerURL) from the
+// follower, each direction cut apart.
+func (s *IssuerPair) ask(ctx context.Context, from *Node, path string) (uint64, error) {
+	cut, u := s.cut.Load(), s.peerURL.Load()
+	if from == s.Leader {
+		cut, u = s.leaderCut.Load(), s.followerURL.Load()
+	}
+	if cut {
 		return 0, errors.New("replicas partitioned")
 	}
-	u := s.followerURL.Load()
 	if u == nil {
-		return 0, errors.New("the follower has not started")
+		return 0, errors.New("the other replica has not started")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *u+confirmPath+url.PathEscape(lock)+"?n="+strconv.FormatUint(n, 10), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *u+path, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -215,7 +271,7 @@ func (s *IssuerPair) tokenAnswer(req *http.Request) (uint64, error) {
 func withoutSplit(b Bugs) Bugs {
 	out := Bugs{}
 	for k, v := range b {
-		if k != SplitIssuers && k != OneWayFailover {
+		if k != SplitIssuers && k != OneWayFailover && k != RejoinEmpty {
 			out[k] = v
 		}
 	}
@@ -297,19 +353,18 @@ func (s *IssuerPair) fetchToken(ctx context.Context, lock string) (n uint64, err
 	if s.cut.Load() {
 		return 0, errors.New("replicas partitioned")
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.PeerURL()+nextTokenPath+url.PathEscape(lock), nil)
-	if err != nil {
-		return 0, err
-	}
-	n, err = s.tokenAnswer(req)
+	n, err = s.askLeader(ctx, lock)
 	if err != nil && s.failover && !dialFailed(err) {
 		// Connected, and no answer in time or a refusal: the leader is
 		// alive and may still issue, so the follower must not.
 		return 0, fmt.Errorf("%w: %v", ErrNoFailover, err)
 	}
 	return n, err
+}
+
+// askLeader asks the leader for lock's next token.
+func (s *IssuerPair) askLeader(ctx context.Context, lock string) (uint64, error) {
+	return s.ask(ctx, s.Follower, nextTokenPath+url.PathEscape(lock))
 }
 
 // dialFailed says whether err is a failure to connect (refused, or no

@@ -39,6 +39,8 @@ type Target struct {
 const (
 	pairLeader   = "issuer-1"
 	pairFollower = "issuer-2"
+	// pairResource serves the resource under rejoin-empty.
+	pairResource = "resource"
 )
 
 // NewTarget checks the options and returns the target, not started.
@@ -54,7 +56,14 @@ func NewTarget(opts TargetOptions) (*Target, error) {
 			Server: &nodes.Server{New: t.server}}
 	}
 	table := []nodes.Node{node("reference", true, "reference")}
-	if bugs.Has(SplitIssuers) || bugs.Has(OneWayFailover) {
+	switch {
+	case bugs.Has(RejoinEmpty):
+		// The resource on a node of its own: a replica replaced loses its
+		// folder, and the resource's marks must not go with it.
+		res := node(pairResource, true, "resource")
+		res.Issuer = false
+		table = []nodes.Node{node(pairLeader, false, "issuer"), node(pairFollower, false, "issuer"), res}
+	case bugs.Paired():
 		table = []nodes.Node{node(pairLeader, true, "issuer"), node(pairFollower, false, "issuer")}
 	}
 	t.Cluster, err = nodes.New("memory", t.semantics(), table, nodes.Options{})
@@ -70,15 +79,20 @@ func (t *Target) semantics() checkers.Semantics {
 	return sem
 }
 
-// server makes one node's reference server in its workspace; under
-// split-issuers the first replica started makes both, sharing the counter,
-// pairLeader leading.
+// server makes one node's reference server in its workspace; under the
+// paired bugs the first replica started makes both, sharing the counter,
+// pairLeader leading (rejoin-empty's resource is a node of its own).
 func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 	cfg := func(w nodes.Workspace) Config {
 		return Config{Name: w.Name, Dir: w.Data, Addr: w.Addr, SealKey: []byte(t.opts.SealKey), Bugs: t.bugs, Log: w.Log}
 	}
-	if !t.bugs.Has(SplitIssuers) && !t.bugs.Has(OneWayFailover) {
+	if !t.bugs.Paired() {
 		return NewNode(cfg(w))
+	}
+	if w.Name == pairResource {
+		c := cfg(w)
+		c.Bugs = withoutSplit(c.Bugs)
+		return NewNode(c)
 	}
 	if t.pair == nil {
 		leader, follower, ok := w, w, false
@@ -90,7 +104,11 @@ func (t *Target) server(w nodes.Workspace) (nodes.Runner, error) {
 		if !ok {
 			return nil, errors.New("memory: split-issuers needs both replicas")
 		}
-		pair, err := NewSplitIssuers(cfg(leader), cfg(follower))
+		newPair := NewSplitIssuers
+		if t.bugs.Has(RejoinEmpty) {
+			newPair = NewMemberPair
+		}
+		pair, err := newPair(cfg(leader), cfg(follower))
 		if err != nil {
 			return nil, err
 		}
@@ -110,10 +128,14 @@ var _ nemesis.Leaderer = (*Target)(nil)
 // split-issuers and one-way-failover (the follower asks it for tokens, and
 // a one-way-failover leader confirms each with the follower). Leadership
 // never moves: the follower that issues on its own copy does not take it
-// over. A single reference node leads nothing.
+// over. A single reference node leads nothing, and under rejoin-empty
+// each replica leads half the locks: none is named.
 func (t *Target) Leader(context.Context) (string, error) {
-	if !t.bugs.Has(SplitIssuers) && !t.bugs.Has(OneWayFailover) {
+	if !t.bugs.Paired() {
 		return "", errors.New("memory: a single reference node has no leader")
+	}
+	if t.bugs.Has(RejoinEmpty) {
+		return "", errors.New("memory: each of rejoin-empty's replicas leads half the locks")
 	}
 	return pairLeader, nil
 }
@@ -179,6 +201,42 @@ func (t *Target) HealPartition(context.Context) error {
 		t.pair.Cut(false)
 	}
 	return nil
+}
+
+var _ nemesis.MemberReplacer = (*Target)(nil)
+
+// ReplaceableMembers implements nemesis.MemberReplacer: rejoin-empty's
+// issuer replicas. A single reference, and the pairs whose failover is no
+// membership change, have none.
+func (t *Target) ReplaceableMembers() []string {
+	if !t.bugs.Has(RejoinEmpty) {
+		return nil
+	}
+	return []string{pairLeader, pairFollower}
+}
+
+// RemoveMember implements nemesis.MemberReplacer: the replica leaves the
+// pair (the other then issues alone), is stopped, and its folder emptied.
+func (t *Target) RemoveMember(ctx context.Context, node string) (string, error) {
+	if t.pair == nil || !t.pair.members {
+		return "", fmt.Errorf("memory: %s is not a member another one can remove", node)
+	}
+	id, err := t.pair.Remove(node, func() error { return t.StopNode(ctx, node) })
+	if errors.Is(err, errMemberOut) {
+		return "", fmt.Errorf("removing %s: %w: %w", node, nemesis.ErrRefusedNow, err)
+	}
+	return id, err
+}
+
+// AddMember implements nemesis.MemberReplacer: the replica catches up from
+// the other (unless rejoin-empty skips it), joins the pair, and is started;
+// it returns once it serves.
+func (t *Target) AddMember(ctx context.Context, node string) (string, error) {
+	if t.pair == nil || !t.pair.members {
+		return "", fmt.Errorf("memory: %s is not a member another one can add", node)
+	}
+	return t.pair.Add(node, func() error { return t.StopNode(ctx, node) },
+		func() error { return t.StartNode(ctx, node, false) })
 }
 
 // SetClockOffset implements nodes.ClockRunner: the node's injectable clock.
