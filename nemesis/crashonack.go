@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -130,9 +129,6 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 			if err != nil {
 				return Plan{}, err
 			}
-			if grantless(env, node) {
-				return Plan{}, ErrBusy
-			}
 			params.Crash, params.AnyNode = CrashPower, true
 			params.After = powerTrigger(env, node, rng)
 			params.SlowFsyncMS = drawSlowFsync(env, node, rng)
@@ -143,17 +139,11 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 	if err != nil {
 		return Plan{}, err
 	}
-	if grantless(env, p.Nodes[0]) {
-		return Plan{}, ErrBusy
-	}
 	// A store behind adapters never answers a client itself: its crash is
 	// timed by the acknowledgement the adapter gave for it. Waiting for its
 	// own spent the whole wait (redis, etcd: every such crash untimed, 2 s
 	// of a fault phase each, and no power cut on an acknowledgement).
 	params.AnyNode = behindFront(env, p.Nodes[0])
-	if !params.AnyNode {
-		params.After = answeredBy(env, p.Nodes[0], params.After)
-	}
 	// Power loss whenever the node's data is on the layer, two times in
 	// three: kill -9 keeps the page cache, so it finds only what was never
 	// written.
@@ -302,59 +292,14 @@ func (crashOnAck) CheckPlan(env *Env, p Plan) error {
 // once the node is back, a lost grant only when its token is handed out
 // again (a counter that goes back does so at the next grant; an etcd
 // revision may go to a resource's write instead), a lost release never.
-// A node that holds only issuer state answers grants; one that holds
-// only resource state, writes: it answers no grant, and keeps none to lose
-// (two SSH hosts, issuer and resource: half the resource's cuts waited 2 s
-// for a grant it never answers and went untimed).
+// A node that holds only issuer state answers grants.
 func powerTrigger(env *Env, node string, rng *rand.Rand) string {
 	for _, n := range nodesOf(env) {
-		if n.Name != node {
-			continue
-		}
-		is, res := strings.Contains(n.Role, "issuer"), strings.Contains(n.Role, "resource")
-		switch {
-		case is && !res:
+		if n.Name == node && strings.Contains(n.Role, "issuer") && !strings.Contains(n.Role, "resource") {
 			return history.Acquire
-		case res && !is:
-			return history.Write
 		}
 	}
 	return []string{history.Acquire, history.Write, history.Write}[rng.IntN(3)]
-}
-
-// answeredBy is kind, or the kind node answers where it keeps one half's
-// state only: a node that only issues answers no write (a grant instead),
-// one that only keeps the resource answers nothing but writes. A kill
-// timed by what its node never answers waits out ackWait, 2 s of the
-// node's fault phase, untimed.
-func answeredBy(env *Env, node, kind string) string {
-	for _, n := range nodesOf(env) {
-		if n.Name != node {
-			continue
-		}
-		is, res := strings.Contains(n.Role, "issuer"), strings.Contains(n.Role, "resource")
-		switch {
-		case is && !res && kind == history.Write:
-			return history.Acquire
-		case res && !is:
-			return history.Write
-		}
-	}
-	return kind
-}
-
-// grantless says whether node keeps only the resource while every node
-// keeping the issuer's state is held by a fault (restarted, powered off,
-// frozen): its writes need fresh grants, so it answers none, and a crash
-// waiting for one goes untimed after 2 s (two SSH hosts: each of the
-// resource's untimed cuts once it was timed by writes). The draw waits
-// for the issuer instead.
-func grantless(env *Env, node string) bool {
-	if answeredBy(env, node, history.Acquire) != history.Write {
-		return false
-	}
-	issuers := stateNodes(env, issuerState)
-	return len(issuers) > 0 && !issuers[node] && !slices.ContainsFunc(slices.Collect(maps.Keys(issuers)), env.free)
 }
 
 // drawSlowFsync draws how much a power cut's node has its fsyncs slowed,
