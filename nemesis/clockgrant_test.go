@@ -44,9 +44,7 @@ func TestTheClockAimStepsBackOnAGrant(t *testing.T) {
 // back (held then, the crashes waited seconds).
 func TestAStepOnAGrantFallsBetweenTwoGrants(t *testing.T) {
 	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	acks := history.NewAcks()
-	rec.Listen(acks.Observe)
+	rec, acks := ackedRecorder(&buf)
 	clocks := newFakeClocks("n1")
 	env := &Env{Target: clocks, Acks: acks, claims: newClaims()}
 	op := func(typ history.Type, f, key string) int64 {

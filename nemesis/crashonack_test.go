@@ -71,9 +71,7 @@ func (a answeringOnLayer) CutPower(context.Context, string) (lazyfs.Loss, error)
 func TestCrashOnAckKillsTheNodeThatJustAnswered(t *testing.T) {
 	for _, power := range []bool{false, true} {
 		var buf bytes.Buffer
-		rec := history.NewRecorder(&buf)
-		acks := history.NewAcks()
-		rec.Listen(acks.Observe)
+		rec, acks := ackedRecorder(&buf)
 		a := &answering{rec: rec}
 		var target Cluster = a
 		if power {

@@ -42,9 +42,7 @@ func (s *storeBehind) UnsyncedWrites(_ context.Context, node string) (lazyfs.Los
 // saying what the layer held; with no such node, the draw is as before.
 func TestCrashesAimAtUnsyncedWrites(t *testing.T) {
 	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	acks := history.NewAcks()
-	rec.Listen(acks.Observe)
+	rec, acks := ackedRecorder(&buf)
 	s := &storeBehind{answering: &answering{rec: rec}, unsynced: map[string]lazyfs.Loss{"store": {Files: 2}}}
 	env := &Env{Target: s, Acks: acks}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,9 +122,7 @@ func (s *armingStore) CutPower(ctx context.Context, node string) (lazyfs.Loss, e
 // the cut met an fsync. A kill is not armed.
 func TestCrashOnAckArmsThePowerCutOnTheLayer(t *testing.T) {
 	var buf bytes.Buffer
-	rec := history.NewRecorder(&buf)
-	acks := history.NewAcks()
-	rec.Listen(acks.Observe)
+	rec, acks := ackedRecorder(&buf)
 	s := &armingStore{storeBehind: &storeBehind{answering: &answering{rec: rec}, unsynced: map[string]lazyfs.Loss{"store": {Files: 1}}}}
 	env := &Env{Target: s, Acks: acks}
 	ctx, cancel := context.WithCancel(context.Background())

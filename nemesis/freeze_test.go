@@ -15,9 +15,7 @@ import (
 // would come holds nothing valid in the node: the freeze passes it over
 // and takes the next one.
 func TestAFreezeOnAWritePassesOverOneAnsweredOrStripped(t *testing.T) {
-	rec := history.NewRecorder(&bytes.Buffer{})
-	acks := history.NewAcks()
-	rec.Listen(acks.Observe)
+	rec, acks := ackedRecorder(&bytes.Buffer{})
 	env := &Env{Acks: acks}
 	got := make(chan map[string]any, 1)
 	const after = 300 * time.Millisecond

@@ -565,9 +565,7 @@ func (f *frozenAdapters) ResumeNode(context.Context, string) error { return nil 
 // the next write sent to that node, not before, the details saying which.
 func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 	target := &frozenAdapters{frozen: map[string]time.Time{}}
-	rec := history.NewRecorder(&bytes.Buffer{})
-	acks := history.NewAcks()
-	rec.Listen(acks.Observe)
+	rec, acks := ackedRecorder(&bytes.Buffer{})
 	env := &Env{Target: target, Acks: acks, TTL: time.Second}
 	s := NewScheduler(env, rec, 1, []Nemesis{&pause{}})
 	a, ok := nextFault(env, atTarget(map[string]int{"write-overtaken": 0}), nil, []Nemesis{&pause{}}, triedOnce, rand.New(rand.NewPCG(2, 2)))
@@ -612,9 +610,7 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 // through another node took half a second, a crash of the store beginning
 // meanwhile).
 func TestAFreezeOnAWriteTakesTheNextWrite(t *testing.T) {
-	rec := history.NewRecorder(&bytes.Buffer{})
-	acks := history.NewAcks()
-	rec.Listen(acks.Observe)
+	rec, acks := ackedRecorder(&bytes.Buffer{})
 	env := &Env{Acks: acks}
 	got := make(chan map[string]any, 1)
 	go func() {

@@ -101,9 +101,7 @@ func TestCrashOnAckSlowsTheFsyncItCuts(t *testing.T) {
 	for _, answersFirst := range []bool{true, false} {
 		for trial := range 3 {
 			var buf bytes.Buffer
-			rec := history.NewRecorder(&buf)
-			acks := history.NewAcks()
-			rec.Listen(acks.Observe)
+			rec, acks := ackedRecorder(&buf)
 			n := &fsyncingNode{layered: newLayered(t), rec: rec, answersFirst: answersFirst, stopped: make(chan struct{})}
 			env := &Env{Target: n, Acks: acks}
 			ctx, cancel := context.WithCancel(context.Background())
