@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -102,23 +102,14 @@ func statsOf(m *Matrix, r Row) rowStats {
 // found nothing within limit (each counted as limit), and whether it is a
 // lower bound (a miss is among the middle values). -1 with no run at all.
 func censoredMedian(ds []time.Duration, misses int, limit time.Duration) (time.Duration, bool) {
-	all := append([]time.Duration(nil), ds...)
+	all := slices.Clone(ds)
 	for range misses {
 		all = append(all, limit)
 	}
-	if len(all) == 0 {
-		return -1, false
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	n := len(all)
 	// The misses sort last (a detection at exactly limit sorts with them:
-	// it too bounds nothing from above), so the middle is censored when
-	// it reaches into them.
-	firstMiss := n - misses
-	if n%2 == 1 {
-		return all[n/2], n/2 >= firstMiss
-	}
-	return (all[n/2-1] + all[n/2]) / 2, n/2 >= firstMiss
+	// it too bounds nothing from above), so the median is censored when
+	// its upper middle value is one of them.
+	return median(all), len(all) > 0 && len(all)/2 >= len(ds)
 }
 
 // medianCell renders a mode's median over all the runs, with the median
