@@ -67,3 +67,32 @@ func TestTheClientsFirstTurnGoesFirst(t *testing.T) {
 	require.True(t, ok)
 	assert.Contains(t, []string{CrashOnAck, Clock}, a.nemesis.Name())
 }
+
+// Where a power-loss situation and the power cut on an acknowledgement are
+// equally short, the aim is the power cut, which makes both: drawn among
+// both remedies, power-loss took the turns the cut needed.
+func TestAPowerAimMakesBothPowerSituationsAtOnce(t *testing.T) {
+	env := &Env{Target: halves{}}
+	free := []Nemesis{powerLoss{}, crashOnAck{}}
+	tried := map[string]int{PowerLoss: 1, CrashOnAck: 1}
+	cov := atTarget(map[string]int{"issuer-power-loss-regrant": 1, "issuer-power-cut-on-ack": 1})
+	aimed := 0
+	for seed := range uint64(60) {
+		a, ok := nextFault(env, cov, free, nil, tried, rand.New(rand.NewPCG(seed, 5)))
+		require.True(t, ok)
+		if a.situation == "" {
+			continue // an explore turn
+		}
+		aimed++
+		assert.Equal(t, CrashOnAck, a.nemesis.Name(), "seed %d: %s", seed, a.why)
+	}
+	assert.Greater(t, aimed, 40)
+	// With the cut at target, power-loss has its turns again.
+	cov["issuer-power-cut-on-ack"] = GuideTarget
+	seen := map[string]bool{}
+	for seed := range uint64(60) {
+		a, _ := nextFault(env, cov, free, nil, tried, rand.New(rand.NewPCG(seed, 5)))
+		seen[a.nemesis.Name()] = true
+	}
+	assert.True(t, seen[PowerLoss], "%v", seen)
+}
