@@ -144,6 +144,9 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 	// own spent the whole wait (redis, etcd: every such crash untimed, 2 s
 	// of a fault phase each, and no power cut on an acknowledgement).
 	params.AnyNode = behindFront(env, p.Nodes[0])
+	if !params.AnyNode {
+		params.After = answeredBy(env, p.Nodes[0], params.After)
+	}
 	// Power loss whenever the node's data is on the layer, two times in
 	// three: kill -9 keeps the page cache, so it finds only what was never
 	// written.
@@ -310,6 +313,27 @@ func powerTrigger(env *Env, node string, rng *rand.Rand) string {
 		}
 	}
 	return []string{history.Acquire, history.Write, history.Write}[rng.IntN(3)]
+}
+
+// answeredBy is kind, or the kind node answers where it keeps one half's
+// state only: a node that only issues answers no write (a grant instead),
+// one that only keeps the resource answers nothing but writes. A kill
+// timed by what its node never answers waits out ackWait, 2 s of the
+// node's fault phase, untimed.
+func answeredBy(env *Env, node, kind string) string {
+	for _, n := range nodesOf(env) {
+		if n.Name != node {
+			continue
+		}
+		is, res := strings.Contains(n.Role, "issuer"), strings.Contains(n.Role, "resource")
+		switch {
+		case is && !res && kind == history.Write:
+			return history.Acquire
+		case res && !is:
+			return history.Write
+		}
+	}
+	return kind
 }
 
 // drawSlowFsync draws how much a power cut's node has its fsyncs slowed,

@@ -3,9 +3,11 @@ package nemesis
 import (
 	"bytes"
 	"context"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -160,4 +162,26 @@ func TestPowerCutsAreTimedByWhatShowsTheirLoss(t *testing.T) {
 	assert.Zero(t, kinds[history.Release])
 	assert.InDelta(t, 200, kinds[history.Write], 40, "%v", kinds)
 	assert.InDelta(t, 100, kinds[history.Acquire], 40, "%v", kinds)
+}
+
+// A kill is timed by what its node answers: no write on a node that only
+// issues, nothing but a write on one that only keeps the resource (each
+// other trigger waited out the 2 s, untimed).
+func TestKillsAreTimedByWhatTheirNodeAnswers(t *testing.T) {
+	env := &Env{Target: &issuerAndResource{}}
+	rng := rand.New(rand.NewPCG(3, 4))
+	kinds := map[string]map[string]int{}
+	for range 300 {
+		p, err := crashOnAck{}.Draw(context.Background(), env, rng)
+		require.NoError(t, err)
+		c := p.Params.(*ackCrash)
+		require.Equal(t, CrashKill, c.Crash)
+		if kinds[p.Nodes[0]] == nil {
+			kinds[p.Nodes[0]] = map[string]int{}
+		}
+		kinds[p.Nodes[0]][c.After]++
+	}
+	assert.Zero(t, kinds["iss"][history.Write], "%v", kinds)
+	assert.Equal(t, []string{history.Write}, slices.Collect(maps.Keys(kinds["res"])), "%v", kinds)
+	assert.Len(t, kinds["both"], 3, "%v", kinds)
 }
