@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,9 @@ func TestSituationsOnTwoSSHHosts(t *testing.T) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			store := t.TempDir()
 			if keep := os.Getenv("FENCECHECK_SITUATION_STORE"); keep != "" {
-				store = keep // kept for a look at the runs
+				// Kept for a look at the runs, one store a seed: the
+				// results are read from the store's one run.
+				store = filepath.Join(keep, fmt.Sprintf("seed-%d", seed))
 			}
 			code, out, errOut := cli(t, nil, "test", "--target", "spec:"+spec, "--nemesis", "all", "--time", "30s",
 				"--seed", strconv.Itoa(seed), "--store", store)
