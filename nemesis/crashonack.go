@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -129,6 +130,9 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 			if err != nil {
 				return Plan{}, err
 			}
+			if grantless(env, node) {
+				return Plan{}, ErrBusy
+			}
 			params.Crash, params.AnyNode = CrashPower, true
 			params.After = powerTrigger(env, node, rng)
 			params.SlowFsyncMS = drawSlowFsync(env, node, rng)
@@ -138,6 +142,9 @@ func (crashOnAck) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, err
 	p, err := restart{}.Draw(ctx, env, rng)
 	if err != nil {
 		return Plan{}, err
+	}
+	if grantless(env, p.Nodes[0]) {
+		return Plan{}, ErrBusy
 	}
 	// A store behind adapters never answers a client itself: its crash is
 	// timed by the acknowledgement the adapter gave for it. Waiting for its
@@ -334,6 +341,20 @@ func answeredBy(env *Env, node, kind string) string {
 		}
 	}
 	return kind
+}
+
+// grantless says whether node keeps only the resource while every node
+// keeping the issuer's state is held by a fault (restarted, powered off,
+// frozen): its writes need fresh grants, so it answers none, and a crash
+// waiting for one goes untimed after 2 s (two SSH hosts: each of the
+// resource's untimed cuts once it was timed by writes). The draw waits
+// for the issuer instead.
+func grantless(env *Env, node string) bool {
+	if answeredBy(env, node, history.Acquire) != history.Write {
+		return false
+	}
+	issuers := stateNodes(env, issuerState)
+	return len(issuers) > 0 && !issuers[node] && !slices.ContainsFunc(slices.Collect(maps.Keys(issuers)), env.free)
 }
 
 // drawSlowFsync draws how much a power cut's node has its fsyncs slowed,

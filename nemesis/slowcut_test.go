@@ -185,3 +185,24 @@ func TestKillsAreTimedByWhatTheirNodeAnswers(t *testing.T) {
 	assert.Equal(t, []string{history.Write}, slices.Collect(maps.Keys(kinds["res"])), "%v", kinds)
 	assert.Len(t, kinds["both"], 3, "%v", kinds)
 }
+
+// A node that keeps only the resource is not crashed on a write while every
+// node keeping the issuer's state is held: no grant, no write, and the
+// crash went untimed after 2 s. The draw waits instead.
+func TestNoCrashOnAWriteWhileTheIssuerIsDown(t *testing.T) {
+	env := &Env{Target: &issuerAndResource{}, claims: newClaims()}
+	rng := rand.New(rand.NewPCG(5, 6))
+	require.True(t, env.claims.claimAll([]string{"iss"}, 1))
+	drawn := map[string]int{}
+	for range 100 {
+		p, err := crashOnAck{}.Draw(context.Background(), env, rng)
+		require.NoError(t, err, "a node keeping issuer state is free")
+		drawn[p.Nodes[0]]++
+	}
+	assert.Positive(t, drawn["res"], "%v", drawn)
+	require.True(t, env.claims.claimAll([]string{"both"}, 2))
+	for range 50 {
+		_, err := crashOnAck{}.Draw(context.Background(), env, rng)
+		assert.ErrorIs(t, err, ErrBusy)
+	}
+}
