@@ -45,10 +45,14 @@ func (powerLoss) ParamsOptional() bool { return true }
 
 // drawCrashState: every unsynced write lost half the time (the harshest
 // disk, and what finds a missing fsync at once), otherwise one of the
-// partial modes, on a target that offers them.
-func drawCrashState(env *Env, node string, rng *rand.Rand) *lazyfs.CrashState {
+// partial modes, where every node's layer offers them. Nodes that lose
+// power together share the mode (each layer draws its own pages from the
+// seed): a cluster that never fsyncs keeps, in a partial mode, what the
+// disks had written back, its own bootstrap among it, and comes back
+// without its latest writes rather than not at all.
+func drawCrashState(env *Env, nodes []string, rng *rand.Rand) *lazyfs.CrashState {
 	cs := &lazyfs.CrashState{Mode: lazyfs.LoseAll}
-	if partialCrash(env, node) && rng.IntN(2) == 0 {
+	if !slices.ContainsFunc(nodes, func(n string) bool { return !partialCrash(env, n) }) && rng.IntN(2) == 0 {
 		modes := lazyfs.CrashModes()[1:]
 		cs.Mode, cs.Seed = modes[rng.IntN(len(modes))], rng.Uint64()
 	}
@@ -99,21 +103,27 @@ func (powerLoss) Applicable(env *Env) (bool, string) {
 }
 
 func (powerLoss) Draw(ctx context.Context, env *Env, rng *rand.Rand) (Plan, error) {
+	if all := togetherNodes(env); len(all) >= 2 && rng.IntN(togetherOdds) == 0 {
+		return Plan{Nodes: all, TakesOver: true, Outage: true, Params: drawCrashState(env, all, rng)}, nil
+	}
 	node, err := pickUnsynced(ctx, env, rng, powerNodes(env))
 	if err != nil {
 		return Plan{}, err
 	}
-	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: drawCrashState(env, node, rng)}, nil
+	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true, Params: drawCrashState(env, []string{node}, rng)}, nil
 }
 
 func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 	pc, ok := env.Target.(PowerCutter)
 	rs, ok2 := env.Target.(Restarter)
-	if !ok || !ok2 || len(p.Nodes) != 1 {
-		return nil, errors.New("a power loss acts on one node of a target whose data is on the lazyfs layer")
+	if !ok || !ok2 || len(p.Nodes) == 0 {
+		return nil, errors.New("a power loss acts on nodes of a target whose data is on the lazyfs layer")
+	}
+	cs, _ := p.Params.(*lazyfs.CrashState)
+	if len(p.Nodes) > 1 {
+		return cutTogether(ctx, env, pc, rs, p.Nodes, cs)
 	}
 	node := p.Nodes[0]
-	cs, _ := p.Params.(*lazyfs.CrashState)
 	var loss lazyfs.Loss
 	var err error
 	details := map[string]any{}
@@ -139,23 +149,30 @@ func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 }
 
 func (powerLoss) CheckPlan(env *Env, p Plan) error {
-	if len(p.Nodes) != 1 {
-		return errors.New("a power loss acts on exactly one node")
+	if len(p.Nodes) == 0 {
+		return errors.New("a power loss acts on at least one node")
 	}
 	if cs, _ := p.Params.(*lazyfs.CrashState); cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll {
 		if err := cs.Check(); err != nil {
 			return err
 		}
-		if !partialCrash(env, p.Nodes[0]) {
-			return fmt.Errorf("node %s's layer cannot leave part of the unsynced writes (crash state %s)", p.Nodes[0], cs.Mode)
+		for _, node := range p.Nodes {
+			if !partialCrash(env, node) {
+				return fmt.Errorf("node %s's layer cannot leave part of the unsynced writes (crash state %s)", node, cs.Mode)
+			}
 		}
 	}
-	for _, n := range powerNodes(env) {
-		if n.Name == p.Nodes[0] {
-			return nil
+	seen := map[string]bool{}
+	for _, node := range p.Nodes {
+		if seen[node] {
+			return fmt.Errorf("node %s is named twice", node)
+		}
+		seen[node] = true
+		if !hasNode(powerNodes(env), node) {
+			return fmt.Errorf("node %s's data is not on the lazyfs layer", node)
 		}
 	}
-	return fmt.Errorf("node %s's data is not on the lazyfs layer", p.Nodes[0])
+	return nil
 }
 
 // unsyncedNodes are the free nodes of nodes whose layer holds writes a
