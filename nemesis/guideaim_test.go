@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 
@@ -95,4 +96,55 @@ func TestAPowerAimMakesBothPowerSituationsAtOnce(t *testing.T) {
 		seen[a.nemesis.Name()] = true
 	}
 	assert.True(t, seen[PowerLoss], "%v", seen)
+}
+
+// twoIssuers is a target whose issuer state is kept by two replicas (the
+// memory reference's split-issuers pair: the first serves the resource).
+type twoIssuers struct{}
+
+func (twoIssuers) Nodes() []Node {
+	return []Node{{Name: "i1", Role: "issuer"}, {Name: "i2", Role: "issuer"}}
+}
+func (twoIssuers) KillNode(context.Context, string) error        { return nil }
+func (twoIssuers) StartNode(context.Context, string, bool) error { return nil }
+
+// Where two replicas keep the issuer state, the first node fault's turn
+// goes to the partition that separates them while both are up, after the
+// clients' nemeses' turns and before the crashes, restarts and freezes
+// that take one down (the partition had been drawn among six or seven first
+// turns, 1.1-3.7 s into a split-issuers run). Where one node keeps it,
+// nothing is separated and the first turns are drawn as before.
+func TestThePartitionOfTwoIssuersTakesTheFirstNodeTurn(t *testing.T) {
+	short := map[string]int{}
+	for _, id := range Situations() {
+		short[id] = 0
+	}
+	cov := atTarget(short)
+	free := []Nemesis{restart{}, crashOnAck{}, clock{}, powerLoss{}, &pause{}, &partition{}}
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		a, ok := nextFault(&Env{Target: twoIssuers{}}, cov, free, []Nemesis{strip{}}, map[string]int{}, rng)
+		require.True(t, ok)
+		assert.Equal(t, Strip, a.nemesis.Name(), "seed %d: the clients' turn first: %s", seed, a.why)
+		a, ok = nextFault(&Env{Target: twoIssuers{}}, cov, free, nil, map[string]int{Strip: 1}, rng)
+		require.True(t, ok)
+		require.Equal(t, Partition, a.nemesis.Name(), "seed %d: %s", seed, a.why)
+		assert.Contains(t, []string{"issuer-replicas-separated", "issuer-replicas-one-way"}, a.situation)
+		assert.Equal(t, map[string]bool{"i1": true, "i2": true}, a.nodes)
+		assert.True(t, a.long, "made while the cut lasts")
+	}
+	// Once it had its turn, the others have theirs as before.
+	a, ok := nextFault(&Env{Target: twoIssuers{}}, cov, free, nil, map[string]int{Strip: 1, Partition: 1}, rand.New(rand.NewPCG(1, 11)))
+	require.True(t, ok)
+	assert.NotEqual(t, Partition, a.nemesis.Name())
+
+	// One node keeping the issuer state: no replicas to separate.
+	seen := map[string]bool{}
+	for seed := range uint64(40) {
+		a, ok := nextFault(&Env{Target: halves{}}, cov, free, nil, map[string]int{Strip: 1}, rand.New(rand.NewPCG(seed, 11)))
+		require.True(t, ok)
+		assert.NotEqual(t, Partition, a.nemesis.Name(), "seed %d: %s", seed, a.why)
+		seen[a.nemesis.Name()] = true
+	}
+	assert.Greater(t, len(seen), 1, "still drawn among the others: %v", seen)
 }
