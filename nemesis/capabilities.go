@@ -248,6 +248,17 @@ type DiskFaulter interface {
 	CorruptDisk(ctx context.Context, node string, c lazyfs.Corruption) (lazyfs.Corrupted, error)
 }
 
+// LogPather is a target that says where a node keeps its log: the paths,
+// relative to its data folder on the layer, whose fsync makes a write it
+// answers durable (a write-ahead log), beside state applied from it and
+// committed on its own. A power cut on an acknowledgement slows only those
+// fsyncs: a slowed commit of the rest holds back the answers that wait for
+// it until the log's fsync has ended (etcd v3.5.0's apply waits for its
+// backend's commit).
+type LogPather interface {
+	LogPaths(node string) []string
+}
+
 // PowerExplainer says, for the report, why nodes are left out of
 // PowerNodes (no /dev/fuse, an engine on another machine), by node.
 type PowerExplainer interface {

@@ -72,7 +72,8 @@ const ackDelayMax = 3 * time.Millisecond
 // the client, and the cut armed from here reaches the layer, after it
 // closed. Tens of milliseconds keep it open until the armed cut lands on
 // that fsync (the layer meets a cut after a slow disk's delay). A system
-// that answers after its fsync returns only answers later.
+// that answers after its fsync returns only answers later. Where the target
+// says where a node's log is (LogPather), only the log's fsyncs are slowed.
 const (
 	slowFsyncMin  = 20
 	slowFsyncSpan = 41
@@ -182,9 +183,16 @@ func (c crashOnAck) Start(ctx context.Context, env *Env, p Plan) (*Fault, error)
 	var slowed DiskFaulter
 	if params.Crash == CrashPower && params.SlowFsyncMS > 0 {
 		df := env.Target.(DiskFaulter)
-		if err := df.SetDiskFaults(ctx, node, lazyfs.Faults{FsyncDelay: time.Duration(params.SlowFsyncMS) * time.Millisecond}); err == nil {
+		f := lazyfs.Faults{FsyncDelay: time.Duration(params.SlowFsyncMS) * time.Millisecond}
+		if lp, ok := env.Target.(LogPather); ok {
+			f.FsyncDelayOnly = lp.LogPaths(node)
+		}
+		if err := df.SetDiskFaults(ctx, node, f); err == nil {
 			slowed = df
 			details["slow_fsync_ms"] = params.SlowFsyncMS
+			if len(f.FsyncDelayOnly) > 0 {
+				details["slow_fsync_of"] = strings.Join(f.FsyncDelayOnly, ",")
+			}
 		}
 	}
 	// With slowed fsyncs the trigger is an operation sent after they were

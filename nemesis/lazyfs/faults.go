@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
 )
 
 // Faults are the disk's faults while set (SetFaults): a slow disk and a
@@ -19,6 +21,10 @@ type Faults struct {
 	// longer: a slow or saturated disk. The delay is served outside the
 	// layer's lock, so reads and writes go on meanwhile.
 	FsyncDelay time.Duration `json:"fsync_delay_ns,omitempty"`
+	// FsyncDelayOnly keeps the delay to the fsyncs of these paths
+	// (relative to the mount, slash-separated; a folder covers what is
+	// under it): a slow log device beside a fast one. Empty: every fsync.
+	FsyncDelayOnly []string `json:"fsync_delay_only,omitempty"`
 	// Full: the disk has no space left. A write that needs new space (past
 	// a file's end), a file's growth (truncate up, allocate) and a new
 	// file or folder fail with ENOSPC; a write within a file's size and
@@ -39,14 +45,30 @@ func (m *Mount) SetFaults(f Faults) {
 	}
 }
 
-// fsyncDelay serves a slow disk's delay before an fsync (no lock held).
-func (l *lfs) fsyncDelay() {
+// fsyncDelay serves a slow disk's delay before an fsync of n (no lock
+// held).
+func (l *lfs) fsyncDelay(n *fusefs.Inode) {
 	l.mu.Lock()
-	d := l.faults.FsyncDelay
+	f := l.faults
 	l.mu.Unlock()
-	if d > 0 {
-		time.Sleep(d)
+	if f.FsyncDelay > 0 && f.slows(n) {
+		time.Sleep(f.FsyncDelay)
 	}
+}
+
+// slows says whether the delay is for an fsync of n.
+func (f Faults) slows(n *fusefs.Inode) bool {
+	if len(f.FsyncDelayOnly) == 0 {
+		return true
+	}
+	path := n.Path(nil)
+	for _, p := range f.FsyncDelayOnly {
+		p = strings.Trim(p, "/")
+		if p == "" || path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // noSpace says whether growing to size end needs space a full disk lacks

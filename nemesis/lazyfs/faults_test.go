@@ -137,3 +137,49 @@ func popcount(b byte) int {
 	}
 	return n
 }
+
+// A slow log beside a fast disk: with FsyncDelayOnly the delay is for the
+// fsyncs of what is under those paths (a file, its folder), every other
+// fsync is at full speed; and a cut armed while the log's fsync waits
+// lands on it, while a fast fsync that returned before keeps its data.
+func TestFaultsSlowFsyncOnly(t *testing.T) {
+	m := mountT(t, false)
+	d := m.Dir()
+	require.NoError(t, os.MkdirAll(filepath.Join(d, "member", "wal"), 0o755))
+	wal := filepath.Join(d, "member", "wal", "0.wal")
+	db := filepath.Join(d, "member", "db")
+	writeFile(t, wal, "entry 1", true)
+	writeFile(t, db, "state 1", true)
+	syncDir(t, d)
+	const delay = 300 * time.Millisecond
+	require.NoError(t, m.SetFaults(lazyfs.Faults{FsyncDelay: delay, FsyncDelayOnly: []string{"/member/wal/"}}))
+
+	timed := func(path string) time.Duration {
+		start := time.Now()
+		syncDir(t, path)
+		return time.Since(start)
+	}
+	assert.GreaterOrEqual(t, timed(wal), delay, "the log's fsync is slow")
+	assert.GreaterOrEqual(t, timed(filepath.Join(d, "member", "wal")), delay, "so is its folder's")
+	assert.Less(t, timed(db), delay/2, "the rest of the disk is fast")
+	assert.Less(t, timed(d), delay/2)
+
+	w, err := os.OpenFile(wal, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = w.WriteString(", entry 2")
+	require.NoError(t, err)
+	synced := make(chan error, 1)
+	go func() { synced <- w.Sync() }()
+	time.Sleep(50 * time.Millisecond) // the log's fsync is in its delay
+	writeFile(t, db, "state 2", true) // fast: done before the cut
+	require.NoError(t, m.ArmCut(5*time.Second))
+	assert.Error(t, <-synced, "the log's fsync under way met the cut")
+	loss, err := m.PowerLoss()
+	require.NoError(t, err)
+	assert.True(t, loss.AtFsync)
+	got, _ := content(t, filepath.Join(m.Backing(), "member", "wal", "0.wal"))
+	assert.Equal(t, "entry 1", got, "what the cut fsync was to make durable is gone")
+	got, _ = content(t, filepath.Join(m.Backing(), "member", "db"))
+	assert.Equal(t, "state 2", got, "what a fast fsync made durable before the cut stays")
+}

@@ -244,7 +244,7 @@ func (d *dirNode) Rename(_ context.Context, name string, newParent fs.InodeEmbed
 
 // Fsync of a folder makes its current entries durable.
 func (d *dirNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
-	d.lfs.fsyncDelay()
+	d.lfs.fsyncDelay(d.EmbeddedInode())
 	if e, cut := d.lfs.meetCut(); cut {
 		return e
 	}
@@ -550,7 +550,7 @@ func (f *fileNode) Statfs(_ context.Context, out *fuse.StatfsOut) syscall.Errno 
 // Fsync makes the file's data durable: written to its backing file (an
 // orphan while it has no durable name) and synced there.
 func (f *fileNode) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
-	f.lfs.fsyncDelay()
+	f.lfs.fsyncDelay(f.EmbeddedInode())
 	if e, cut := f.lfs.meetCut(); cut {
 		return e
 	}

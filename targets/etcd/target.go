@@ -80,6 +80,7 @@ var (
 	_ harness.Systemer       = (*Target)(nil)
 	_ nemesis.Leaderer       = (*Target)(nil)
 	_ nemesis.MemberReplacer = (*Target)(nil)
+	_ nemesis.LogPather      = (*Target)(nil)
 )
 
 // New returns the etcd target; nothing runs until Start.
@@ -182,6 +183,18 @@ func (t *Target) isMember(name string) bool {
 		}
 	}
 	return false
+}
+
+// LogPaths implements nemesis.LogPather: a member's write-ahead log
+// (member/wal under its data folder), whose fsync makes an entry durable;
+// its backend (member/snap/db) is committed on its own every 100 ms, and
+// while that commit runs it holds the lock an apply, and so an answer,
+// waits for.
+func (t *Target) LogPaths(node string) []string {
+	if !t.isMember(node) {
+		return nil
+	}
+	return []string{"member/wal"}
 }
 
 // Leader asks every reachable member for its status and names the leader
