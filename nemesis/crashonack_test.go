@@ -111,8 +111,10 @@ func TestCrashOnAckKillsTheNodeThatJustAnswered(t *testing.T) {
 			t.Logf("power=%v %d: %s then %s %s after it (delay %s)", power, i, ack.F, died.Value, lag, delay)
 			assert.GreaterOrEqual(t, lag, delay, "not before the delay")
 			// A sleep's wake-up and the scheduling of a shared 2-core
-			// machine: measured 0.1-4 ms past the delay under load.
-			assert.Less(t, lag, delay+10*time.Millisecond, "within a few ms of the delay")
+			// machine: measured 0.1-4 ms past the delay under load, and
+			// once past 10 ms at a load average of 9.5. What makes the
+			// crash timed is checked below: nothing else answered first.
+			assert.Less(t, lag, delay+50*time.Millisecond, "within milliseconds of the delay")
 			// No other operation was answered between the ack and the death.
 			for _, e := range events {
 				if e.Index > ackIndex && e.Index < died.Index {
