@@ -42,6 +42,9 @@ func TestDataNodesPortsAndProbesAreValidated(t *testing.T) {
 		{"leader by connection", `{"name":"d","roles":["data"],"command":["db"],"leader":{"tcp":true}}`, "nodes[1].leader.tcp: a connection says nothing about who leads"},
 		{"probe with the node's data", `{"name":"d","roles":["data"],"command":["db"],"leader":{"command":["ls","{data}"]}}`, "nodes[1].leader.command[1]: {data} is the node's own"},
 		{"misspelt probe field", `{"name":"d","roles":["data"],"command":["db"],"health":{"tpc":true}}`, `nodes[1].health.tpc: unknown field "tpc" (did you mean "tcp"?)`},
+		{"log outside the data folder", `{"name":"d","roles":["data"],"command":["db"],"log":["../wal"]}`, `nodes[1].log[0]: must be a path relative to the node's data folder, inside it`},
+		{"absolute log", `{"name":"d","roles":["data"],"command":["db"],"log":["/var/wal"]}`, `nodes[1].log[0]: must be a path relative`},
+		{"log of an image node without data", `{"name":"d","roles":["data"],"image":"db","port":1,"log":["wal"]}`, "nodes[1].log: names a log in a data folder the node does not have"},
 		{"data image node asked nothing", `{"name":"d","roles":["data"],"image":"db","ports":{"peer":2380}}`, "nodes[1].health: missing: a data node answers no GET /v1/health"},
 	}
 	for _, c := range cases {
@@ -51,6 +54,20 @@ func TestDataNodesPortsAndProbesAreValidated(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want)
 		})
 	}
+}
+
+// A node's log, as the spec names it, is where a power cut on an
+// acknowledgement slows the fsyncs (nemesis.LogPather); a node that names
+// none has every fsync slowed.
+func TestTheSpecNamesANodesLog(t *testing.T) {
+	s, err := Parse([]byte(`{"name":"x","nodes":[
+		{"name":"db","roles":["data"],"command":["db","{data}"],"log":["member/wal"]},
+		{"name":"a","roles":["issuer","resource"],"command":["srv","{port}"]}]}`))
+	require.NoError(t, err)
+	lp, ok := New(s, Options{}).(nemesis.LogPather)
+	require.True(t, ok)
+	assert.Equal(t, []string{"member/wal"}, lp.LogPaths("db"))
+	assert.Empty(t, lp.LogPaths("a"))
 }
 
 // A data node holds state; the issuers and resources of a spec that has

@@ -114,6 +114,7 @@ func (n *Node) fields() []field {
 		{name: "health", decode: probe(&n.Health)},
 		{name: "leader", decode: probe(&n.Leader)},
 		{name: "stateless", into: &n.Stateless, want: "true or false"},
+		{name: "log", into: &n.Log, want: "a list of paths relative to the node's data folder"},
 	}
 }
 

@@ -101,6 +101,11 @@ type Node struct {
 	// it by. Default: true for an issuer or resource of a spec that has
 	// data nodes, false otherwise.
 	Stateless *bool `json:"stateless,omitempty"`
+	// Log names the node's write-ahead log: paths relative to its data
+	// folder ("member/wal"), whose fsync makes what the node answers
+	// durable. A power cut timed by an acknowledgement then slows only
+	// those fsyncs (nemesis.LogPather).
+	Log []string `json:"log,omitempty"`
 }
 
 // Probe asks a node one yes/no question: GET HTTP answered 200, a TCP

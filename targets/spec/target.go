@@ -58,6 +58,18 @@ var _ nemesis.Leaderer = leading{}
 // Leader implements nemesis.Leaderer: the node whose leader probe says yes.
 func (l leading) Leader(ctx context.Context) (string, error) { return l.FindLeader(ctx) }
 
+var _ nemesis.LogPather = (*Target)(nil)
+
+// LogPaths implements nemesis.LogPather: the node's log, as its spec names it.
+func (t *Target) LogPaths(node string) []string {
+	for _, n := range t.spec.Nodes {
+		if n.Name == node {
+			return n.Log
+		}
+	}
+	return nil
+}
+
 // New returns the target for s, a parsed spec; nothing runs until Start.
 func New(s *Spec, opts Options) harness.Target {
 	t := &Target{spec: s, opts: opts}

@@ -129,6 +129,14 @@ func (s *Spec) validateNode(probs *problems, i int, n Node) {
 			probs.add(fmt.Sprintf("%s.env.%s", p, k), "is not a valid environment variable name")
 		}
 	}
+	for j, l := range n.Log {
+		if l == "" || strings.HasPrefix(l, "/") || slices.Contains(strings.Split(l, "/"), "..") {
+			probs.add(fmt.Sprintf("%s.log[%d]", p, j), "must be a path relative to the node's data folder, inside it (\"member/wal\"), got %q", l)
+		}
+	}
+	if len(n.Log) > 0 && (n.Kind() == KindURL || n.Kind() == KindImage && n.Data == "") {
+		probs.add(p+".log", "names a log in a data folder the node does not have (an image node's data path, a command or ssh node's {data})")
+	}
 	data := n.HasRole(RoleData)
 	switch n.Kind() {
 	case KindCommand:
