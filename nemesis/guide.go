@@ -178,6 +178,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 	}
 	for {
 		pl := s.guide.lengths
+		pl.whole = settleFor(s.Env, pl.whole)
 		if n, ok := s.aloneFirst(conducted, calmBefore, pl.whole); ok {
 			if !s.aloneTurn(ctx, rng, n, calmBefore, conducted, launch) {
 				return

@@ -167,3 +167,38 @@ func TestClockFaultsGoOnBesideAnAloneNemesis(t *testing.T) {
 	}
 	assert.Positive(t, besides)
 }
+
+// settledNode is a cluster that agrees to a membership change at any time
+// (Settler: 0), as the memory reference's replica pair does.
+type settledNode struct{ *clockedNode }
+
+func (settledNode) SettleBeforeChange() time.Duration { return 0 }
+
+// Where the cluster needs no settling before a membership change, the
+// first turn of a nemesis that starts alone comes right after the opening
+// quiet, first of all, with the cluster whole: not after the first calm
+// phase, which came halfway through a 30 s run (rejoin-empty: 16-22 s
+// guided against 8-18 s random).
+func TestAnAloneNemesisGoesFirstWhereTheClusterNeedsNoSettling(t *testing.T) {
+	env := &Env{Target: settledNode{newClockedNode()}, Holders: &holders{}, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 3, []Nemesis{fast{restart{}}, fast{clock{}}, fastSolo{fast{restart{}}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
+		calmMargin: 100 * time.Millisecond, brief: 100 * time.Millisecond, gapMin: 20 * time.Millisecond, gapMax: 40 * time.Millisecond,
+		whole: 250 * time.Millisecond}
+	runFor(t, s, 1500*time.Millisecond)
+	sched := s.Planned(1500*time.Millisecond, "")
+	var first *Scheduled
+	for i, f := range sched.Faults {
+		if f.Error == "" && !onClientsOnly(&pause{}, f.Plan()) {
+			first = &sched.Faults[i]
+			break
+		}
+	}
+	require.NotNil(t, first, "%+v", sched.Faults)
+	assert.Equal(t, "solo", first.Nemesis, "the first fault: %s", first.Why)
+	assert.Contains(t, first.Why, "first turn, alone")
+	require.NotEmpty(t, sched.Calm)
+	assert.Less(t, first.Start-sched.Calm[0].End(), 100*time.Millisecond, "right after the opening")
+}

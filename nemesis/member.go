@@ -26,6 +26,25 @@ type MemberReplacer interface {
 	AddMember(ctx context.Context, node string) (id string, err error)
 }
 
+// Settler is a MemberReplacer that says how long its members must all have
+// been up and connected before it agrees to a membership change; without
+// it, wholeFor (etcd's strict reconfiguration check: 5 s). A cluster that
+// needs none (0) has its first replacement right after the opening quiet
+// of a guided run, the cluster whole then, rather than after the first
+// calm phase, half a 30 s run in.
+type Settler interface {
+	SettleBeforeChange() time.Duration
+}
+
+// settleFor is how long env's cluster must have been whole before a
+// membership change.
+func settleFor(env *Env, fallback time.Duration) time.Duration {
+	if st, ok := env.Target.(Settler); ok {
+		return st.SettleBeforeChange()
+	}
+	return fallback
+}
+
 // memberReplace removes a member from its cluster, wipes it, and adds it
 // back when the fault ends. Unlike restart-wipe, the cluster is told first:
 // a correct system loses nothing (the others hold every committed entry and

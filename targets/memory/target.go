@@ -203,7 +203,14 @@ func (t *Target) HealPartition(context.Context) error {
 	return nil
 }
 
-var _ nemesis.MemberReplacer = (*Target)(nil)
+var (
+	_ nemesis.MemberReplacer = (*Target)(nil)
+	_ nemesis.Settler        = (*Target)(nil)
+)
+
+// SettleBeforeChange implements nemesis.Settler: a replica is removed and
+// added back at any time, the other issuing alone meanwhile (rejoin.go).
+func (t *Target) SettleBeforeChange() time.Duration { return 0 }
 
 // ReplaceableMembers implements nemesis.MemberReplacer: rejoin-empty's
 // issuer replicas. A single reference, and the pairs whose failover is no
