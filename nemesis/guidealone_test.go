@@ -84,15 +84,7 @@ func (fastSolo) StartsAlone() bool { return true }
 // not in the first fault phase's extension, right after faults that
 // disrupted the cluster (etcd refused the removal for 5 s there).
 func TestAnAloneNemesisFirstTurnFollowsACalmPhase(t *testing.T) {
-	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond,
-		Coverage: func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 3, []Nemesis{fast{restart{}}, fast{clock{}}, fastSolo{fast{restart{}}}})
-	s.Guide()
-	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
-		calmMargin: 100 * time.Millisecond, brief: 100 * time.Millisecond, gapMin: 20 * time.Millisecond, gapMax: 40 * time.Millisecond,
-		whole: 250 * time.Millisecond}
-	runFor(t, s, 2500*time.Millisecond)
-	sched := s.Planned(2500*time.Millisecond, "")
+	sched := runAlone(t, newClockedNode(), 2500*time.Millisecond)
 	var solo *Scheduled
 	for i, f := range sched.Faults {
 		if f.Nemesis == "solo" && f.Error == "" {
@@ -118,6 +110,21 @@ func TestAnAloneNemesisFirstTurnFollowsACalmPhase(t *testing.T) {
 			assert.False(t, f.Start < solo.End() && f.End() > solo.Start, "%s overlaps the solo fault", f.Describe())
 		}
 	}
+}
+
+// runAlone runs a guided schedule of fast restarts, clock faults and a fast
+// nemesis that starts alone on target, in phases of tenths of a second
+// (a cluster whole for 250 ms), for d, and returns what it did.
+func runAlone(t *testing.T, target Cluster, d time.Duration) *Schedule {
+	env := &Env{Target: target, Holders: &holders{}, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 3, []Nemesis{fast{restart{}}, fast{clock{}}, fastSolo{fast{restart{}}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
+		calmMargin: 100 * time.Millisecond, brief: 100 * time.Millisecond, gapMin: 20 * time.Millisecond, gapMax: 40 * time.Millisecond,
+		whole: 250 * time.Millisecond}
+	runFor(t, s, d)
+	return s.Planned(d, "")
 }
 
 // slowSolo is a restart that starts alone and lasts a few tenths of a second.
@@ -180,15 +187,7 @@ func (settledNode) SettleBeforeChange() time.Duration { return 0 }
 // phase, which came halfway through a 30 s run (rejoin-empty: 16-22 s
 // guided against 8-18 s random).
 func TestAnAloneNemesisGoesFirstWhereTheClusterNeedsNoSettling(t *testing.T) {
-	env := &Env{Target: settledNode{newClockedNode()}, Holders: &holders{}, TTL: 40 * time.Millisecond,
-		Coverage: func() map[string]int { return atTarget(map[string]int{"issuer-restart-regrant": 0}) }}
-	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 3, []Nemesis{fast{restart{}}, fast{clock{}}, fastSolo{fast{restart{}}}})
-	s.Guide()
-	s.guide.lengths = phaseLengths{faultMin: 300 * time.Millisecond, faultMax: 400 * time.Millisecond,
-		calmMargin: 100 * time.Millisecond, brief: 100 * time.Millisecond, gapMin: 20 * time.Millisecond, gapMax: 40 * time.Millisecond,
-		whole: 250 * time.Millisecond}
-	runFor(t, s, 1500*time.Millisecond)
-	sched := s.Planned(1500*time.Millisecond, "")
+	sched := runAlone(t, settledNode{newClockedNode()}, 1500*time.Millisecond)
 	var first *Scheduled
 	for i, f := range sched.Faults {
 		if f.Error == "" && !onClientsOnly(&pause{}, f.Plan()) {
