@@ -124,15 +124,11 @@ func (powerLoss) Start(ctx context.Context, env *Env, p Plan) (*Fault, error) {
 		return cutTogether(ctx, env, pc, rs, p.Nodes, cs)
 	}
 	node := p.Nodes[0]
-	var loss lazyfs.Loss
-	var err error
 	details := map[string]any{}
-	if cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll {
+	if partialState(cs) {
 		details[history.ExtraMode], details["crash_seed"] = cs.Mode, cs.Seed
-		loss, err = env.Target.(CrashStater).CutPowerAs(ctx, node, *cs)
-	} else {
-		loss, err = pc.CutPower(ctx, node)
 	}
+	loss, err := cutPower(ctx, env, pc, node, cs)
 	if err != nil {
 		mode := ""
 		if cs != nil {
@@ -152,7 +148,7 @@ func (powerLoss) CheckPlan(env *Env, p Plan) error {
 	if len(p.Nodes) == 0 {
 		return errors.New("a power loss acts on at least one node")
 	}
-	if cs, _ := p.Params.(*lazyfs.CrashState); cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll {
+	if cs, _ := p.Params.(*lazyfs.CrashState); partialState(cs) {
 		if err := cs.Check(); err != nil {
 			return err
 		}
@@ -173,6 +169,20 @@ func (powerLoss) CheckPlan(env *Env, p Plan) error {
 		}
 	}
 	return nil
+}
+
+// partialState says whether cs leaves part of the unsynced writes (not
+// lose-all).
+func partialState(cs *lazyfs.CrashState) bool {
+	return cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll
+}
+
+// cutPower cuts node's power in crash state cs (nil: lose-all).
+func cutPower(ctx context.Context, env *Env, pc PowerCutter, node string, cs *lazyfs.CrashState) (lazyfs.Loss, error) {
+	if partialState(cs) {
+		return env.Target.(CrashStater).CutPowerAs(ctx, node, *cs)
+	}
+	return pc.CutPower(ctx, node)
 }
 
 // unsyncedNodes are the free nodes of nodes whose layer holds writes a

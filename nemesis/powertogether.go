@@ -45,17 +45,10 @@ func togetherNodes(env *Env) []string {
 // layer allows, and starts them again all at once when the fault ends: a
 // member that waits for a quorum to start would wait for the others.
 func cutTogether(ctx context.Context, env *Env, pc PowerCutter, rs Restarter, nodes []string, cs *lazyfs.CrashState) (*Fault, error) {
-	partial := cs != nil && cs.Mode != "" && cs.Mode != lazyfs.LoseAll
 	var cut []string
 	var files, entries, kept int
 	for _, node := range nodes {
-		var loss lazyfs.Loss
-		var err error
-		if partial {
-			loss, err = env.Target.(CrashStater).CutPowerAs(ctx, node, *cs)
-		} else {
-			loss, err = pc.CutPower(ctx, node)
-		}
+		loss, err := cutPower(ctx, env, pc, node, cs)
 		if err != nil {
 			return nil, applyFailed(PowerTogether, nodes, errors.Join(err, startAllAgain(ctx, env, rs, cut)))
 		}
@@ -63,7 +56,7 @@ func cutTogether(ctx context.Context, env *Env, pc PowerCutter, rs Restarter, no
 		files, entries, kept = files+loss.Files, entries+loss.Entries, kept+loss.Kept
 	}
 	details := map[string]any{history.ExtraMode: PowerTogether, "lost_files": files, "lost_entries": entries}
-	if partial {
+	if partialState(cs) {
 		details["crash_mode"], details["crash_seed"] = cs.Mode, cs.Seed
 	}
 	if kept > 0 {
