@@ -19,7 +19,9 @@ func TestFirstTurnsGoToWhatOnlyTheNemesisCreates(t *testing.T) {
 		"issuer-power-cut-on-ack": 0, "resource-power-cut-on-ack": 0, "issuer-clock-back-regrant": 0})
 	seen := map[string]bool{}
 	for seed := range uint64(40) {
-		a, ok := nextFault(env, cov, free, nil, map[string]int{}, rand.New(rand.NewPCG(seed, 3)))
+		// The clock, which keeps its node up, had its turn first
+		// (TestAFaultThatKeepsItsNodeUpGoesBeforeTheCrashes).
+		a, ok := nextFault(env, cov, free, nil, map[string]int{Clock: 1}, rand.New(rand.NewPCG(seed, 3)))
 		require.True(t, ok)
 		assert.NotEqual(t, Restart, a.nemesis.Name(), "seed %d: restart's situations have another maker", seed)
 		seen[a.situation] = true
@@ -28,7 +30,7 @@ func TestFirstTurnsGoToWhatOnlyTheNemesisCreates(t *testing.T) {
 			assert.False(t, a.hits(Plan{Nodes: []string{"r1"}, Params: &ackCrash{Crash: CrashKill}}, a.nodes), "a kill is no power cut")
 		}
 	}
-	assert.True(t, seen["issuer-clock-back-regrant"] && (seen["issuer-power-cut-on-ack"] || seen["resource-power-cut-on-ack"]), "%v", seen)
+	assert.True(t, seen["issuer-power-cut-on-ack"] && seen["resource-power-cut-on-ack"], "%v", seen)
 	// Once they had theirs, restart's first turn is aimed as before.
 	a, ok := nextFault(env, cov, free, nil, map[string]int{CrashOnAck: 1, Clock: 1}, rand.New(rand.NewPCG(1, 3)))
 	require.True(t, ok)
@@ -141,10 +143,41 @@ func TestThePartitionOfTwoIssuersTakesTheFirstNodeTurn(t *testing.T) {
 	// One node keeping the issuer state: no replicas to separate.
 	seen := map[string]bool{}
 	for seed := range uint64(40) {
-		a, ok := nextFault(&Env{Target: halves{}}, cov, free, nil, map[string]int{Strip: 1}, rand.New(rand.NewPCG(seed, 11)))
+		a, ok := nextFault(&Env{Target: halves{}}, cov, free, nil, map[string]int{Strip: 1, Clock: 1, CrashOnAck: 1}, rand.New(rand.NewPCG(seed, 11)))
 		require.True(t, ok)
 		assert.NotEqual(t, Partition, a.nemesis.Name(), "seed %d: %s", seed, a.why)
 		seen[a.nemesis.Name()] = true
 	}
 	assert.Greater(t, len(seen), 1, "still drawn among the others: %v", seen)
+}
+
+// Among the node faults' first turns, one that leaves its node serving (a
+// clock stepped back on a grant) goes before the crashes: behind a power
+// cut's outage it came 0.7-1.4 s later, and wallclock tokens were found
+// 2.4 s into a run (memory, seed 1) where the step itself needs only the
+// next two grants.
+func TestAFaultThatKeepsItsNodeUpGoesBeforeTheCrashes(t *testing.T) {
+	env := &Env{Target: halves{}}
+	free := []Nemesis{restart{}, crashOnAck{}, clock{}, powerLoss{}, &pause{}}
+	short := map[string]int{}
+	for _, id := range Situations() {
+		short[id] = 0
+	}
+	cov := atTarget(short)
+	for seed := range uint64(40) {
+		a, ok := nextFault(env, cov, free, nil, map[string]int{Strip: 1}, rand.New(rand.NewPCG(seed, 13)))
+		require.True(t, ok)
+		assert.Equal(t, Clock, a.nemesis.Name(), "seed %d: %s", seed, a.why)
+		assert.Equal(t, "issuer-clock-back-regrant", a.situation)
+	}
+	// Where two replicas keep the issuer state, the partition that
+	// separates them still goes first.
+	free = append(free, &partition{})
+	a, ok := nextFault(&Env{Target: twoIssuers{}}, cov, free, nil, map[string]int{Strip: 1}, rand.New(rand.NewPCG(1, 13)))
+	require.True(t, ok)
+	assert.Equal(t, Partition, a.nemesis.Name(), a.why)
+	// Once the clock had its turn, the crashes have theirs.
+	a, ok = nextFault(env, cov, free[:5], nil, map[string]int{Strip: 1, Clock: 1}, rand.New(rand.NewPCG(1, 13)))
+	require.True(t, ok)
+	assert.NotEqual(t, Clock, a.nemesis.Name())
 }
