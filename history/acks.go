@@ -25,6 +25,8 @@ type Ack struct {
 	// Process is the client's: its one operation in flight pairs an ok
 	// with the invoke before it.
 	Process int
+	// Late: a write sent knowing its token may be old (Event.IsLateByIntent).
+	Late bool
 }
 
 // Acks publishes the acknowledgements of a history to whoever waits for
@@ -59,7 +61,7 @@ func (a *Acks) Observe(e Event) {
 	if len(a.waiters) == 0 {
 		return
 	}
-	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke, Process: e.Process}
+	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke, Process: e.Process, Late: e.IsLateByIntent()}
 	for w := range a.waiters {
 		if w.match == nil || w.match(ack) {
 			w.got <- ack

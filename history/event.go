@@ -131,4 +131,26 @@ const (
 	// extra.lease_left_ms is then what it found at the check: a paused
 	// client wakes still believing in it.
 	ExtraStalled = "stalled_ms"
+	// ExtraStraggler is, on a straggler's write (an old token sent right
+	// after a node's restart), the node whose restart it followed.
+	ExtraStraggler = "straggler_after_restart_of"
+	// ExtraIdle is, on an idle probe's late write, how long its key sat
+	// idle, in ms.
+	ExtraIdle = "idle_ms"
 )
+
+// IsLateByIntent says whether e is a write its client sent knowing its
+// token may be old (a stalled holder waking, a straggler, an idle probe's
+// late write): such a client goes no further with its key, so no newer
+// write of its own follows it.
+func (e *Event) IsLateByIntent() bool {
+	if e.F != Write {
+		return false
+	}
+	for _, k := range []string{ExtraStalled, ExtraStraggler, ExtraIdle} {
+		if _, ok := e.Extra[k]; ok {
+			return true
+		}
+	}
+	return false
+}

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -37,4 +38,29 @@ func TestAFreezeOnAWritePassesOverOneAnsweredOrStripped(t *testing.T) {
 	d := <-got
 	assert.Equal(t, true, d["timed"])
 	assert.Equal(t, w.Index, d["write_index"], "neither the answered write nor the stripped one")
+}
+
+// A write sent late by intent (a straggler's after a restart, a woken
+// holder's, an idle probe's) is passed over: its client goes no further
+// with the key, so no newer write of its own overtakes it.
+func TestAFreezeOnAWritePassesOverOneSentLateByIntent(t *testing.T) {
+	rec, acks := ackedRecorder(&bytes.Buffer{})
+	env := &Env{Acks: acks}
+	got := make(chan map[string]any, 1)
+	go func() {
+		details := map[string]any{}
+		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		got <- details
+	}()
+	time.Sleep(50 * time.Millisecond)
+	for i, k := range []string{history.ExtraStraggler, history.ExtraStalled, history.ExtraIdle} {
+		rec.Record(history.Event{Process: i + 1, Type: history.Invoke, F: history.Write, Key: "k", Node: "a1",
+			Extra: map[string]json.RawMessage{k: json.RawMessage(`1`)}})
+	}
+	// A holder's write with its lease belief (its clock was off) is not late.
+	w := rec.Record(history.Event{Process: 4, Type: history.Invoke, F: history.Write, Key: "k", Node: "a1",
+		Extra: map[string]json.RawMessage{history.ExtraLeaseLeft: json.RawMessage(`400`)}})
+	d := <-got
+	assert.Equal(t, true, d["timed"])
+	assert.Equal(t, w.Index, d["write_index"], "the first write its client goes on from")
 }

@@ -67,9 +67,6 @@ const idleMargin = 2 * time.Second
 // list that names it; it takes no writer.
 const ProfileIdle = "idle"
 
-// extraIdle, on a probe's late write, is how long its key sat idle, in ms.
-const extraIdle = "idle_ms"
-
 // idleSlot is one probe: its key (and lock), its idle time, and when its
 // first round starts.
 type idleSlot struct {
@@ -144,7 +141,7 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		if ctx.Err() != nil {
 			return
 		}
-		extra := map[string]json.RawMessage{extraIdle: json.RawMessage(strconv.FormatInt(slot.idle.Milliseconds(), 10))}
+		extra := map[string]json.RawMessage{history.ExtraIdle: json.RawMessage(strconv.FormatInt(slot.idle.Milliseconds(), 10))}
 		late := func() Reply {
 			v := w.value(older)
 			return older.do(ctx, history.Event{F: history.Write, Key: slot.key, Token: t1, Value: v, Node: resource.Node(), Extra: extra},

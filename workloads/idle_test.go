@@ -77,7 +77,7 @@ func TestAnIdleProbeWritesLateWithTheOlderTokenAndIsGrantedAgain(t *testing.T) {
 			switch {
 			case e.F == history.Write && e.Type != history.Invoke:
 				writes = append(writes, e)
-			case e.F == history.Write && e.Extra[extraIdle] != nil:
+			case e.F == history.Write && e.Extra[history.ExtraIdle] != nil:
 				lates = append(lates, e)
 			case e.F == history.Acquire && e.Type == history.Ok:
 				acquires = append(acquires, e)
@@ -132,7 +132,7 @@ func TestAnIdleProbeFollowsCalmPhases(t *testing.T) {
 	var lates, stale int
 	for _, e := range evs {
 		assert.GreaterOrEqual(t, time.Duration(e.Time), calmAt, "%s %s at %d: no probe operation before a calm phase that holds a round", e.Type, e.F, e.Time)
-		if e.F == history.Write && e.Type == history.Invoke && e.Extra[extraIdle] != nil {
+		if e.F == history.Write && e.Type == history.Invoke && e.Extra[history.ExtraIdle] != nil {
 			lates++
 		}
 		if e.F == history.Write && e.Error == "stale" {

@@ -24,10 +24,6 @@ import (
 // maxStragglers bounds the stragglers sent after one restart.
 const maxStragglers = 8
 
-// extraAfterRestart, on a straggler's write, names the node whose restart
-// it followed.
-const extraAfterRestart = "straggler_after_restart_of"
-
 // marks is, per key, what the clients saw accepted: the newest token and
 // the newest one older than it.
 type marks struct {
@@ -158,7 +154,7 @@ func (w *Fenced) AfterRestart(node string) {
 		}()
 	}
 	keys, tokens := w.marks.stale(maxStragglers)
-	extra := map[string]json.RawMessage{extraAfterRestart: json.RawMessage(strconv.Quote(node))}
+	extra := map[string]json.RawMessage{history.ExtraStraggler: json.RawMessage(strconv.Quote(node))}
 	for i, key := range keys {
 		token := tokens[i]
 		w.stragglers.Add(1)

@@ -112,7 +112,7 @@ func stragglerRun(t *testing.T, conn *fenceConn) (invokes, completions []history
 		if e.F != history.Write {
 			continue
 		}
-		if _, ok := e.Extra[extraAfterRestart]; ok && e.Type == history.Invoke {
+		if _, ok := e.Extra[history.ExtraStraggler]; ok && e.Type == history.Invoke {
 			straggler[e.Process] = true
 			invokes = append(invokes, e)
 		} else if e.Type != history.Invoke && straggler[e.Process] {
@@ -134,7 +134,7 @@ func TestStragglersAfterARestartWriteTokensOlderThanTheMarks(t *testing.T) {
 		require.NoError(t, err)
 		assert.Less(t, n, marks[e.Key], "a straggler's token is older than the key's mark")
 		var node string
-		require.NoError(t, json.Unmarshal(e.Extra[extraAfterRestart], &node))
+		require.NoError(t, json.Unmarshal(e.Extra[history.ExtraStraggler], &node))
 		assert.Equal(t, "n1", node)
 	}
 	for _, e := range comp {
