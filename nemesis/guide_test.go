@@ -666,3 +666,31 @@ func TestFirstTurnsWaitForTheNextPhaseWhereOneFits(t *testing.T) {
 	assert.False(t, pl.laterPhase(true, 6*time.Second), "a 12 s run: every fault tried in its one phase")
 	assert.False(t, pl.laterPhase(false, time.Hour), "an unbounded run keeps the extension")
 }
+
+// A fault that leaves its node serving (the clock's step back) holds no
+// node, so the next node fault follows it as one of the clients' faults
+// does, 20 ms on, not a gap later: after the clock's first turn, the
+// crashes' came a gap later, and the bugs they show 0.5-1 s later.
+func TestANodeFaultFollowsAClockStepWithoutAGap(t *testing.T) {
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond,
+		Coverage: func() map[string]int {
+			return atTarget(map[string]int{"issuer-restart-regrant": 0, "issuer-clock-back-regrant": 0})
+		}}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 5, []Nemesis{fast{restart{}}, fast{clock{}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 2 * time.Second, faultMax: 2 * time.Second,
+		calmMargin: 200 * time.Millisecond, brief: 400 * time.Millisecond, gapMin: 400 * time.Millisecond, gapMax: 500 * time.Millisecond}
+	// Long enough for an edge fault to end edgeRoom before the run does.
+	runFor(t, s, edgeRoom+2*time.Second)
+	sched := s.Planned(edgeRoom+2*time.Second, "restart,clock")
+	first := map[string]time.Duration{}
+	for _, f := range sched.Faults {
+		if _, ok := first[f.Nemesis]; !ok && f.Error == "" {
+			first[f.Nemesis] = f.Start
+		}
+	}
+	require.Contains(t, first, Clock)
+	require.Contains(t, first, Restart)
+	assert.Less(t, first[Clock], first[Restart], "the clock's turn first")
+	assert.Less(t, first[Restart]-first[Clock], 200*time.Millisecond, "no gap after the clock's step")
+}
