@@ -181,3 +181,34 @@ func TestAFaultThatKeepsItsNodeUpGoesBeforeTheCrashes(t *testing.T) {
 	require.True(t, ok)
 	assert.NotEqual(t, Clock, a.nemesis.Name())
 }
+
+// While a situation only crash-on-ack creates is short (a power cut on an
+// acknowledgement), however short, its turns are not aimed at a restart
+// situation, which restart makes too: drawn among all of them, one or two
+// of its turns a run went to kills, and the cuts stayed at 2 (redis).
+func TestANemesisTurnGoesToWhatOnlyItCreates(t *testing.T) {
+	env := &Env{Target: halves{}}
+	free := []Nemesis{restart{}, crashOnAck{}}
+	tried := map[string]int{Restart: 1, CrashOnAck: 1}
+	cov := atTarget(map[string]int{"issuer-restart-regrant": 0, "resource-restart-stale": 0, "issuer-power-cut-on-ack": 2})
+	for seed := range uint64(60) {
+		a, ok := nextFault(env, cov, free, nil, tried, rand.New(rand.NewPCG(seed, 19)))
+		require.True(t, ok)
+		if a.situation == "" {
+			continue // an explore turn
+		}
+		assert.False(t, a.nemesis.Name() == CrashOnAck && a.situation != "issuer-power-cut-on-ack", "seed %d: %s", seed, a.why)
+	}
+	// With crash-on-ack the only one free, it makes what it can.
+	a, ok := nextFault(env, cov, []Nemesis{crashOnAck{}}, nil, tried, rand.New(rand.NewPCG(2, 19)))
+	require.True(t, ok)
+	assert.Equal(t, CrashOnAck, a.nemesis.Name())
+	// With the cuts at target, its kills make restart situations again.
+	cov["issuer-power-cut-on-ack"] = GuideTarget
+	seen := map[string]bool{}
+	for seed := range uint64(60) {
+		a, _ := nextFault(env, cov, free, nil, tried, rand.New(rand.NewPCG(seed, 19)))
+		seen[a.nemesis.Name()+" "+a.situation] = true
+	}
+	assert.True(t, seen["crash-on-ack issuer-restart-regrant"] || seen["crash-on-ack resource-restart-stale"], "%v", seen)
+}
