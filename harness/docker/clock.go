@@ -258,7 +258,37 @@ func (r *Runtime) syncClock(ctx context.Context, node string) error {
 	if _, err := nc.group.Sync(); err != nil {
 		return fmt.Errorf("node %s started, but its clock offset could not be re-applied: %w", node, err)
 	}
+	r.mu.Lock()
+	pid := nc.pid
+	r.mu.Unlock()
+	go resyncClock(r, nc, pid)
 	return nil
+}
+
+// clockResyncs are when, after a container's start, its clock offset is
+// given again: its first process may not be its program yet when the
+// start returns (runc's init execs it a moment later, later on a loaded
+// machine), and the patch made before the exec is lost with it (etcd, at
+// a load of 5: a member restarted during a clock fault ran at real time).
+// Sync patches only what is not patched, and patches again an image exec'd
+// since.
+var clockResyncs = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second, 3 * time.Second}
+
+// resyncClock gives nc's offset again at clockResyncs, while the node's
+// first process is still pid (not restarted since) and an offset is held.
+func resyncClock(r *Runtime, nc *nodeClock, pid int) {
+	var waited time.Duration
+	for _, at := range clockResyncs {
+		time.Sleep(at - waited)
+		waited = at
+		r.mu.Lock()
+		same := nc.pid == pid && pid != 0
+		r.mu.Unlock()
+		if !same {
+			return
+		}
+		nc.group.Sync() // a process gone meanwhile is the next start's
+	}
 }
 
 // preloadBinds prepares node's preload folder (the library and an offset

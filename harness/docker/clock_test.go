@@ -213,6 +213,21 @@ func TestContainerClockOffset(t *testing.T) {
 	require.NoError(t, rt.Start(ctx, "static"))
 	assert.InDelta(t, 30, firstAnswer(t, staticURL+"/now").Seconds(), 0.1, "the restarted process's first answer")
 
+	// A program that becomes itself a moment after its process started
+	// (as runc's init execs it, later on a loaded machine): the patch made
+	// at the start is lost with the exec, and given again after it.
+	late, err := rt.Run(ctx, docker.ContainerSpec{Node: "late", Image: tag, IP: nw.HostIP(2),
+		Cmd: []string{"/goprobe", "-exec-after=700ms", "-http", "0.0.0.0:8080"}, Ports: []int{8080}})
+	require.NoError(t, err)
+	lateURL := "http://" + late.Addr(8080)
+	eventually(t, lateURL+"/now", 0)
+	require.NoError(t, rt.SetClockOffset(ctx, "late", 45*time.Second))
+	require.NoError(t, rt.Kill(ctx, "late"))
+	require.NoError(t, rt.Start(ctx, "late"))
+	eventually(t, lateURL+"/now", 45*time.Second)
+	require.NoError(t, rt.SetClockOffset(ctx, "late", 0))
+	eventually(t, lateURL+"/now", 0)
+
 	// Timers keep working under the patch, and the heal brings both back.
 	resp, err := http.Get(staticURL + "/sleep?ms=100")
 	require.NoError(t, err)

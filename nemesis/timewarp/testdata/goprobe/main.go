@@ -12,7 +12,9 @@
 // With -busy N, N goroutines read the wall clock in a loop meanwhile, so a
 // patch lands while threads are inside the vDSO. With -http ADDR it answers
 // HTTP instead (GET /now, GET /libc, GET /sleep?ms=MS, and GET /v1/health for a
-// harness that waits for it).
+// harness that waits for it). With -exec-after D it first waits D and execs
+// itself without that flag, as a launcher (runc's init, a shell's exec)
+// becomes the program a moment after its process started.
 package main
 
 import (
@@ -33,7 +35,19 @@ var libcNow func() int64
 func main() {
 	busy := flag.Int("busy", 0, "goroutines reading the clock in a loop")
 	addr := flag.String("http", "", "answer HTTP on this address instead of stdin")
+	execAfter := flag.Duration("exec-after", 0, "wait this long, then exec this program again without the flag")
 	flag.Parse()
+	if *execAfter > 0 {
+		time.Sleep(*execAfter)
+		var args []string
+		for _, a := range os.Args {
+			if !strings.HasPrefix(a, "-exec-after") {
+				args = append(args, a)
+			}
+		}
+		fmt.Fprintln(os.Stderr, unix.Exec("/proc/self/exe", args, os.Environ()))
+		os.Exit(1)
+	}
 	for i := 0; i < *busy; i++ {
 		go func() {
 			for {
