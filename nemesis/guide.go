@@ -133,6 +133,12 @@ func (s *Scheduler) coverage() map[string]int {
 	return s.Env.Coverage()
 }
 
+// aimCoverage is the live coverage the aims go by: with the situations of
+// the aimed faults that just ended counted in (guide.credited).
+func (s *Scheduler) aimCoverage() map[string]int {
+	return s.guide.credited(s.coverage())
+}
+
 // conduct runs the guided schedule of the nemeses that act on nodes until
 // ctx ends: the opening calm phase, then a fault phase, a calm phase, and
 // again.
@@ -215,7 +221,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			// and its turn comes.
 			drain := extended && !deferAlone && s.drainForAlone(conducted, free)
 			holdsNoNode := false
-			if a, ok := nextFault(s.Env, s.coverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
+			if a, ok := nextFault(s.Env, s.aimCoverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
 				// A fault of the clients' own nemeses (a strip) holds
 				// no node: the next node fault need not wait a gap
 				// for it (it took the second turn of many a run). Nor
@@ -335,7 +341,7 @@ func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, ca
 		if held == nil {
 			continue
 		}
-		if b, ok := nextFault(s.Env, s.coverage(), s.free(conducted), nil, s.tried(), rng); ok && b.nodes != nil {
+		if b, ok := nextFault(s.Env, s.aimCoverage(), s.free(conducted), nil, s.tried(), rng); ok && b.nodes != nil {
 			b.nodes = maps.Clone(b.nodes)
 			for _, node := range held {
 				delete(b.nodes, node)
@@ -483,6 +489,11 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 			}
 			if id < 0 {
 				return
+			}
+			if a.situation != "" {
+				if cov := s.coverage(); cov != nil {
+					s.guide.awaiting(a.situation, cov[a.situation], time.Now().Add(d))
+				}
 			}
 			if sleep(ctx, d) {
 				s.endOrKeep(context.WithoutCancel(ctx), id)

@@ -227,7 +227,7 @@ func nextFault(env *Env, cov map[string]int, free, aimOnly []Nemesis, tried map[
 		return aim{nemesis: ties[rng.IntN(len(ties))], why: why}, true
 	}
 	nemeses := append(slices.Clone(free), aimOnly...)
-	best := remedyAims(env, ownFirst(env, deficits(cov), nemeses), nemeses)
+	best := remedyAims(env, ownFirst(env, deficits(cov), nemeses, tried), nemeses)
 	if len(free) == 0 {
 		if len(best) == 0 {
 			return aim{}, false
@@ -291,7 +291,7 @@ func firstTurns(aims []aim, aimOnly []Nemesis) []aim {
 // it, a first turn was drawn among all the aims, so the nemesis with the
 // most remedy lines (crash-on-ack, six) most often went first, as a kill.
 func rarest(aims []aim, nemeses []Nemesis) []aim {
-	makers := makersOf(nemeses)
+	makers := makersOf(namesOf(nemeses))
 	fewest := -1
 	for _, a := range aims {
 		if m := makers(a.situation); fewest < 0 || m < fewest {
@@ -301,19 +301,26 @@ func rarest(aims []aim, nemeses []Nemesis) []aim {
 	return slices.DeleteFunc(aims, func(a aim) bool { return makers(a.situation) > fewest })
 }
 
-// makersOf counts, for a situation, the nemeses among nemeses with a
+// makersOf counts, for a situation, the nemeses among names with a
 // remedy for it.
-func makersOf(nemeses []Nemesis) func(situation string) int {
+func makersOf(names map[string]bool) func(situation string) int {
 	return func(situation string) int {
-		var names []string
+		var makers []string
 		for _, r := range remedies {
-			if r.situation == situation && !slices.Contains(names, r.nemesis) &&
-				slices.ContainsFunc(nemeses, func(n Nemesis) bool { return n.Name() == r.nemesis }) {
-				names = append(names, r.nemesis)
+			if r.situation == situation && !slices.Contains(makers, r.nemesis) && names[r.nemesis] {
+				makers = append(makers, r.nemesis)
 			}
 		}
-		return len(names)
+		return len(makers)
 	}
+}
+
+func namesOf(nemeses []Nemesis) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range nemeses {
+		out[n.Name()] = true
+	}
+	return out
 }
 
 // ownFirst drops from short (by remedies' index) a nemesis's lines for
@@ -322,9 +329,16 @@ func makersOf(nemeses []Nemesis) func(situation string) int {
 // makes, and the others make the rest. Drawn among them all, crash-on-ack
 // spent one or two of a run's four to six turns as a kill aimed at a
 // restart situation, which restart was making meanwhile, and the power
-// cuts on an acknowledgement stayed at 2 (redis, seeds 1-5).
-func ownFirst(env *Env, short map[int]int, nemeses []Nemesis) map[int]int {
-	makers := makersOf(nemeses)
+// cuts on an acknowledgement stayed at 2 (redis, seeds 1-5). The other
+// makers are counted busy or free (tried: every nemesis that had a turn):
+// with restart's fault still on, crash-on-ack's kills were aimed at
+// restart situations all the same (two SSH hosts, seeds 2 and 3).
+func ownFirst(env *Env, short map[int]int, nemeses []Nemesis, tried map[string]int) map[int]int {
+	names := namesOf(nemeses)
+	for n := range tried {
+		names[n] = true
+	}
+	makers := makersOf(names)
 	own := map[string]bool{}
 	for i, r := range remedies {
 		if short[i] > 0 && r.nemesis != "" && makers(r.situation) == 1 && len(remedyAims(env, map[int]int{i: 1}, nemeses)) > 0 {

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -26,6 +27,61 @@ type guide struct {
 	// inStart are the conducted nemeses whose fault is being started (or
 	// runs: until conductOne returns).
 	inStart map[string]bool
+	// pending are the aimed faults whose situation the live coverage may
+	// not show yet (awaiting).
+	pending []awaited
+}
+
+// awaited is an aimed fault's situation, counted as made until the live
+// count of it rises above base or until passes.
+type awaited struct {
+	situation string
+	base      int
+	until     time.Time
+}
+
+// awaitSettle is how long after an aimed fault ends its situation is
+// counted as made while the live count does not show it: the node must
+// start and grant again, and the count is read at most once a second. Aimed
+// again meanwhile, one situation took three or four faults in a row while
+// the others waited (two SSH hosts: three restarts of the issuer aimed at
+// "issuer-restart-regrant 0 of 3" in 4 s, then a kill for it too).
+const awaitSettle = 2 * time.Second
+
+// awaiting notes an aimed fault started for situation, the live count of
+// which is base now, ending at end.
+func (g *guide) awaiting(situation string, base int, end time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	g.pending = slices.DeleteFunc(g.pending, func(a awaited) bool { return !a.until.After(now) })
+	g.pending = append(g.pending, awaited{situation: situation, base: base, until: end.Add(awaitSettle)})
+}
+
+// credited is cov with the aimed faults still awaited counted in: one each
+// while the live count is not above its base. Nil stays nil (no feed).
+func (g *guide) credited(cov map[string]int) map[string]int {
+	if cov == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	var out map[string]int
+	for _, a := range g.pending {
+		n, ok := cov[a.situation]
+		if !ok || !a.until.After(now) || n > a.base {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(cov)
+		}
+		out[a.situation]++
+	}
+	if out == nil {
+		return cov
+	}
+	return out
 }
 
 // faultWindow is how long a fault touching a node may last from now: until
