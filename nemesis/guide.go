@@ -221,6 +221,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 			// and its turn comes.
 			drain := extended && !deferAlone && s.drainForAlone(conducted, free)
 			holdsNoNode := false
+			var applied chan struct{}
 			if a, ok := nextFault(s.Env, s.aimCoverage(), free, s.aimOnly(conducted), s.tried(), rng); ok && !drain {
 				// A fault of the clients' own nemeses (a strip) holds
 				// no node: the next node fault need not wait a gap
@@ -228,10 +229,26 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				// does one that leaves its node serving (a clock step
 				// back): after its first turn, the crashes' came a gap
 				// later and the bugs they show 0.5-1 s later (memory).
+				// That one is waited for until it is applied (the step
+				// comes on the next grant), a gap at most: a crash
+				// armed 20 ms after it held the node, and the step
+				// waited out the crash (the python example, 1.3 s).
 				holdsNoNode = !slices.Contains(conducted, a.nemesis) || a.keepsUp
+				if a.keepsUp {
+					applied = make(chan struct{})
+					a.applied = applied
+				}
 				launch(a, end)
 			}
 			gap := between(rng, pl.gapMin, pl.gapMax)
+			if applied != nil {
+				select {
+				case <-applied:
+				case <-time.After(gap):
+				case <-ctx.Done():
+					return
+				}
+			}
 			if holdsNoNode {
 				gap = clientsGap
 			}
@@ -426,6 +443,11 @@ func opening(env *Env, conducted []Nemesis) time.Duration {
 // nemesis's own loop does, so the claims hand it the node when its turn
 // comes.
 func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end time.Time) {
+	isApplied := func() {}
+	if a.applied != nil {
+		isApplied = sync.OnceFunc(func() { close(a.applied) })
+	}
+	defer isApplied()
 	n := a.nemesis
 	t := DefaultTiming
 	if tn, ok := n.(Timed); ok {
@@ -483,6 +505,9 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 			return
 		default:
 			id, d := s.start(ctx, n, p, length, waitedSince)
+			if id != busy {
+				isApplied()
+			}
 			if id == busy {
 				waitedSince = orNow(waitedSince)
 				break

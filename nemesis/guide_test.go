@@ -694,3 +694,41 @@ func TestANodeFaultFollowsAClockStepWithoutAGap(t *testing.T) {
 	assert.Less(t, first[Clock], first[Restart], "the clock's turn first")
 	assert.Less(t, first[Restart]-first[Clock], 200*time.Millisecond, "no gap after the clock's step")
 }
+
+// The next node fault waits for the clock's step (it comes on the next
+// grant), a gap at most: a crash armed 20 ms after the clock's launch held
+// the node, and the step waited out the crash (the python example: 1.3 s).
+func TestANodeFaultWaitsForTheClockStepOnAGrant(t *testing.T) {
+	rec, acks := ackedRecorder(&bytes.Buffer{})
+	env := &Env{Target: newClockedNode(), Holders: &holders{}, TTL: 40 * time.Millisecond, Acks: acks,
+		Coverage: func() map[string]int {
+			return atTarget(map[string]int{"issuer-restart-regrant": 0, "issuer-clock-back-regrant": 0})
+		}}
+	s := NewScheduler(env, rec, 5, []Nemesis{fast{restart{}}, fast{clock{}}})
+	s.Guide()
+	s.guide.lengths = phaseLengths{faultMin: 2 * time.Second, faultMax: 2 * time.Second,
+		calmMargin: 200 * time.Millisecond, brief: 400 * time.Millisecond, gapMin: 700 * time.Millisecond, gapMax: 800 * time.Millisecond}
+	// The first grant comes 300 ms after the phase begins, the next (the
+	// one after the step, which ends its hush on outages) 20 ms later.
+	go func() {
+		time.Sleep(20*time.Millisecond + 300*time.Millisecond)
+		for i, token := range []string{"1", "2"} {
+			rec.Record(history.Event{Process: i + 1, Type: history.Invoke, F: history.Acquire, Key: "k", Node: "n1"})
+			rec.Record(history.Event{Process: i + 1, Type: history.Ok, F: history.Acquire, Key: "k", Node: "n1", Token: token})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	runFor(t, s, edgeRoom+2*time.Second)
+	sched := s.Planned(edgeRoom+2*time.Second, "restart,clock")
+	first := map[string]time.Duration{}
+	for _, f := range sched.Faults {
+		if _, ok := first[f.Nemesis]; !ok && f.Error == "" {
+			first[f.Nemesis] = f.Start
+		}
+	}
+	require.Contains(t, first, Clock)
+	require.Contains(t, first, Restart)
+	after := first[Restart] - first[Clock]
+	assert.Greater(t, after, 200*time.Millisecond, "after the step, not 20 ms after the clock's launch")
+	assert.Less(t, after, 600*time.Millisecond, "right after the step, not a whole gap later")
+}

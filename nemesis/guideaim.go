@@ -202,6 +202,9 @@ type aim struct {
 	twoShort bool
 	// between, keepsUp: as the remedy's.
 	between, keepsUp bool
+	// applied, when set, is closed once the fault is applied (or will
+	// not be): the conductor waits for it before the next node fault.
+	applied chan struct{}
 }
 
 // nextFault chooses the next fault among free (the conducted nemeses with
