@@ -44,15 +44,7 @@ func TestAFreezeOnAWritePassesOverOneAnsweredOrStripped(t *testing.T) {
 // holder's, an idle probe's) is passed over: its client goes no further
 // with the key, so no newer write of its own overtakes it.
 func TestAFreezeOnAWritePassesOverOneSentLateByIntent(t *testing.T) {
-	rec, acks := ackedRecorder(&bytes.Buffer{})
-	env := &Env{Acks: acks}
-	got := make(chan map[string]any, 1)
-	go func() {
-		details := map[string]any{}
-		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
-		got <- details
-	}()
-	time.Sleep(50 * time.Millisecond)
+	rec, got := awaitingFreeze(t)
 	for i, k := range []string{history.ExtraStraggler, history.ExtraStalled, history.ExtraIdle} {
 		rec.Record(history.Event{Process: i + 1, Type: history.Invoke, F: history.Write, Key: "k", Node: "a1",
 			Extra: map[string]json.RawMessage{k: json.RawMessage(`1`)}})
@@ -63,4 +55,20 @@ func TestAFreezeOnAWritePassesOverOneSentLateByIntent(t *testing.T) {
 	d := <-got
 	assert.Equal(t, true, d["timed"])
 	assert.Equal(t, w.Index, d["write_index"], "the first write its client goes on from")
+}
+
+// awaitingFreeze starts a freeze's wait for a write sent to a1, and gives
+// the recorder to send writes through and the freeze's details once it
+// took one.
+func awaitingFreeze(t *testing.T) (*history.Recorder, chan map[string]any) {
+	rec, acks := ackedRecorder(&bytes.Buffer{})
+	env := &Env{Acks: acks}
+	got := make(chan map[string]any, 1)
+	go func() {
+		details := map[string]any{}
+		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
+		got <- details
+	}()
+	time.Sleep(50 * time.Millisecond)
+	return rec, got
 }

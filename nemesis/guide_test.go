@@ -610,15 +610,7 @@ func TestAnOvertakenWriteAimFreezesAnAdapterOnAWrite(t *testing.T) {
 // through another node took half a second, a crash of the store beginning
 // meanwhile).
 func TestAFreezeOnAWriteTakesTheNextWrite(t *testing.T) {
-	rec, acks := ackedRecorder(&bytes.Buffer{})
-	env := &Env{Acks: acks}
-	got := make(chan map[string]any, 1)
-	go func() {
-		details := map[string]any{}
-		assert.NoError(t, awaitWriteSent(context.Background(), env, "a1", 0, details))
-		got <- details
-	}()
-	time.Sleep(50 * time.Millisecond)
+	rec, got := awaitingFreeze(t)
 	rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Acquire, Key: "mine", Node: "a1"})
 	rec.Record(history.Event{Process: 2, Type: history.Invoke, F: history.Write, Key: "other", Node: "a2"})
 	w := rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "mine", Node: "a1"})
@@ -680,17 +672,7 @@ func TestANodeFaultFollowsAClockStepWithoutAGap(t *testing.T) {
 	s.Guide()
 	s.guide.lengths = phaseLengths{faultMin: 2 * time.Second, faultMax: 2 * time.Second,
 		calmMargin: 200 * time.Millisecond, brief: 400 * time.Millisecond, gapMin: 400 * time.Millisecond, gapMax: 500 * time.Millisecond}
-	// Long enough for an edge fault to end edgeRoom before the run does.
-	runFor(t, s, edgeRoom+2*time.Second)
-	sched := s.Planned(edgeRoom+2*time.Second, "restart,clock")
-	first := map[string]time.Duration{}
-	for _, f := range sched.Faults {
-		if _, ok := first[f.Nemesis]; !ok && f.Error == "" {
-			first[f.Nemesis] = f.Start
-		}
-	}
-	require.Contains(t, first, Clock)
-	require.Contains(t, first, Restart)
+	first := firstStarts(t, s)
 	assert.Less(t, first[Clock], first[Restart], "the clock's turn first")
 	assert.Less(t, first[Restart]-first[Clock], 200*time.Millisecond, "no gap after the clock's step")
 }
@@ -718,6 +700,16 @@ func TestANodeFaultWaitsForTheClockStepOnAGrant(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
+	first := firstStarts(t, s)
+	after := first[Restart] - first[Clock]
+	assert.Greater(t, after, 200*time.Millisecond, "after the step, not 20 ms after the clock's launch")
+	assert.Less(t, after, 600*time.Millisecond, "right after the step, not a whole gap later")
+}
+
+// firstStarts runs s (a clock and a restart) long enough for an edge fault
+// to end edgeRoom before the run does, and gives each one's first start.
+func firstStarts(t *testing.T, s *Scheduler) map[string]time.Duration {
+	t.Helper()
 	runFor(t, s, edgeRoom+2*time.Second)
 	sched := s.Planned(edgeRoom+2*time.Second, "restart,clock")
 	first := map[string]time.Duration{}
@@ -728,7 +720,5 @@ func TestANodeFaultWaitsForTheClockStepOnAGrant(t *testing.T) {
 	}
 	require.Contains(t, first, Clock)
 	require.Contains(t, first, Restart)
-	after := first[Restart] - first[Clock]
-	assert.Greater(t, after, 200*time.Millisecond, "after the step, not 20 ms after the clock's launch")
-	assert.Less(t, after, 600*time.Millisecond, "right after the step, not a whole gap later")
+	return first
 }
