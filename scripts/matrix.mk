@@ -79,3 +79,23 @@ guided-vs-random:
 	done
 	go run ./cmd/matrix --compare matrix-guided.json matrix-random.json --out docs/guided-vs-random.md \
 		--command "make guided-vs-random COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)"
+
+# Situations per minute (issue 37): each target (memory, etcd with 3
+# members, redis, postgres, zookeeper) correct under --nemesis all over
+# SITUATION_SEEDS seeds, guided and random; writes
+# docs/situations-per-minute.md (each failure situation per minute of main
+# phase and the fewest one run created). About 40 minutes on 2 cores at 3
+# seeds; needs Docker and `make images`.
+SITUATION_SEEDS ?= 3
+
+.PHONY: situations-per-minute
+situations-per-minute:
+	go build -o bin/fencecheck ./cmd/fencecheck
+	for mode in guided random; do \
+		go run ./cmd/matrix --fencecheck bin/fencecheck --seeds $(SITUATION_SEEDS) --time $(TIME) --parallel 1 --rows situations \
+			--nemesis-mode $$mode --results situations-$$mode.json --out situations-$$mode.md \
+			--command "make situations-per-minute SITUATION_SEEDS=$(SITUATION_SEEDS) TIME=$(TIME) ($$mode)"; \
+		code=$$?; [ $$code -le 1 ] || exit $$code; \
+	done
+	go run ./cmd/matrix --compare situations-guided.json situations-random.json --out docs/situations-per-minute.md \
+		--command "make situations-per-minute SITUATION_SEEDS=$(SITUATION_SEEDS) TIME=$(TIME)"

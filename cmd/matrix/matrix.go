@@ -250,7 +250,12 @@ type Outcome struct {
 	// Metrics its numeric metrics (lease_overlaps, ...).
 	System  string
 	Metrics map[string]float64
-	Wall    time.Duration
+	// Situations are the run's coverage counts of the failure situations
+	// that applied (counted honestly: quiet idles only), MainPhase the
+	// length of the phase they were counted in.
+	Situations map[string]int
+	MainPhase  time.Duration
+	Wall       time.Duration
 	Err     string
 	Dir     string
 }
@@ -360,10 +365,14 @@ func selectRows(names []string) ([]Row, error) {
 		return Rows, nil
 	}
 	var out []Row
-	all := append(append([]Row(nil), Rows...), UserPathRows...)
+	all := append(append(append([]Row(nil), Rows...), UserPathRows...), SituationRows...)
 	for _, n := range names {
 		if n == "user-path" {
 			out = append(out, UserPathRows...)
+			continue
+		}
+		if n == "situations" {
+			out = append(out, SituationRows...)
 			continue
 		}
 		found := false
@@ -374,7 +383,7 @@ func selectRows(names []string) ([]Row, error) {
 			}
 		}
 		if !found {
-			known := []string{"user-path"}
+			known := []string{"user-path", "situations"}
 			for _, r := range all {
 				known = append(known, r.Name)
 			}
@@ -462,6 +471,7 @@ func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) O
 		}
 	}
 	o.System = res.Run.System
+	o.Situations, o.MainPhase = res.situations()
 	for k, v := range res.Metrics {
 		if f, ok := v.(float64); ok {
 			if o.Metrics == nil {
@@ -484,8 +494,9 @@ type results struct {
 	Run struct {
 		System string `json:"system"`
 	} `json:"run"`
-	Metrics map[string]any `json:"metrics"`
-	Faults  []struct {
+	Metrics  map[string]any `json:"metrics"`
+	Coverage coverage       `json:"coverage"`
+	Faults   []struct {
 		Start int64 `json:"start_ns"`
 	} `json:"faults"`
 }

@@ -151,6 +151,10 @@ type RunResult struct {
 	// Dir is the run's store folder on the machine that ran it, when it
 	// was kept (--store or --keep).
 	Dir string `json:"dir,omitempty"`
+	// Situations are the run's coverage counts of the situations that
+	// applied, MainPhaseNS the phase they were counted in.
+	Situations  map[string]int `json:"situations,omitempty"`
+	MainPhaseNS int64          `json:"main_phase_ns,omitempty"`
 }
 
 // rowArgs is a row's `fencecheck test` arguments with {seed} and {store}
@@ -213,7 +217,7 @@ func (m *Matrix) Results(b Build) ResultsFile {
 				continue
 			}
 			rr := RunResult{Row: o.Row, Seed: o.Seed, Exit: o.Exit, Verdict: o.Verdict, AnomalyKinds: o.Kinds,
-				AfterFault: o.AfterFault, WallNS: int64(o.Wall), Error: o.Err}
+				AfterFault: o.AfterFault, WallNS: int64(o.Wall), Error: o.Err, Situations: o.Situations, MainPhaseNS: int64(o.MainPhase)}
 			if m.Config.Store != "" || m.Config.Keep {
 				rr.Dir = o.Dir
 			}
@@ -240,7 +244,8 @@ func (m *Matrix) shardRuns() []run {
 
 func (o RunResult) outcome() Outcome {
 	out := Outcome{Row: o.Row, Seed: o.Seed, Exit: o.Exit, Verdict: o.Verdict, FirstInvalid: -1, Kinds: o.AnomalyKinds,
-		AfterFault: o.AfterFault, Wall: time.Duration(o.WallNS), Err: o.Error, Dir: o.Dir}
+		AfterFault: o.AfterFault, Wall: time.Duration(o.WallNS), Err: o.Error, Dir: o.Dir,
+		Situations: o.Situations, MainPhase: time.Duration(o.MainPhaseNS)}
 	if o.FirstInvalidNS != nil {
 		out.FirstInvalid = time.Duration(*o.FirstInvalidNS)
 	}

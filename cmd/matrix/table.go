@@ -216,6 +216,9 @@ func (r Row) label() string {
 	if r.Spec != "" {
 		return "`" + r.Name + "`"
 	}
+	if r.Target != "" && r.Nemesis == "" {
+		return fmt.Sprintf("`--target %s`", r.Target)
+	}
 	if r.Target != "" {
 		return fmt.Sprintf("`--target %s` (`--nemesis %s`)", r.Target, r.Nemesis)
 	}
