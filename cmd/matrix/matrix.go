@@ -256,8 +256,8 @@ type Outcome struct {
 	Situations map[string]int
 	MainPhase  time.Duration
 	Wall       time.Duration
-	Err     string
-	Dir     string
+	Err        string
+	Dir        string
 }
 
 // Matrix is every outcome (of its shard's runs).
