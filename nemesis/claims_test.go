@@ -477,3 +477,20 @@ func TestHealLiftsPartitionsBeforeItStartsNodes(t *testing.T) {
 	assert.False(t, target.cut, "the cut is lifted")
 	assert.False(t, target.down["n2"], "the node runs again")
 }
+
+// A node freeze outlasts the lease the system granted and the lateness of
+// takeovers (a write held in it is then overtaken by the next holder's);
+// before any grant, the lease asked for.
+func TestAFreezeOutlastsTheGrantedLease(t *testing.T) {
+	wl := &holders{granted: 2 * time.Second, late: 400 * time.Millisecond}
+	env := &Env{Target: &oneNode{}, Holders: wl, TTL: time.Second}
+	tm := (&pause{}).Timing(env)
+	assert.Equal(t, 2*time.Second+400*time.Millisecond+500*time.Millisecond, tm.FaultMin)
+	assert.Equal(t, 2*time.Second+400*time.Millisecond+1500*time.Millisecond, tm.FaultMax)
+	wl.granted, wl.late = 0, 0
+	tm = (&pause{}).Timing(env)
+	assert.Equal(t, 1500*time.Millisecond, tm.FaultMin)
+	assert.Equal(t, 2500*time.Millisecond, tm.FaultMax)
+	tm = (&pause{}).Timing(&Env{Target: &oneNode{}, TTL: time.Second})
+	assert.Equal(t, 1500*time.Millisecond, tm.FaultMin, "no workload: the lease asked for")
+}
