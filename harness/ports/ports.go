@@ -15,13 +15,34 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // floor is the lowest port Stable picks: above the well-known and most
 // registered service ports.
 const floor = 10000
+
+// A port Stable hands out is reserved for the rest of the process's life:
+// its node gives it up at every restart, and until it listens again any
+// other listener may take it. Another run on the machine did (a container
+// published on it: the memory reference then could not start, and a valid
+// run of a matrix with two runs at a time ended unknown), and so could
+// another node of the same run. The reservation is a lock file per port
+// under LockDir, held (flock) while this process lives: the kernel lets it
+// go when the process ends, however it ends.
+var (
+	mu   sync.Mutex
+	held = map[int]*os.File{}
+)
+
+// LockDir holds the ports' lock files: empty files, one per port ever
+// reserved (at most the ~27,000 ports outside the ephemeral range), left in
+// place, since a lock is the open descriptor, not the file.
+var LockDir = filepath.Join(os.TempDir(), "fencecheck-ports")
 
 // Stable returns a loopback TCP port that nothing listens on and that the
 // kernel does not hand out to outgoing connections.
@@ -37,9 +58,13 @@ func Stable() (int, error) {
 	for try := 0; try < 100 && len(pool) > 0; try++ {
 		r := pool[rand.IntN(len(pool))]
 		p := r[0] + rand.IntN(r[1]-r[0]+1)
+		if !reserve(p) {
+			continue
+		}
 		if free(p) {
 			return p, nil
 		}
+		release(p)
 	}
 	// The ephemeral range covers nearly every port (an unusual setting):
 	// the kernel's pick is the best there is.
@@ -49,6 +74,43 @@ func Stable() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// reserve takes port for this process unless this process or another
+// holds it. Where lock files cannot be made, only this process's own
+// reservations are kept.
+func reserve(port int) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, taken := held[port]; taken {
+		return false
+	}
+	held[port] = nil
+	if err := os.MkdirAll(LockDir, 0o777); err != nil {
+		return true
+	}
+	os.Chmod(LockDir, 0o777|os.ModeSticky) // runs of other users share it
+	f, err := os.OpenFile(filepath.Join(LockDir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		delete(held, port)
+		return false
+	}
+	held[port] = f
+	return true
+}
+
+// release gives up a reservation that found the port in use.
+func release(port int) {
+	mu.Lock()
+	defer mu.Unlock()
+	if f := held[port]; f != nil {
+		f.Close() // the lock goes with the descriptor
+	}
+	delete(held, port)
 }
 
 func free(port int) bool {
