@@ -29,6 +29,7 @@ help:
 	@echo "make matrix-merge RESULTS='matrix-shard-*.json'  the N parts' results -> docs/detection.md"
 	@echo "make shrink-demo  a failing run of a reference bug [BUG=counter-in-memory] shrunk to the faults it needs"
 	@echo "make guided-vs-random [COMPARE_SEEDS=10]  the bugs under all, --nemesis-mode guided and random side by side -> docs/guided-vs-random.md (long)"
+	@echo "make guided-vs-random-user-path [COMPARE_SEEDS=10]  the same for the example spec's bugs (examples/python-fence, an external server) -> docs/guided-vs-random-user-path.md (long)"
 	@echo "make situations-per-minute [SITUATION_SEEDS=3]  each target (memory, etcd, redis, postgres, zookeeper) under all, guided and random: every failure situation per minute -> docs/situations-per-minute.md (long, Docker)"
 	@echo "make shrink-matrix  every bug's failing run shrunk -> docs/detection.md's shrinking table (long)"
 	@echo "make releases  etcd at another release (3.5, built from the module proxy: minutes the first time) at 1 and 3 members, valid under restart"

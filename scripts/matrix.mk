@@ -65,7 +65,12 @@ track-record:
 # --nemesis-mode guided and once with random; writes
 # docs/guided-vs-random.md (detection rate and median time to the first
 # violation of each). About 70 minutes on 2 cores at 10 seeds.
+# `make guided-vs-random-user-path` does the same for the example spec's
+# bugs (examples/python-fence), each server an external process as a user
+# runs one: docs/guided-vs-random-user-path.md.
 COMPARE_SEEDS ?= 10
+COMPARE_OUT ?= docs/guided-vs-random.md
+COMPARE_NAME ?= guided-vs-random
 COMPARE_ROWS ?= counter-in-memory,wallclock-tokens,accept-equal,missing-as-zero,forget-highwater,split-issuers,accept-forged,no-fencing,forget-idle,forget-idle-since-start,ack-before-fsync,reference,reference-sealed
 
 .PHONY: guided-vs-random
@@ -74,11 +79,16 @@ guided-vs-random:
 	for mode in guided random; do \
 		go run ./cmd/matrix --fencecheck bin/fencecheck --seeds $(COMPARE_SEEDS) --time $(TIME) --parallel $(PARALLEL) --rows $(COMPARE_ROWS) \
 			--nemesis-mode $$mode --results matrix-$$mode.json --out matrix-$$mode.md \
-			--command "make guided-vs-random COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL) ($$mode)"; \
+			--command "make $(COMPARE_NAME) COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL) ($$mode)"; \
 		code=$$?; [ $$code -le 1 ] || exit $$code; \
 	done
-	go run ./cmd/matrix --compare matrix-guided.json matrix-random.json --out docs/guided-vs-random.md \
-		--command "make guided-vs-random COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)"
+	go run ./cmd/matrix --compare matrix-guided.json matrix-random.json --out $(COMPARE_OUT) \
+		--command "make $(COMPARE_NAME) COMPARE_SEEDS=$(COMPARE_SEEDS) TIME=$(TIME) PARALLEL=$(PARALLEL)"
+
+.PHONY: guided-vs-random-user-path
+guided-vs-random-user-path:
+	$(MAKE) guided-vs-random COMPARE_NAME=guided-vs-random-user-path COMPARE_OUT=docs/guided-vs-random-user-path.md \
+		COMPARE_ROWS=python-counter-in-memory,python-wallclock-tokens,python-accept-equal,python-missing-as-zero,python-forget-highwater,python-fence
 
 # Situations per minute (issue 37): each target (memory, etcd with 3
 # members, redis, postgres, zookeeper) correct under --nemesis all over
