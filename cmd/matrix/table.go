@@ -133,6 +133,7 @@ func (m *Matrix) Markdown() string {
 		fmt.Fprintf(&b, "**Interrupted**: only the runs counted below were done.\n\n")
 	}
 	fmt.Fprintf(&b, "A bug is **detected** when the run's verdict is invalid (exit code 1). **Time to detection** is when the history first became invalid (results.json `first_invalid_at_ns`), in seconds since the run's start. The issue's bar: every bug detected in at least 19 of 20 seeds, the correct reference valid in 20 of 20.\n\n")
+	fmt.Fprintf(&b, "%s\n\n", guidedPages)
 
 	fmt.Fprintf(&b, "## Seeded bugs and broken targets\n\n")
 	fmt.Fprintf(&b, "| bug or target | what breaks | detected | median time to detection | slowest | anomalies named (runs) | latest fault started before detection (runs) |\n")
@@ -275,3 +276,7 @@ func countList(m map[string]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// guidedPages points the detection matrix at the guided schedule's own
+// measurements (issue 37), written by --compare.
+const guidedPages = "Guided faults against random ones, over 10 seeds of each bug: [guided-vs-random.md](guided-vs-random.md) (the reference's bugs and the answers-before-fsync bug) and [guided-vs-random-user-path.md](guided-vs-random-user-path.md) (the example spec's bugs, its server an external process); the failure situations each target's runs create per minute, guided and random: [situations-per-minute.md](situations-per-minute.md)."
