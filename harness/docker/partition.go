@@ -175,9 +175,15 @@ const (
 	deathPoll = 100 * time.Millisecond
 )
 
-// hostProcessGone says whether host pid has exited (no such process, or a
-// zombie not yet reaped) as this machine sees it.
+// hostProcessGone says whether host pid has exited or is exiting (no such
+// process, a zombie not yet reaped, or one whose namespaces its exit has
+// already let go: its /proc/PID/ns/net is gone while its state still reads
+// running, and a link fault applied then failed twice in three postgres
+// runs under random faults) as this machine sees it.
 func hostProcessGone(pid int) bool {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid)); errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)

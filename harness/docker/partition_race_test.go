@@ -1,11 +1,15 @@
 package docker
 
 import (
+	"bytes"
 	"errors"
-	"github.com/stretchr/testify/require"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/assert"
@@ -79,4 +83,13 @@ func TestHostProcessGone(t *testing.T) {
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
 	assert.True(t, hostProcessGone(cmd.Process.Pid), "exited and reaped")
+
+	zombie := exec.Command("true")
+	require.NoError(t, zombie.Start())
+	defer zombie.Wait()
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", zombie.Process.Pid))
+		return err == nil && bytes.Contains(b, []byte(") Z "))
+	}, 5*time.Second, 5*time.Millisecond, "the child exits, unreaped")
+	assert.True(t, hostProcessGone(zombie.Process.Pid), "exited, not yet reaped: its namespaces are gone")
 }
