@@ -190,7 +190,7 @@ type aim struct {
 	why     string
 	// situation is the one aimed at ("" for an unaimed turn).
 	situation string
-	// short: the fault's length is drawn from the shorter half of the
+	// short: the fault's length is drawn from the shortest quarter of the
 	// nemesis's range (remedy.edge); long: from the longer half (a
 	// situation made while the fault lasts: a grant during a partition).
 	short, long bool
