@@ -143,6 +143,13 @@ func freezeOnWrite(ctx context.Context, env *Env, rng *rand.Rand, nodes map[stri
 	if err != nil {
 		return Plan{}, err
 	}
+	// The next holder writes through another node: with every other one
+	// held (a pause of the nemesis's own draw froze the other redis
+	// adapter 70 ms before), nothing could overtake the frozen write, and
+	// no write at all went through for 2 s.
+	if !slices.ContainsFunc(at, func(n Node) bool { return n.Name != node && env.free(n.Name) }) {
+		return Plan{}, ErrBusy
+	}
 	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true,
 		Params: &pauseParams{Mode: PauseNode, OnWrite: true, AfterWriteUS: 300 + rng.Int64N(3700)}}, nil
 }

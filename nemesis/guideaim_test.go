@@ -227,3 +227,24 @@ func TestANemesisTurnGoesToWhatOnlyItCreates(t *testing.T) {
 	}
 	assert.True(t, seen["crash-on-ack issuer-restart-regrant"] || seen["crash-on-ack resource-restart-stale"], "%v", seen)
 }
+
+// A node frozen on a write is frozen only while another node the writes go
+// through is free: the next holder writes through it. With the other one
+// held (another pause), the freeze waits.
+func TestAFreezeLeavesAnotherWritePathFree(t *testing.T) {
+	env := &Env{Target: twoAdapters{}, claims: newClaims()}
+	path := stateNodes(env, writePath)
+	require.Equal(t, map[string]bool{"a1": true, "a2": true}, path)
+	rng := rand.New(rand.NewPCG(1, 2))
+	p, err := freezeOnWrite(context.Background(), env, rng, path)
+	require.NoError(t, err)
+	require.Len(t, p.Nodes, 1)
+	require.True(t, env.claims.claimAll([]string{"a2"}, 1))
+	for range 10 {
+		_, err = freezeOnWrite(context.Background(), env, rng, path)
+		assert.ErrorIs(t, err, ErrBusy, "a2 is held: freezing a1 leaves no way through")
+	}
+	env.claims.release(1)
+	_, err = freezeOnWrite(context.Background(), env, rng, path)
+	assert.NoError(t, err)
+}
