@@ -68,3 +68,26 @@ func TestCompareWithoutSituationRows(t *testing.T) {
 	md, _ := CompareMarkdown(g, r, "")
 	assert.NotContains(t, md, "## Situations per minute")
 }
+
+// A broken system's runs are there to find its bug: their situations are
+// not tabled, a correct configuration's are.
+func TestSituationsOfCorrectRowsOnly(t *testing.T) {
+	file := func(mode string) string {
+		rows, err := selectRows([]string{"python-counter-in-memory", "python-fence"})
+		require.NoError(t, err)
+		cfg := Config{Seeds: 1, FirstSeed: 1, Time: 30 * time.Second, Parallel: 1, Nemesis: "all", NemesisMode: mode}
+		m := &Matrix{Config: cfg, Rows: rows, Outcomes: map[string][]Outcome{}, CPUs: 2, Shard: whole, Elapsed: time.Minute}
+		sits := map[string]int{"issuer-restart-regrant": 4}
+		m.Outcomes["python-counter-in-memory"] = []Outcome{{Row: "python-counter-in-memory", Seed: 1, Exit: 1, Verdict: "invalid",
+			FirstInvalid: 2 * time.Second, MainPhase: 30 * time.Second, Situations: sits}}
+		m.Outcomes["python-fence"] = []Outcome{{Row: "python-fence", Seed: 1, Verdict: "valid", FirstInvalid: -1, MainPhase: 30 * time.Second, Situations: sits}}
+		p := filepath.Join(t.TempDir(), mode+".json")
+		require.NoError(t, writeResults(p, m.Results(testBuild)))
+		return p
+	}
+	g, r, err := Compare(file("guided"), file("random"))
+	require.NoError(t, err)
+	md, _ := CompareMarkdown(g, r, "")
+	assert.Contains(t, md, "### `python-fence`: correct")
+	assert.NotContains(t, md, "### `python-counter-in-memory`")
+}
