@@ -63,3 +63,25 @@ func TestTheNextAimGoesElsewhereWhileAnAimedSituationSettles(t *testing.T) {
 	}
 	assert.True(t, seen["issuer-power-loss-regrant"], "with the restart counted in, the two are level: %v", seen)
 }
+
+// In a calm phase held for the idle probes, the clients' faults that would
+// spoil a probe's write wait: a delay (its answer times out) and a strip
+// (its older token stripped or garbled on the way is no older token). In a
+// calm phase held for nothing idle, both run.
+func TestAnIdleCalmPhaseHoldsTheFaultsThatSpoilProbes(t *testing.T) {
+	assert.True(t, spoilsProbes(strip{}))
+	assert.True(t, spoilsProbes(delay{}))
+	assert.False(t, spoilsProbes(clock{}))
+	var g guide
+	g.set(true, time.Now().Add(time.Minute))
+	g.forIdle(true)
+	for _, n := range []Nemesis{strip{}, delay{}} {
+		_, ok := g.clientWindow(spoilsProbes(n))
+		assert.False(t, ok, "%s waits in an idle calm phase", n.Name())
+	}
+	_, ok := g.clientWindow(false)
+	assert.True(t, ok, "a fault that spoils no probe runs")
+	g.forIdle(false)
+	_, ok = g.clientWindow(spoilsProbes(strip{}))
+	assert.True(t, ok, "a brief calm phase holds nothing back")
+}

@@ -134,23 +134,26 @@ func (g *guide) calmLeft() time.Duration {
 // now: as a fault on a node in a fault phase; in another calm phase,
 // unbounded (with the node up, more of what they strip reaches it:
 // token-stripped fell from 140-400 to 11 per 30 s run when they waited
-// for fault phases only), but for a fault that delays requests in a calm
-// phase held for the idle probes (delayed answers time out, and spoil
-// their rounds: redis, two of four 5 s probes lost theirs to 1 s timeouts
-// under a delay; a stripped token is a rejection they send again).
-func (g *guide) clientWindow(delays bool) (time.Duration, bool) {
+// for fault phases only), but for a fault that spoils the idle probes'
+// writes in a calm phase held for them (spoils): delayed answers time
+// out (redis, two of four 5 s probes lost theirs to 1 s timeouts under a
+// delay), and a stripped or garbled token is no older token (memory, seed
+// 3: 12 of the 13 sends of three 5 s probes were stripped in the calm
+// phase, sent again each time, and key-idle-5s-stale was 1).
+func (g *guide) clientWindow(spoils bool) (time.Duration, bool) {
 	if left, ok := g.faultWindow(); ok {
 		return left, true
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return time.Duration(math.MaxInt64), g.calm && !(g.idle && delays)
+	return time.Duration(math.MaxInt64), g.calm && !(g.idle && spoils)
 }
 
-// delays says whether n's faults make requests late.
-func delays(n Nemesis) bool {
+// spoilsProbes says whether n's faults make requests late or change them
+// on the way: an idle probe's write under one makes no idle situation.
+func spoilsProbes(n Nemesis) bool {
 	e, ok := n.(Effector)
-	return !ok || slices.Contains(e.Effects(), Delays)
+	return !ok || slices.ContainsFunc(e.Effects(), func(f Effect) bool { return f == Delays || f == Tampers })
 }
 
 func (g *guide) forIdle(on bool) {
@@ -160,8 +163,8 @@ func (g *guide) forIdle(on bool) {
 }
 
 // clientFault says whether a fault is on the clients' links, and whether
-// it delays requests.
-type clientFault struct{ on, delays bool }
+// it spoils the idle probes' writes (spoilsProbes).
+type clientFault struct{ on, spoils bool }
 
 // awaitFaultPhase waits until a fault phase is on with room for a fault, or
 // with clients, a calm phase that lets them have one; false when ctx ended
@@ -171,7 +174,7 @@ func (g *guide) awaitFaultPhase(ctx context.Context, clients clientFault) bool {
 		if _, ok := g.faultWindow(); ok {
 			return true
 		}
-		if _, ok := g.clientWindow(clients.delays); ok && clients.on {
+		if _, ok := g.clientWindow(clients.spoils); ok && clients.on {
 			return true
 		}
 		if !sleep(ctx, 100*time.Millisecond) {

@@ -257,7 +257,7 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 		// whole quiet period more would leave the clients' link faults
 		// a fraction of each phase.
 		for id == outsidePhase {
-			if !s.guide.awaitFaultPhase(ctx, clientFault{on: onClientsOnly(n, Plan{}), delays: delays(n)}) {
+			if !s.guide.awaitFaultPhase(ctx, clientFault{on: onClientsOnly(n, Plan{}), spoils: spoilsProbes(n)}) {
 				return
 			}
 			id, d = s.drawAndStart(ctx, n, rng, t, time.Time{})
@@ -309,7 +309,7 @@ func (s *Scheduler) drawAndStart(ctx context.Context, n Nemesis, rng *rand.Rand,
 	if s.guide != nil && !calmToo(n, p) {
 		left, ok := s.guide.faultWindow()
 		if onClientsOnly(n, p) {
-			left, ok = s.guide.clientWindow(delays(n))
+			left, ok = s.guide.clientWindow(spoilsProbes(n))
 		}
 		if !ok {
 			s.Env.claims.served(n.Name())
