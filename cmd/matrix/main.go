@@ -91,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.compare, "compare", false, "instead of running: read two results files given as arguments (a matrix run with --nemesis-mode guided, then the same with random) and write them side by side into --out (default docs/guided-vs-random.md)")
 	fs.StringVar(&cfg.Store, "store", "", "run store (default: a temporary folder, removed unless --keep)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run store")
-	fs.StringVar(&rows, "rows", "", "comma-separated rows to run (default: every bug and the correct reference)")
+	fs.StringVar(&rows, "rows", "", "comma-separated rows to run (default: every bug and the correct reference); 'user-path' names the bugs run as external servers, 'situations' the targets whose failure situations are counted (--compare tables them per minute)")
 	fs.StringVar(&cfg.Out, "out", "docs/detection.md", "where to write the table ('-' for stdout); not with --shard")
 	fs.StringVar(&cfg.Command, "command", "", "the command to print as the one that regenerated the table (default: this command line)")
 	fs.StringVar(&shard, "shard", "", "run only part I of N of the runs (`I/N`: 1 <= I <= N) and write their results to --results instead of the table")
