@@ -46,9 +46,6 @@ type Scheduler struct {
 	planned  []Scheduled
 	Counts   map[string]*Count
 	countsMu sync.Mutex
-	// stopping are the stops begun in the main phase and not yet done
-	// (endInTime): Heal waits for them.
-	stopping sync.WaitGroup
 }
 
 type live struct {
@@ -268,7 +265,7 @@ func (s *Scheduler) loop(ctx context.Context, n Nemesis) {
 		if !sleep(ctx, d) {
 			return // left live: Heal stops it
 		}
-		s.endInTime(ctx, id)
+		s.endOrKeep(context.WithoutCancel(ctx), id)
 	}
 }
 
@@ -349,7 +346,7 @@ func (s *Scheduler) replay(ctx context.Context, n Nemesis) {
 		if !sleep(ctx, f.Duration) {
 			return
 		}
-		s.endInTime(ctx, id)
+		s.endOrKeep(context.WithoutCancel(ctx), id)
 	}
 }
 
@@ -474,26 +471,6 @@ func (s *Scheduler) stop(ctx context.Context, id int64) error {
 	return s.end(ctx, id, false)
 }
 
-// endInTime ends a fault in the main phase as endOrKeep does, and returns
-// when the main phase ends (ctx) even if the stop goes on: the heal then
-// lifts the other faults while it does, and waits for it. A stop that
-// waited for the others' end held the main phase's end until it gave up
-// (ZooKeeper, random: a member added back while every link lost 44% of
-// its packets, 122 s past the 30 s main phase, the loss lifted only then).
-func (s *Scheduler) endInTime(ctx context.Context, id int64) {
-	done := make(chan struct{})
-	s.stopping.Add(1)
-	go func() {
-		defer s.stopping.Done()
-		defer close(done)
-		s.endOrKeep(context.WithoutCancel(ctx), id)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
 // endOrKeep ends a fault in the main phase: one that cannot be undone now
 // stays live, its nodes held, for the final heal to try again (a node that
 // did not start may start a little later).
@@ -537,27 +514,6 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 // faults of its kind. It is the final phase's first step. Its error names
 // every fault of the run that could not be undone, then or earlier.
 func (s *Scheduler) Heal(ctx context.Context) error {
-	errs := s.healLive(ctx, true)
-	// A stop the main phase began may have failed meanwhile: its fault is
-	// live again, and undone now.
-	errs = append(errs, s.healLive(ctx, false)...)
-	for _, n := range s.Nemeses {
-		if h, ok := n.(Healer); ok {
-			if err := h.Heal(ctx, s.Env); err != nil {
-				errs = append(errs, fmt.Sprintf("%s: %v", n.Name(), err))
-			}
-		}
-	}
-	s.record(history.FaultHeal, history.FaultStop, 0, nil, nil)
-	if len(errs) > 0 {
-		return fmt.Errorf("heal: %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// healLive stops every live fault, and with begun waits for the stops the
-// main phase began, beside the faults that took nodes over.
-func (s *Scheduler) healLive(ctx context.Context, begun bool) []string {
 	s.mu.Lock()
 	var takeovers, others []int64
 	for id, l := range s.active {
@@ -598,12 +554,20 @@ func (s *Scheduler) healLive(ctx context.Context, begun bool) []string {
 			}
 		}()
 	}
-	if begun {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.stopping.Wait() }()
-	}
 	wg.Wait()
-	return append(errs, slices.DeleteFunc(taken, func(e string) bool { return e == "" })...)
+	errs = append(errs, slices.DeleteFunc(taken, func(e string) bool { return e == "" })...)
+	for _, n := range s.Nemeses {
+		if h, ok := n.(Healer); ok {
+			if err := h.Heal(ctx, s.Env); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", n.Name(), err))
+			}
+		}
+	}
+	s.record(history.FaultHeal, history.FaultStop, 0, nil, nil)
+	if len(errs) > 0 {
+		return fmt.Errorf("heal: %s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 func (s *Scheduler) record(name, action string, id int64, nodes []string, details map[string]any) {
