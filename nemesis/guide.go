@@ -438,7 +438,7 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 					s.guide.awaiting(a.situation, cov[a.situation], time.Now().Add(d))
 				}
 			}
-			if sleep(ctx, d) {
+			if sleep(ctx, d) && s.holdOn(ctx, id) {
 				s.endInTime(ctx, id)
 			}
 			return

@@ -56,6 +56,12 @@ type Fault struct {
 	// start: what only undoing the fault learns (a re-added member's new
 	// id). Stop may fill them in.
 	StopDetails map[string]any
+	// Made, when set, is closed once the fault has made the situation it
+	// was aimed at (a frozen write overtaken by a newer one): a guided
+	// fault whose drawn length ran out before is held on until then, for
+	// at most HoldFor more (the schedule records the length it had).
+	Made    <-chan struct{}
+	HoldFor time.Duration
 }
 
 // Nemesis is one kind of fault. Choosing a fault and injecting it are two
