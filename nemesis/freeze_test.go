@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -158,5 +159,35 @@ func TestAFreezeOnAWriteNeedsAnotherWritePathFree(t *testing.T) {
 		assert.True(t, frozen)
 		assert.NotNil(t, f.Made, "a freeze that holds a write watches for the newer one")
 		require.NoError(t, f.Stop(context.Background()))
+	}
+}
+
+// Under the guided schedule pause's own draws freeze no node that keeps
+// state: those are the conductor's (two members frozen by turns held an
+// etcd member's replacement 5 s). The stateless ones are still drawn, and
+// every node is when the faults are drawn at random.
+func TestGuidedPauseDrawsFreezeOnlyStatelessNodes(t *testing.T) {
+	for _, guided := range []bool{true, false} {
+		env := &Env{Target: &frozenAdapters{frozen: map[string]time.Time{}}, Holders: &holders{}, TTL: time.Second}
+		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{&pause{}})
+		if guided {
+			s.Guide()
+		}
+		frozen := map[string]int{}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 400 {
+			p, err := (&pause{}).Draw(context.Background(), env, rng)
+			require.NoError(t, err)
+			if pp := p.Params.(*pauseParams); pp.Mode == PauseNode {
+				frozen[p.Nodes[0]]++
+			}
+		}
+		assert.Positive(t, frozen["a1"], "guided %v: %v", guided, frozen)
+		assert.Positive(t, frozen["a2"], "guided %v: %v", guided, frozen)
+		if guided {
+			assert.Zero(t, frozen["db"], "the store is the conductor's: %v", frozen)
+		} else {
+			assert.Positive(t, frozen["db"], "%v", frozen)
+		}
 	}
 }

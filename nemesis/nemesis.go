@@ -42,6 +42,8 @@ type Env struct {
 	// claims keeps two faults that take nodes over off one node (set by
 	// the scheduler; nil lets a nemesis used on its own take any node).
 	claims *claims
+	// guided: the scheduler conducts the faults on nodes (Scheduler.Guide).
+	guided bool
 }
 
 // Fault is one injected fault, live until Stop.

@@ -107,6 +107,7 @@ func NewReplay(env *Env, rec *history.Recorder, seed uint64, sched *Schedule, ne
 // coverage, between calm phases. A replay ignores it.
 func (s *Scheduler) Guide() {
 	s.guide = &guide{lengths: defaultPhases}
+	s.Env.guided = true
 	if slices.ContainsFunc(s.Nemeses, func(n Nemesis) bool { _, ok := n.(OnClients); return !ok }) {
 		s.followCalm() // some nemesis is conducted: calm phases will come
 	}
