@@ -191,3 +191,22 @@ func TestGuidedPauseDrawsFreezeOnlyStatelessNodes(t *testing.T) {
 		}
 	}
 }
+
+// A freeze that waits for a write gives up, freezing nothing, when the
+// main phase ends first: its start goes on past that end (a start is not
+// cut short), and a freeze 2 s after the main phase held nothing a newer
+// write could overtake (redis, seed 3).
+func TestAFreezeOnAWriteGivesUpAtTheMainPhasesEnd(t *testing.T) {
+	target := &frozenAdapters{frozen: map[string]time.Time{}}
+	rec, acks := ackedRecorder(&bytes.Buffer{})
+	env := &Env{Target: target, Acks: acks, TTL: time.Second}
+	NewScheduler(env, rec, 1, []Nemesis{&pause{}})
+	main, end := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, end)
+	began := time.Now()
+	_, err := (&pause{}).Start(withMainPhase(context.WithoutCancel(main), main), env, Plan{Nodes: []string{"a1"}, TakesOver: true, Outage: true,
+		Params: &pauseParams{Mode: PauseNode, OnWrite: true}})
+	assert.ErrorIs(t, err, ErrRefusedNow)
+	assert.Less(t, time.Since(began), time.Second, "not its whole wait for a write")
+	assert.Empty(t, target.frozen)
+}

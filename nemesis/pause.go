@@ -391,7 +391,8 @@ func awaitWriteSent(ctx context.Context, env *Env, node string, after time.Durat
 	if env.Acks == nil {
 		return history.Ack{}, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, ackWait)
+	main := mainPhase(ctx)
+	wctx, cancel := context.WithTimeout(main, ackWait)
 	defer cancel()
 	for {
 		sent, err := env.Acks.Next(wctx, func(a history.Ack) bool {
@@ -400,6 +401,11 @@ func awaitWriteSent(ctx context.Context, env *Env, node string, after time.Durat
 		if err != nil {
 			if ctx.Err() != nil {
 				return history.Ack{}, ctx.Err()
+			}
+			if main.Err() != nil {
+				// The main phase ended first: a freeze now would hold
+				// a write no newer one can overtake in it.
+				return history.Ack{}, ErrRefusedNow
 			}
 			return history.Ack{}, nil
 		}

@@ -369,6 +369,23 @@ func (s *Scheduler) replay(ctx context.Context, n Nemesis) {
 	}
 }
 
+type mainPhaseKey struct{}
+
+// withMainPhase gives a start's context the main phase's: a fault that
+// waits for its moment (a freeze for a write) gives up at its end, before
+// it acts.
+func withMainPhase(start, main context.Context) context.Context {
+	return context.WithValue(start, mainPhaseKey{}, main)
+}
+
+// mainPhase is the main phase's context a start was given, or ctx itself.
+func mainPhase(ctx context.Context) context.Context {
+	if m, ok := ctx.Value(mainPhaseKey{}).(context.Context); ok {
+		return m
+	}
+	return ctx
+}
+
 // startTimeout bounds a fault's start once the main phase's end no longer
 // does (a kill waits for the death; a power loss also remounts).
 const startTimeout = time.Minute
@@ -454,7 +471,7 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	// undo it (CI: PostgreSQL killed at the end of a 5 s run, never
 	// started again, every later run on that cluster failed). It finishes,
 	// is recorded, and the heal undoes it.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	sctx, cancel := context.WithTimeout(withMainPhase(context.WithoutCancel(ctx), ctx), startTimeout)
 	defer cancel()
 	f, err := n.Start(sctx, s.Env, p)
 	if errors.Is(err, ErrRefusedNow) {
