@@ -380,7 +380,12 @@ func overtakenThrough(ctx context.Context, env *Env, node string, sent history.A
 // one writer, on one node). Holding new outages back from the freeze until
 // the write was overtaken, and starting the freeze first in a fault phase
 // with the store whole, were tried and dropped: they cost the crash
-// situations on redis more than they gave (docs/coverage.md). A write sent
+// situations on redis more than they gave (docs/coverage.md); so were,
+// with the freeze held until overtaken, holding new outages back from the
+// frozen holder's lease end, and passing over writes sent while most
+// nodes keeping state were held (with no untimed freeze): redis seeds
+// 1-10, fewer writes overtaken and the crash situations short more often
+// (docs/guided-measured.md, stop 50). A write sent
 // late by intent (a straggler's, a woken holder's: history.Ack.Late) is
 // passed over: its client goes no further with the key, so nothing newer
 // of its own follows it through another node (redis, seeds 1 and 2: 5 of
