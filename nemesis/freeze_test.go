@@ -114,7 +114,7 @@ func TestAFreezeIsHeldUntilItsWriteIsOvertaken(t *testing.T) {
 		require.True(t, sleep(context.Background(), d))
 		require.True(t, s.holdOn(context.Background(), id))
 		held := time.Since(began) - d
-		s.endInTime(context.Background(), id)
+		s.endOrKeep(context.Background(), id)
 		if overtaken {
 			assert.True(t, held > 150*time.Millisecond && held < 350*time.Millisecond, "held %s: until the newer write", held)
 			assert.Contains(t, buf.String(), `"made":true`)
