@@ -146,8 +146,9 @@ func freezeOnWrite(ctx context.Context, env *Env, rng *rand.Rand, nodes map[stri
 	// The next holder writes through another node: with every other one
 	// held (a pause of the nemesis's own draw froze the other redis
 	// adapter 70 ms before), nothing could overtake the frozen write, and
-	// no write at all went through for 2 s.
-	if !slices.ContainsFunc(at, func(n Node) bool { return n.Name != node && env.free(n.Name) }) {
+	// no write at all went through for 2 s. Start checks it again once
+	// its write came.
+	if !otherWritePathFree(env, node) {
 		return Plan{}, ErrBusy
 	}
 	return Plan{Nodes: []string{node}, TakesOver: true, Outage: true,

@@ -503,9 +503,9 @@ func (s *Scheduler) stop(ctx context.Context, id int64) error {
 
 // holdOn holds a live fault past its drawn length until it has made what
 // it was aimed at (Fault.Made), at most its HoldFor more, with new outages
-// held back meanwhile, and records the
-// length it had in the schedule (a replay holds it that long) and whether
-// it was held to the end in its stop event. False when ctx ended first.
+// held back meanwhile. It records the length the fault had in the schedule
+// (a replay holds it that long), and in its stop event how long it was
+// held and whether it made its situation. False when ctx ended first.
 func (s *Scheduler) holdOn(ctx context.Context, id int64) bool {
 	s.mu.Lock()
 	l, ok := s.active[id]
