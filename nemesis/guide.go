@@ -439,7 +439,7 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 				}
 			}
 			if sleep(ctx, d) && s.holdOn(ctx, id) {
-				s.endOrKeep(context.WithoutCancel(ctx), id)
+				s.endOrKeep(ctx, id)
 			}
 			return
 		}
