@@ -13,7 +13,8 @@ import (
 // MemberReplace): RemoveMember takes a member out of the cluster through the
 // others (their member list no longer has it), stops it and empties its data
 // folder; AddMember adds it back as a new member and starts it on the empty
-// folder, returning once the others list it as started and it serves.
+// folder, returning once it has caught up with the others (it may serve
+// clients only later: MemberSettler).
 // RemoveMember that the cluster refused, with nothing changed (a cluster
 // that cannot prove the change safe now), wraps ErrRefusedNow.
 // AddMember of a member already back only waits for it to serve. Each says
@@ -24,6 +25,15 @@ type MemberReplacer interface {
 	ReplaceableMembers() []string
 	RemoveMember(ctx context.Context, node string) (id string, err error)
 	AddMember(ctx context.Context, node string) (id string, err error)
+}
+
+// MemberSettler is a MemberReplacer whose AddMember returns before the new
+// member serves clients (once it caught up: it keeps the cluster whole,
+// and a fault may take another member beside it): SettleMembers waits
+// until every member serves. The final heal calls it, so that a run ends
+// with its cluster whole and serving.
+type MemberSettler interface {
+	SettleMembers(ctx context.Context) error
 }
 
 // Settler is a MemberReplacer that says how long its members must all have
@@ -56,6 +66,8 @@ type memberReplace struct {
 	// out are the members removed and not yet added back (the final heal
 	// adds them).
 	out map[string]bool
+	// added: a member was added back (the heal settles the cluster).
+	added bool
 }
 
 // MemberReplace is the member replacement nemesis's name.
@@ -138,6 +150,7 @@ func (m *memberReplace) Start(ctx context.Context, env *Env, p Plan) (*Fault, er
 		}
 		m.mu.Lock()
 		delete(m.out, node)
+		m.added = true
 		m.mu.Unlock()
 		f.StopDetails["added_id"] = id
 		if s, ok := env.Holders.(Stragglers); ok {
@@ -148,8 +161,9 @@ func (m *memberReplace) Start(ctx context.Context, env *Env, p Plan) (*Fault, er
 	return f, nil
 }
 
-// Heal adds back every member still out: the cluster ends at its original
-// size, every member serving.
+// Heal adds back every member still out and, when a member was added back,
+// waits until every member serves (MemberSettler): the cluster ends at its
+// original size, every member serving.
 func (m *memberReplace) Heal(ctx context.Context, env *Env) error {
 	mr, ok := env.Target.(MemberReplacer)
 	if !ok {
@@ -169,7 +183,16 @@ func (m *memberReplace) Heal(ctx context.Context, env *Env) error {
 		}
 		m.mu.Lock()
 		delete(m.out, n)
+		m.added = true
 		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	added := m.added
+	m.mu.Unlock()
+	if st, ok := env.Target.(MemberSettler); ok && added && len(errs) == 0 {
+		if err := st.SettleMembers(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -158,3 +158,40 @@ func TestMemberReplaceRefusedIsNotAFailure(t *testing.T) {
 	require.NoError(t, s.Heal(ctx))
 	assert.Equal(t, 3, f.size())
 }
+
+// settlingMembers is a cluster whose members added back serve clients only
+// once settled (etcd: a member caught up publishes itself later).
+type settlingMembers struct {
+	*fakeMembers
+	settled int
+}
+
+func (s *settlingMembers) SettleMembers(context.Context) error { s.settled++; return nil }
+
+// The heal waits until every member serves once a member was added back in
+// the run, by the fault's end or by the heal itself; a run that replaced
+// none has nothing to wait for.
+func TestMemberReplaceHealSettlesTheMembersAddedBack(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		addFails  int
+		replace   bool
+		settleFor int
+	}{{"none replaced", 0, false, 0}, {"added back at the fault's end", 0, true, 1}, {"added back by the heal", 1, true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &settlingMembers{fakeMembers: newFakeMembers("etcd-1", "etcd-2", "etcd-3")}
+			f.addFails = tc.addFails
+			nem := &memberReplace{}
+			s := NewScheduler(&Env{Target: f}, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{nem})
+			ctx := context.Background()
+			if tc.replace {
+				id := s.attempt(ctx, nem, rand.New(rand.NewPCG(1, 2)))
+				require.Positive(t, id)
+				s.endOrKeep(ctx, id)
+			}
+			require.NoError(t, s.Heal(ctx))
+			assert.Equal(t, 3, f.size())
+			assert.Equal(t, tc.settleFor, f.settled)
+		})
+	}
+}

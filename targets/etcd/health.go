@@ -1,10 +1,14 @@
 package etcd
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -49,4 +53,42 @@ func etcdHealth(ctx context.Context, client *http.Client, url string) error {
 		return fmt.Errorf("unhealthy: %s", h.Reason)
 	}
 	return nil
+}
+
+// metrics reads the named gauges from a member's /metrics (Prometheus text:
+// "name value" lines, none of these with labels).
+func metrics(ctx context.Context, url string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/metrics answered %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if out[name], err = strconv.ParseFloat(strings.TrimSpace(value), 64); err != nil {
+			return nil, fmt.Errorf("%s/metrics: %s: %w", url, name, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("%s/metrics has no %s", url, n)
+		}
+	}
+	return out, nil
 }

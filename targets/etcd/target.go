@@ -2,16 +2,12 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -25,6 +21,9 @@ import (
 const (
 	clientPort = 2379
 	peerPort   = 2380
+	// metricsPort serves /metrics from the member's start, before it
+	// publishes itself and its client port serves (caughtUp reads it).
+	metricsPort = 2381
 )
 
 // Options configure the etcd target.
@@ -80,6 +79,7 @@ var (
 	_ harness.Systemer       = (*Target)(nil)
 	_ nemesis.Leaderer       = (*Target)(nil)
 	_ nemesis.MemberReplacer = (*Target)(nil)
+	_ nemesis.MemberSettler  = (*Target)(nil)
 	_ nemesis.LogPather      = (*Target)(nil)
 )
 
@@ -117,7 +117,7 @@ func New(opts Options) harness.Target {
 	for i, m := range t.members {
 		endpoints[i] = "http://{addr:" + m + "}"
 		table = append(table, nodes.Node{Name: m, Role: role,
-			Ports: []nodes.Port{{Number: clientPort}, {Name: "peer", Number: peerPort}},
+			Ports: []nodes.Port{{Number: clientPort}, {Name: "peer", Number: peerPort}, {Name: "metrics", Number: metricsPort}},
 			Data:  nodes.Data{Path: "/data"},
 			// etcd reads the wall clock through the vDSO (a static Go
 			// program): its processes' own clock is moved.
@@ -154,6 +154,7 @@ func (t *Target) memberCmd(name, state string) []string {
 		"--listen-client-urls", "http://0.0.0.0:{port}",
 		"--advertise-client-urls", "http://{addr:" + name + "}",
 		"--listen-peer-urls", "http://0.0.0.0:{port:peer}",
+		"--listen-metrics-urls", "http://0.0.0.0:{port:metrics}",
 		"--initial-advertise-peer-urls", "http://{addr:" + name + ":peer}",
 		"--initial-cluster", strings.Join(cluster, ","),
 		"--initial-cluster-state", state,
@@ -296,201 +297,4 @@ func (t *Target) StartNode(ctx context.Context, name string, wipe bool) error {
 		return t.replaceMember(ctx, name)
 	}
 	return t.Cluster.StartNode(ctx, name, wipe)
-}
-
-func (t *Target) replaceMember(ctx context.Context, name string) error {
-	cli, err := t.othersClient(name)
-	if err != nil {
-		return fmt.Errorf("replacing %s: %w", name, err)
-	}
-	defer cli.Close()
-	if _, err := t.removeFromCluster(ctx, cli, name, 30*time.Second); err != nil {
-		return fmt.Errorf("replacing %s: %w", name, err)
-	}
-	_, err = t.addBack(ctx, cli, name)
-	return err
-}
-
-// othersClient is a client of every member but name: the ones that change
-// the membership while name is out.
-func (t *Target) othersClient(name string) (*clientv3.Client, error) {
-	var others []string
-	for _, m := range t.members {
-		if m != name {
-			others = append(others, t.memberURL(m))
-		}
-	}
-	return hostClient(others)
-}
-
-// findMember is name's entry in the cluster's member list (by name, or by
-// peer URL for a member added but not started, which has no name yet).
-func findMember(list []*etcdserverpb.Member, name, peer string) *etcdserverpb.Member {
-	for _, m := range list {
-		if m.Name == name || (len(m.PeerURLs) == 1 && m.PeerURLs[0] == peer) {
-			return m
-		}
-	}
-	return nil
-}
-
-// errStillListed is a removal not yet seen in the member list.
-var errStillListed = errors.New("removed, still in the member list")
-
-// removeFromCluster removes name from the member list through cli (the
-// others) and returns the id it had (0: it was no member). etcd refuses
-// membership changes while it cannot prove quorum is safe ("unhealthy
-// cluster": e.g. a peer reconnected less than 5 s ago), so the step is
-// retried for a while. A retried step whose first reply was lost finds its
-// work done: that counts as success.
-func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, name string, limit time.Duration) (uint64, error) {
-	peer, err := t.peerURL(name)
-	if err != nil {
-		return 0, err
-	}
-	var removed uint64
-	err = retryFor(ctx, limit, func(ctx context.Context) error {
-		list, err := cli.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		m := findMember(list.Members, name, peer)
-		if m == nil {
-			return nil
-		}
-		if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
-			return err
-		}
-		removed = m.ID
-		// Done once the list no longer has it (the next try).
-		return errStillListed
-	})
-	if err != nil {
-		return 0, fmt.Errorf("member remove: %w", err)
-	}
-	return removed, nil
-}
-
-// addBack adds name to the cluster through cli (the others) as a new member
-// and starts it on an empty data folder with the cluster's current
-// membership ("existing"); it returns once the member serves, with its new
-// id. A member already in the list and started is only waited for; one
-// added but not started (an earlier try that failed after the add) is
-// started.
-func (t *Target) addBack(ctx context.Context, cli *clientv3.Client, name string) (uint64, error) {
-	peer, err := t.peerURL(name)
-	if err != nil {
-		return 0, err
-	}
-	var id uint64
-	started := false
-	err = retryFor(ctx, 30*time.Second, func(ctx context.Context) error {
-		list, err := cli.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		if m := findMember(list.Members, name, peer); m != nil {
-			id, started = m.ID, m.Name != ""
-			return nil
-		}
-		resp, err := cli.MemberAdd(ctx, []string{peer})
-		if err != nil {
-			return err
-		}
-		id = resp.Member.ID
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("replacing %s: member add: %w", name, err)
-	}
-	if !started {
-		// A started member's name is set once it published itself: one
-		// that is not may still be the old container, or none.
-		if err := t.StopNode(ctx, name); err != nil {
-			return 0, fmt.Errorf("replacing %s: %w", name, err)
-		}
-		if err := t.WipeData(name); err != nil {
-			return 0, fmt.Errorf("replacing %s: %w", name, err)
-		}
-		// The replacement starts a fresh log; Recreate keeps the old
-		// member's.
-		if err := t.Recreate(ctx, name, t.memberCmd(name, "existing")); err != nil {
-			return 0, fmt.Errorf("replacing %s: %w", name, err)
-		}
-	}
-	return id, nil
-}
-
-// ReplaceableMembers implements nemesis.MemberReplacer: every member, when
-// there are others to remove it through.
-func (t *Target) ReplaceableMembers() []string {
-	if len(t.members) < 2 {
-		return nil
-	}
-	return t.members
-}
-
-// RemoveMember implements nemesis.MemberReplacer: name is removed through
-// the other members (etcd stops a removed member itself; the container is
-// killed in case it did not), and its data folder emptied.
-func (t *Target) RemoveMember(ctx context.Context, name string) (string, error) {
-	if !t.isMember(name) || len(t.members) < 2 {
-		return "", fmt.Errorf("%s is not a member another one can remove", name)
-	}
-	cli, err := t.othersClient(name)
-	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	// 10 s, not 30: while another fault keeps a member cut off or
-	// restarting, etcd refuses the removal, and a run's end waits for this
-	// start before it heals that fault.
-	id, err := t.removeFromCluster(ctx, cli, name, 10*time.Second)
-	if errors.Is(err, rpctypes.ErrUnhealthy) {
-		return "", fmt.Errorf("removing %s: %w: %w", name, nemesis.ErrRefusedNow, err)
-	}
-	if err != nil {
-		return "", fmt.Errorf("removing %s: %w", name, err)
-	}
-	if err := t.StopNode(ctx, name); err != nil {
-		return "", fmt.Errorf("removing %s: %w", name, err)
-	}
-	if err := t.WipeData(name); err != nil {
-		return "", fmt.Errorf("removing %s: %w", name, err)
-	}
-	return memberID(id), nil
-}
-
-// AddMember implements nemesis.MemberReplacer: name is added back as a new
-// member through the others and started on its empty data folder; it
-// returns once every member serves.
-func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
-	if !t.isMember(name) || len(t.members) < 2 {
-		return "", fmt.Errorf("%s is not a member another one can add", name)
-	}
-	cli, err := t.othersClient(name)
-	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	id, err := t.addBack(ctx, cli, name)
-	if err != nil {
-		return "", err
-	}
-	if err := waitEtcdHealthy(ctx, t.memberURL(name), 60*time.Second); err != nil {
-		return "", fmt.Errorf("adding %s back: %w", name, err)
-	}
-	return memberID(id), nil
-}
-
-// memberID is an etcd member id as etcd's own tools print it.
-func memberID(id uint64) string { return strconv.FormatUint(id, 16) }
-
-// peerURL is a member's peer URL as the other members reach it.
-func (t *Target) peerURL(name string) (string, error) {
-	addr, err := t.NetAddr(name, "peer")
-	if err != nil {
-		return "", err
-	}
-	return "http://" + addr, nil
 }

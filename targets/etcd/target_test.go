@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -209,17 +210,32 @@ func TestCluster(t *testing.T) {
 			return a1.Write(c, "k", fmt.Sprint(token), []byte("member-out")).Outcome == fencing.Ok
 		}, 30*time.Second, 100*time.Millisecond, "the adapters reach the members left")
 
+		c, cancel = opCtx()
+		st, err := others.Status(c, tg.memberURL(tg.members[slices.IndexFunc(tg.members, func(m string) bool { return m != leader })]))
+		cancel()
+		require.NoError(t, err)
 		begin = time.Now()
 		added, err := tg.AddMember(ctx, leader)
 		require.NoError(t, err)
 		t.Logf("AddMember took %.1fs", time.Since(begin).Seconds())
+		// It returned once the new member caught up, which its metrics say
+		// (its client port may serve only later).
+		addr, err := tg.HostAddr(leader, "metrics")
+		require.NoError(t, err)
+		m, err := metrics(ctx, "http://"+addr, "etcd_server_has_leader", "etcd_server_proposals_applied_total")
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, m["etcd_server_has_leader"])
+		assert.GreaterOrEqual(t, m["etcd_server_proposals_applied_total"], float64(st.RaftIndex), "it applied what the others had committed before it was added")
+		begin = time.Now()
+		require.NoError(t, tg.SettleMembers(ctx))
+		t.Logf("SettleMembers took %.1fs more", time.Since(begin).Seconds())
 		members = list()
 		assert.Len(t, members, 3, "the cluster is back at its size: %v", members)
 		require.Contains(t, members, leader)
 		assert.NotEqual(t, old, members[leader], "the member came back as a new member")
 		assert.Equal(t, memberID(members[leader]), added)
 		for _, m := range tg.members {
-			require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(m), 20*time.Second), m)
+			require.NoError(t, waitEtcdHealthy(ctx, tg.memberURL(m), time.Second), m)
 		}
 		// The new member started empty and caught up from the others.
 		back, err := hostClient([]string{tg.memberURL(leader)})

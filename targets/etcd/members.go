@@ -1,0 +1,280 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// Membership changes: a member replaced the way an operator replaces a
+// failed machine (nemesis.MemberReplacer), and restart-wipe's member
+// started anew.
+
+func (t *Target) replaceMember(ctx context.Context, name string) error {
+	cli, err := t.othersClient(name)
+	if err != nil {
+		return fmt.Errorf("replacing %s: %w", name, err)
+	}
+	defer cli.Close()
+	if _, err := t.removeFromCluster(ctx, cli, name, 30*time.Second); err != nil {
+		return fmt.Errorf("replacing %s: %w", name, err)
+	}
+	_, err = t.addBack(ctx, cli, name)
+	return err
+}
+
+// othersClient is a client of every member but name: the ones that change
+// the membership while name is out.
+func (t *Target) othersClient(name string) (*clientv3.Client, error) {
+	var others []string
+	for _, m := range t.members {
+		if m != name {
+			others = append(others, t.memberURL(m))
+		}
+	}
+	return hostClient(others)
+}
+
+// findMember is name's entry in the cluster's member list (by name, or by
+// peer URL for a member added but not started, which has no name yet).
+func findMember(list []*etcdserverpb.Member, name, peer string) *etcdserverpb.Member {
+	for _, m := range list {
+		if m.Name == name || (len(m.PeerURLs) == 1 && m.PeerURLs[0] == peer) {
+			return m
+		}
+	}
+	return nil
+}
+
+// errStillListed is a removal not yet seen in the member list.
+var errStillListed = errors.New("removed, still in the member list")
+
+// removeFromCluster removes name from the member list through cli (the
+// others) and returns the id it had (0: it was no member). etcd refuses
+// membership changes while it cannot prove quorum is safe ("unhealthy
+// cluster": e.g. a peer reconnected less than 5 s ago), so the step is
+// retried for a while. A retried step whose first reply was lost finds its
+// work done: that counts as success.
+func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, name string, limit time.Duration) (uint64, error) {
+	peer, err := t.peerURL(name)
+	if err != nil {
+		return 0, err
+	}
+	var removed uint64
+	err = retryFor(ctx, limit, func(ctx context.Context) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		m := findMember(list.Members, name, peer)
+		if m == nil {
+			return nil
+		}
+		if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return err
+		}
+		removed = m.ID
+		// Done once the list no longer has it (the next try).
+		return errStillListed
+	})
+	if err != nil {
+		return 0, fmt.Errorf("member remove: %w", err)
+	}
+	return removed, nil
+}
+
+// addBack adds name to the cluster through cli (the others) as a new member
+// and starts it on an empty data folder with the cluster's current
+// membership ("existing"); it returns once the member serves, with its new
+// id. A member already in the list and started is only waited for; one
+// added but not started (an earlier try that failed after the add) is
+// started.
+func (t *Target) addBack(ctx context.Context, cli *clientv3.Client, name string) (uint64, error) {
+	peer, err := t.peerURL(name)
+	if err != nil {
+		return 0, err
+	}
+	var id uint64
+	started := false
+	err = retryFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		if m := findMember(list.Members, name, peer); m != nil {
+			id, started = m.ID, m.Name != ""
+			return nil
+		}
+		resp, err := cli.MemberAdd(ctx, []string{peer})
+		if err != nil {
+			return err
+		}
+		id = resp.Member.ID
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replacing %s: member add: %w", name, err)
+	}
+	if !started {
+		// A started member's name is set once it published itself: one
+		// that is not may still be the old container, or none.
+		if err := t.StopNode(ctx, name); err != nil {
+			return 0, fmt.Errorf("replacing %s: %w", name, err)
+		}
+		if err := t.WipeData(name); err != nil {
+			return 0, fmt.Errorf("replacing %s: %w", name, err)
+		}
+		// The replacement starts a fresh log; Recreate keeps the old
+		// member's.
+		if err := t.Recreate(ctx, name, t.memberCmd(name, "existing")); err != nil {
+			return 0, fmt.Errorf("replacing %s: %w", name, err)
+		}
+	}
+	return id, nil
+}
+
+// ReplaceableMembers implements nemesis.MemberReplacer: every member, when
+// there are others to remove it through.
+func (t *Target) ReplaceableMembers() []string {
+	if len(t.members) < 2 {
+		return nil
+	}
+	return t.members
+}
+
+// RemoveMember implements nemesis.MemberReplacer: name is removed through
+// the other members (etcd stops a removed member itself; the container is
+// killed in case it did not), and its data folder emptied.
+func (t *Target) RemoveMember(ctx context.Context, name string) (string, error) {
+	if !t.isMember(name) || len(t.members) < 2 {
+		return "", fmt.Errorf("%s is not a member another one can remove", name)
+	}
+	cli, err := t.othersClient(name)
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	// 10 s, not 30: while another fault keeps a member cut off or
+	// restarting, etcd refuses the removal, and a run's end waits for this
+	// start before it heals that fault.
+	id, err := t.removeFromCluster(ctx, cli, name, 10*time.Second)
+	if errors.Is(err, rpctypes.ErrUnhealthy) {
+		return "", fmt.Errorf("removing %s: %w: %w", name, nemesis.ErrRefusedNow, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("removing %s: %w", name, err)
+	}
+	if err := t.StopNode(ctx, name); err != nil {
+		return "", fmt.Errorf("removing %s: %w", name, err)
+	}
+	if err := t.WipeData(name); err != nil {
+		return "", fmt.Errorf("removing %s: %w", name, err)
+	}
+	return memberID(id), nil
+}
+
+// AddMember implements nemesis.MemberReplacer: name is added back as a new
+// member through the others and started on its empty data folder; it
+// returns once the new member has caught up with the others (it has a
+// leader and has applied all they had committed when it started), before
+// it serves clients. A member caught up keeps the cluster whole: another
+// member may go down beside it. It publishes itself and serves only up to
+// etcd's request timeout later (7 s with the default timings: its first
+// publish is lost while it installs the leader's snapshot), and every
+// member fault waited for that (etcd, 3 members: 6 s of a 30 s run);
+// SettleMembers waits for it at the heal.
+func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
+	if !t.isMember(name) || len(t.members) < 2 {
+		return "", fmt.Errorf("%s is not a member another one can add", name)
+	}
+	cli, err := t.othersClient(name)
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	id, err := t.addBack(ctx, cli, name)
+	if err != nil {
+		return "", err
+	}
+	if err := t.caughtUp(ctx, cli, name, 60*time.Second); err != nil {
+		return "", fmt.Errorf("adding %s back: %w", name, err)
+	}
+	return memberID(id), nil
+}
+
+// SettleMembers implements nemesis.MemberSettler: every member serves.
+func (t *Target) SettleMembers(ctx context.Context) error {
+	for _, m := range t.members {
+		if err := waitEtcdHealthy(ctx, t.memberURL(m), 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caughtUp waits, at most limit, until member name has a leader and has
+// applied every entry the others (through cli) had committed when the wait
+// began, as its metrics say: they are served from its start, its client
+// port only once it published itself.
+func (t *Target) caughtUp(ctx context.Context, cli *clientv3.Client, name string, limit time.Duration) error {
+	var committed uint64
+	err := retryFor(ctx, limit, func(ctx context.Context) error {
+		var last error
+		for _, m := range t.members {
+			if m == name {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := cli.Status(sctx, t.memberURL(m))
+			cancel()
+			if err != nil {
+				last = err
+				continue
+			}
+			committed = max(committed, st.RaftIndex)
+		}
+		if committed == 0 {
+			return fmt.Errorf("no other member gave its status: %w", last)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	addr, err := t.HostAddr(name, "metrics")
+	if err != nil {
+		return err
+	}
+	return retryFor(ctx, limit, func(ctx context.Context) error {
+		m, err := metrics(ctx, "http://"+addr, "etcd_server_has_leader", "etcd_server_proposals_applied_total")
+		switch {
+		case err != nil:
+			return err
+		case m["etcd_server_has_leader"] != 1:
+			return errors.New("it has no leader yet")
+		case m["etcd_server_proposals_applied_total"] < float64(committed):
+			return fmt.Errorf("it applied %.0f of the %d entries the others had committed", m["etcd_server_proposals_applied_total"], committed)
+		}
+		return nil
+	})
+}
+
+// memberID is an etcd member id as etcd's own tools print it.
+func memberID(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// peerURL is a member's peer URL as the other members reach it.
+func (t *Target) peerURL(name string) (string, error) {
+	addr, err := t.NetAddr(name, "peer")
+	if err != nil {
+		return "", err
+	}
+	return "http://" + addr, nil
+}
