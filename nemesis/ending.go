@@ -85,9 +85,10 @@ func (s *Scheduler) endOrKeep(main context.Context, id int64) {
 }
 
 // undoGrace is how long an undoing in progress may go on past the main
-// phase's end: an etcd member added back publishes itself some 7 s after
-// it was added (its first try is lost while it installs the snapshot). A
-// variable for the tests.
+// phase's end: one can take seconds on its own (a ZooKeeper member's JVM
+// started and synced, an etcd member catching up from a snapshot), and
+// given up, it is done again from its start at the heal. A variable for
+// the tests.
 var undoGrace = 10 * time.Second
 
 // errLeftToHeal is why an undoing was given up: undoGrace passed since the
@@ -116,7 +117,7 @@ func (s *Scheduler) end(ctx context.Context, id int64, keep bool) error {
 	if l.fault.Stop != nil {
 		err = l.fault.Stop(ctx)
 	}
-	if err != nil && context.Cause(ctx) == errLeftToHeal {
+	if err != nil && errors.Is(context.Cause(ctx), errLeftToHeal) {
 		err = fmt.Errorf("%w (%w)", errLeftToHeal, err)
 	}
 	if err != nil && keep {
