@@ -466,14 +466,9 @@ func (c *cutOffNode) StartNode(_ context.Context, n string, _ bool) error {
 func TestHealLiftsPartitionsBeforeItStartsNodes(t *testing.T) {
 	target := &cutOffNode{storeAndAdapter: storeAndAdapter{down: map[string]bool{}}}
 	s := NewScheduler(&Env{Target: target, TTL: time.Second}, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{restart{}, &partition{}})
-	ctx := context.Background()
-	forever := func() time.Duration { return time.Hour }
-	restarted, _ := s.start(ctx, restart{}, Plan{Nodes: []string{"n2"}, TakesOver: true, Outage: true}, forever, time.Time{})
-	cut, _ := s.start(ctx, &partition{}, Plan{Nodes: []string{"n1", "n2"}, Outage: true,
-		Params: &partitionParams{Mode: "one", Groups: [][]string{{"n1"}, {"n2"}}}}, forever, time.Time{})
-	require.Positive(t, restarted)
+	restarted, cut := restartThenCut(t, s)
 	require.Greater(t, cut, restarted, "the cut came after the restart")
-	require.NoError(t, s.Heal(ctx))
+	require.NoError(t, s.Heal(context.Background()))
 	assert.False(t, target.cut, "the cut is lifted")
 	assert.False(t, target.down["n2"], "the node runs again")
 }

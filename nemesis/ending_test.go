@@ -41,14 +41,21 @@ func endingBehindACut(t *testing.T) (*Scheduler, *stuckBehindACut, *bytes.Buffer
 	target := &stuckBehindACut{cutOffNode{storeAndAdapter: storeAndAdapter{down: map[string]bool{}}}}
 	var buf bytes.Buffer
 	s := NewScheduler(&Env{Target: target, TTL: time.Second}, history.NewRecorder(&buf), 1, []Nemesis{restart{}, &partition{}})
+	restarted, cut := restartThenCut(t, s)
+	require.Greater(t, cut, restarted, "the cut came after the restart")
+	return s, target, &buf, restarted
+}
+
+// restartThenCut starts, through s, a restart of n2 and then a partition
+// of n1 from n2, both for an hour; it returns their ids.
+func restartThenCut(t *testing.T, s *Scheduler) (restarted, cut int64) {
 	ctx := context.Background()
 	forever := func() time.Duration { return time.Hour }
-	restarted, _ := s.start(ctx, restart{}, Plan{Nodes: []string{"n2"}, TakesOver: true, Outage: true}, forever, time.Time{})
-	cut, _ := s.start(ctx, &partition{}, Plan{Nodes: []string{"n1", "n2"}, Outage: true,
+	restarted, _ = s.start(ctx, restart{}, Plan{Nodes: []string{"n2"}, TakesOver: true, Outage: true}, forever, time.Time{})
+	cut, _ = s.start(ctx, &partition{}, Plan{Nodes: []string{"n1", "n2"}, Outage: true,
 		Params: &partitionParams{Mode: "one", Groups: [][]string{{"n1"}, {"n2"}}}}, forever, time.Time{})
 	require.Positive(t, restarted)
-	require.Positive(t, cut)
-	return s, target, &buf, restarted
+	return restarted, cut
 }
 
 func withUndoGrace(t *testing.T, d time.Duration) {
