@@ -155,6 +155,7 @@ func (r *Result) gate(damage int, silent []string) {
 			}
 			why = append(why, msg)
 		}
+		r.Notes = append(r.Notes, untried(run, r.Nemeses)...)
 		switch {
 		case run.CutShort && run.Complete:
 			why = append(why, "the run was cut short (interrupted: its main phase ended early)")
@@ -204,6 +205,36 @@ func (r *Result) gate(damage int, silent []string) {
 	case r.Verdict == checkers.Invalid:
 		r.Reason += " (a violation is a violation, although " + strings.Join(why, "; ") + ")"
 	}
+}
+
+// untried notes the nemeses of the run that neither took effect nor failed,
+// where the request did not name them ("all": it need not take effect, and
+// the verdict stands, but the reader is told): a member replacement that
+// the cluster declined each time while other faults kept its quorum away
+// was otherwise missing from every report.
+func untried(run *RunRecord, nemeses map[string]NemesisCount) []string {
+	named := namedNemeses(run.Requested)
+	var out []string
+	for _, n := range run.Nemeses {
+		if c := nemeses[n]; slices.Contains(named, n) || c.Started > 0 || c.Failed > 0 {
+			continue
+		}
+		msg := fmt.Sprintf("nemesis %s never took effect in this run: ", n)
+		if w := run.Waited[n]; w > 0 {
+			msg += fmt.Sprintf("%s found every node it could act on held by another fault, and any other the target declined then (a change it could not make safely)", tries(w))
+		} else {
+			msg += "the target declined every try (a change it could not make safely then), or none came in the run's time"
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+func tries(n int) string {
+	if n == 1 {
+		return "1 try"
+	}
+	return fmt.Sprintf("%d tries", n)
 }
 
 // pausedHolders says whether the pause nemesis paused lock holders (a node

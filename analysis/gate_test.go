@@ -84,6 +84,17 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
 		assert.Contains(t, rep.Notes, "nemesis clock not applicable: etcd reads the vDSO")
 	})
+	t.Run(`"all": a nemesis that never took effect nor failed is noted, the verdict stands`, func(t *testing.T) {
+		b := start(busyHistory(), "all", []string{"pause", "member-replace", "clock"}, nil).Fault("pause", "n1", 200, 300)
+		b.Run(history.RunEnd, 1000, map[string]any{"complete": true, "waited": map[string]int{"member-replace": 25}})
+		rep := gated(t, b)
+		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
+		assert.Contains(t, rep.Notes, "nemesis member-replace never took effect in this run: 25 tries found every node it could act on held by another fault, and any other the target declined then (a change it could not make safely)")
+		assert.Contains(t, rep.Notes, "nemesis clock never took effect in this run: the target declined every try (a change it could not make safely then), or none came in the run's time")
+		for _, n := range rep.Notes {
+			assert.NotContains(t, n, "nemesis pause never", "pause took effect")
+		}
+	})
 	t.Run("no end event: the run did not finish", func(t *testing.T) {
 		rep := gated(t, start(busyHistory(), "none", nil, nil))
 		assert.Equal(t, checkers.Unknown, rep.Verdict)
