@@ -65,6 +65,14 @@ func TestAPartitionFollowsTheNodesProcess(t *testing.T) {
 	assert.NoError(t, err, "its process had died: the engine is asked again until it sees so")
 	assert.Equal(t, 3, asked)
 
+	// Gone as this machine sees it, the engine still calling it running
+	// past deathLag (under load): stopped, its rules went with it.
+	began := time.Now()
+	err = onTheNodesProcess(running(10, "a"), apply(map[int]bool{10: true}),
+		func() (*container.State, error) { return running(10, "a"), nil }, func(pid int) bool { return pid == 10 })
+	assert.NoError(t, err, "its process is gone, whatever the engine says")
+	assert.GreaterOrEqual(t, time.Since(began), deathLag, "the engine was given deathLag to see it")
+
 	pid := 10
 	err = onTheNodesProcess(running(pid, "a"), apply(map[int]bool{10: true, 11: true, 12: true, 13: true}),
 		func() (*container.State, error) { pid++; return running(pid, "x"), nil }, stillThere)

@@ -64,7 +64,8 @@ var errStillListed = errors.New("removed, still in the member list")
 // membership changes while it cannot prove quorum is safe ("unhealthy
 // cluster": e.g. a peer reconnected less than 5 s ago), so the step is
 // retried for a while. A retried step whose first reply was lost finds its
-// work done: that counts as success.
+// work done: that counts as success. On an error, the id is that of a
+// removal etcd answered (then done) or 0.
 func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, name string, limit time.Duration) (uint64, error) {
 	peer, err := t.peerURL(name)
 	if err != nil {
@@ -88,7 +89,7 @@ func (t *Target) removeFromCluster(ctx context.Context, cli *clientv3.Client, na
 		return errStillListed
 	})
 	if err != nil {
-		return 0, fmt.Errorf("member remove: %w", err)
+		return removed, fmt.Errorf("member remove: %w", err)
 	}
 	return removed, nil
 }
@@ -168,7 +169,8 @@ func (t *Target) RemoveMember(ctx context.Context, name string) (string, error) 
 	// restarting, etcd refuses the removal, and a run's end waits for this
 	// start before it heals that fault.
 	id, err := t.removeFromCluster(ctx, cli, name, 10*time.Second)
-	if refusedNow(err) {
+	// A removal etcd answered (id set) happened, whatever timed out after.
+	if id == 0 && refusedNow(err) {
 		return "", fmt.Errorf("removing %s: %w: %w", name, nemesis.ErrRefusedNow, err)
 	}
 	if err != nil {
