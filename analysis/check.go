@@ -130,14 +130,18 @@ func (r *Result) gate(damage int, silent []string) {
 	case min == 0 && r.Counts.Definite < DefaultMinOps:
 		r.Notes = append(r.Notes, fmt.Sprintf("a small history: only %d operations ended ok or fail, judged with no minimum (--min-ops 0; the default asks for at least %d)", r.Counts.Definite, DefaultMinOps))
 	}
+	var named []string
+	if r.Run != nil {
+		named = namedNemeses(r.Run.Requested)
+	}
 	if run := r.Run; run != nil {
-		if slices.Contains(namedNemeses(run.Requested), nemesis.Pause) && r.pausedHolders() && r.LateWrites.Total == 0 {
+		if slices.Contains(named, nemesis.Pause) && r.pausedHolders() && r.LateWrites.Total == 0 {
 			// Like a fault that never took effect, measured from the other
 			// side: holders were paused, but none woke with an expired
 			// lease and wrote.
 			why = append(why, "nemesis pause was requested but never produced the scenario it is for: no holder wrote after another client had been granted a newer token for its lock (no late write by an expired holder)")
 		}
-		for _, n := range namedNemeses(run.Requested) {
+		for _, n := range named {
 			if reason, ok := run.NotApplicable[n]; ok {
 				why = append(why, fmt.Sprintf("nemesis %s was requested but cannot act on this target: %s", n, reason))
 				continue
@@ -155,7 +159,7 @@ func (r *Result) gate(damage int, silent []string) {
 			}
 			why = append(why, msg)
 		}
-		r.Notes = append(r.Notes, untried(run, r.Nemeses)...)
+		r.Notes = append(r.Notes, untried(run, r.Nemeses, named)...)
 		switch {
 		case run.CutShort && run.Complete:
 			why = append(why, "the run was cut short (interrupted: its main phase ended early)")
@@ -178,10 +182,6 @@ func (r *Result) gate(damage int, silent []string) {
 	why = append(why, silent...)
 	if r.Settings.RequireCoverage {
 		why = append(why, r.Coverage.gateReasons()...)
-	}
-	var named []string
-	if r.Run != nil {
-		named = namedNemeses(r.Run.Requested)
 	}
 	why = append(why, failedModes(r.Nemeses, named)...)
 	why = append(why, unendedFaults(r.Nemeses)...)
@@ -208,12 +208,11 @@ func (r *Result) gate(damage int, silent []string) {
 }
 
 // untried notes the nemeses of the run that neither took effect nor failed,
-// where the request did not name them ("all": it need not take effect, and
+// where the request did not name them (named) ("all": it need not take effect, and
 // the verdict stands, but the reader is told): a member replacement that
 // the cluster declined each time while other faults kept its quorum away
 // was otherwise missing from every report.
-func untried(run *RunRecord, nemeses map[string]NemesisCount) []string {
-	named := namedNemeses(run.Requested)
+func untried(run *RunRecord, nemeses map[string]NemesisCount, named []string) []string {
 	var out []string
 	for _, n := range run.Nemeses {
 		if c := nemeses[n]; slices.Contains(named, n) || c.Started > 0 || c.Failed > 0 {
@@ -221,20 +220,13 @@ func untried(run *RunRecord, nemeses map[string]NemesisCount) []string {
 		}
 		msg := fmt.Sprintf("nemesis %s never took effect in this run: ", n)
 		if w := run.Waited[n]; w > 0 {
-			msg += fmt.Sprintf("%s found every node it could act on held by another fault, and any other the target declined then (a change it could not make safely)", tries(w))
+			msg += fmt.Sprintf("it found every node it could act on held by another fault (%s), and the target declined any other try (a change it could not make safely then)", times(w))
 		} else {
 			msg += "the target declined every try (a change it could not make safely then), or none came in the run's time"
 		}
 		out = append(out, msg)
 	}
 	return out
-}
-
-func tries(n int) string {
-	if n == 1 {
-		return "1 try"
-	}
-	return fmt.Sprintf("%d tries", n)
 }
 
 // pausedHolders says whether the pause nemesis paused lock holders (a node

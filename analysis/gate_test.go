@@ -89,7 +89,7 @@ func TestGateReadsTheRunFromTheHistory(t *testing.T) {
 		b.Run(history.RunEnd, 1000, map[string]any{"complete": true, "waited": map[string]int{"member-replace": 25}})
 		rep := gated(t, b)
 		assert.Equal(t, checkers.Valid, rep.Verdict, rep.Reason)
-		assert.Contains(t, rep.Notes, "nemesis member-replace never took effect in this run: 25 tries found every node it could act on held by another fault, and any other the target declined then (a change it could not make safely)")
+		assert.Contains(t, rep.Notes, "nemesis member-replace never took effect in this run: it found every node it could act on held by another fault (25 times), and the target declined any other try (a change it could not make safely then)")
 		assert.Contains(t, rep.Notes, "nemesis clock never took effect in this run: the target declined every try (a change it could not make safely then), or none came in the run's time")
 		for _, n := range rep.Notes {
 			assert.NotContains(t, n, "nemesis pause never", "pause took effect")

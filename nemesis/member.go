@@ -15,8 +15,11 @@ import (
 // folder; AddMember adds it back as a new member and starts it on the empty
 // folder, returning once it has caught up with the others (it may serve
 // clients only later: MemberSettler).
-// RemoveMember that the cluster refused, with nothing changed (a cluster
-// that cannot prove the change safe now), wraps ErrRefusedNow.
+// RemoveMember that the cluster declined now wraps ErrRefusedNow: refused
+// with nothing changed (a cluster that cannot prove the change safe now),
+// or not committed in time while other faults keep its quorum away (it may
+// still commit once they end: the member stays marked, and the heal's
+// AddMember adds it back if it is out).
 // AddMember of a member already back only waits for it to serve. Each says
 // the member's id as the cluster names it (the one removed, the new one),
 // for the history. ReplaceableMembers are the members either may name: a
