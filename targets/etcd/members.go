@@ -242,14 +242,55 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 	return memberID(id), nil
 }
 
-// SettleMembers implements nemesis.MemberSettler: every member serves.
+// SettleMembers implements nemesis.MemberSettler: every member serves. A
+// member that does not serve and is out of the others' member list is added
+// back first: a removal the cluster declined at the time (not committed
+// within its 10 s while other faults kept the quorum away) can commit once
+// the heal lifts those faults, after the heal's AddMember found the member
+// still in; etcd then stops the member itself, and waiting for it to serve
+// left the cluster one member short (make check, stop 51).
 func (t *Target) SettleMembers(ctx context.Context) error {
 	for _, m := range t.members {
-		if err := waitEtcdHealthy(ctx, t.memberURL(m), 60*time.Second); err != nil {
-			return err
+		deadline := time.Now().Add(60 * time.Second)
+		var membership error
+		for {
+			err := waitEtcdHealthy(ctx, t.memberURL(m), 5*time.Second)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s does not serve: %w (its membership: %v)", m, err, membership)
+			}
+			// The others may be settling too: a failed look is retried.
+			membership = t.addBackIfOut(ctx, m)
 		}
 	}
 	return nil
+}
+
+// addBackIfOut adds name back, started anew, when the others' member list
+// no longer has it.
+func (t *Target) addBackIfOut(ctx context.Context, name string) error {
+	cli, err := t.othersClient(name)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	peer, err := t.peerURL(name)
+	if err != nil {
+		return err
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	list, err := cli.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if findMember(list.Members, name, peer) != nil {
+		return nil
+	}
+	_, err = t.addBack(ctx, cli, name)
+	return err
 }
 
 // caughtUp waits, at most limit, until member name has a leader and has

@@ -250,6 +250,18 @@ func TestCluster(t *testing.T) {
 		again, err := tg.AddMember(ctx, leader)
 		require.NoError(t, err, "adding a member that is back only waits for it")
 		assert.Equal(t, added, again)
+
+		// A removal declined at the time that commits after the heal's
+		// AddMember found the member in: the member stops itself, and
+		// SettleMembers adds it back rather than wait for it.
+		_, err = tg.removeFromCluster(ctx, others, leader, 30*time.Second)
+		require.NoError(t, err)
+		assert.Eventually(t, func() bool { return etcdHealth(ctx, hc, tg.memberURL(leader)) != nil }, 20*time.Second,
+			200*time.Millisecond, "a removed member stops serving")
+		require.NoError(t, tg.SettleMembers(ctx))
+		members = list()
+		assert.Len(t, members, 3, "SettleMembers brought the cluster back to its size: %v", members)
+		assert.NotEqual(t, added, memberID(members[leader]), "as a new member")
 	})
 
 	// etcd is a static Go program: its clock reads never reach libc, and
