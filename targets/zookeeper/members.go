@@ -174,18 +174,44 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 		return fail(err)
 	}
 	defer conn.Close()
+	// Twice at most: a removal refused at the time that commits later (once
+	// the heal lifted the faults that kept its quorum away) takes the
+	// server out while this waits for it; it is then added anew.
+	for again := true; ; again = false {
+		err := t.addOrStart(ctx, conn, name, id)
+		if err == nil {
+			break
+		}
+		if !again || !errors.Is(err, errRemovedMeanwhile) {
+			return fail(err)
+		}
+	}
+	if err := t.waitServing(ctx, name, time.Minute); err != nil {
+		return fail(err)
+	}
+	return strconv.Itoa(id), nil
+}
+
+// errRemovedMeanwhile: the leader's membership no longer lists the server
+// AddMember waits for.
+var errRemovedMeanwhile = errors.New("the membership no longer lists it (a removal committed meanwhile)")
+
+// addOrStart adds server id (name) as a new member if the membership does
+// not list it, or starts it if it is listed, then waits until every server
+// lists it.
+func (t *Target) addOrStart(ctx context.Context, conn *zk.Conn, name string, id int) error {
 	var current membership
 	if err := retry(ctx, 30*time.Second, func() (err error) { current, err = readMembership(ctx, conn); return err }); err != nil {
-		return fail(err)
+		return err
 	}
 	if !current.has(id) {
 		addr, err := t.NetAddr(name, "quorum")
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		line := serverLine(id, addr)
 		if err := t.startJoiner(ctx, name, current, line); err != nil {
-			return fail(err)
+			return err
 		}
 		// The joiner must be connected and in sync before ZooKeeper takes
 		// it (new config no quorum until then): retried for a minute, the
@@ -194,20 +220,23 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 		err = t.reconfigure(ctx, conn, time.Minute, func(m membership) bool { return m.has(id) },
 			func() error { _, err := conn.IncrementalReconfig([]string{line}, nil, -1); return err })
 		if err != nil {
-			return fail(err)
+			return err
 		}
 	} else if err := t.Cluster.StartNode(ctx, name, false); err != nil {
-		return fail(err)
+		return err
 	}
-	for _, n := range t.servers {
-		if err := t.waitListed(ctx, n, id, true, time.Minute); err != nil {
-			return fail(err)
+	return retry(ctx, time.Minute, func() error {
+		if m, err := readMembership(ctx, conn); err == nil && !m.has(id) {
+			return stopRetry{errRemovedMeanwhile}
 		}
-	}
-	if err := t.waitServing(ctx, name, time.Minute); err != nil {
-		return fail(err)
-	}
-	return strconv.Itoa(id), nil
+		for _, n := range t.servers {
+			// One look each (limit 0); the loop around retries.
+			if err := t.waitListed(ctx, n, id, true, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // startJoiner kills the server if it runs, empties its data folder, writes

@@ -160,4 +160,23 @@ func TestMemberReplace(t *testing.T) {
 	running, err := tg.Runtime().State(ctx, target)
 	require.NoError(t, err)
 	assert.True(t, running.Running, "a refused removal leaves the member running")
+
+	// A removal refused at the time can commit later, once the faults that
+	// kept its quorum away end, after the heal's AddMember found the server
+	// listed: here it lands while AddMember waits for the server's JVM to
+	// start. AddMember then adds it anew (it waited a minute and failed).
+	require.NoError(t, tg.KillNode(ctx, victim))
+	admin, err := tg.adminSession(ctx, victim, 10*time.Second)
+	require.NoError(t, err)
+	defer admin.Close()
+	done := make(chan error, 1)
+	go func() { _, err := tg.AddMember(ctx, victim); done <- err }()
+	time.Sleep(time.Second)
+	require.NoError(t, tg.reconfigure(ctx, admin, 30*time.Second, func(m membership) bool { return !m.has(id) },
+		func() error { _, err := admin.IncrementalReconfig(nil, []string{fmt.Sprint(id)}, -1); return err }))
+	require.NoError(t, <-done, "AddMember adds back a server removed while it waited")
+	for _, n := range tg.servers {
+		m := viewOf(t, tg, n)
+		assert.True(t, m.has(id), "%s's membership lists %s again: %v", n, victim, m.lines())
+	}
 }
