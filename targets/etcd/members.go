@@ -242,55 +242,84 @@ func (t *Target) AddMember(ctx context.Context, name string) (string, error) {
 	return memberID(id), nil
 }
 
-// SettleMembers implements nemesis.MemberSettler: every member serves. A
-// member that does not serve and is out of the others' member list is added
-// back first: a removal the cluster declined at the time (not committed
-// within its 10 s while other faults kept the quorum away) can commit once
-// the heal lifts those faults, after the heal's AddMember found the member
-// still in; etcd then stops the member itself, and waiting for it to serve
-// left the cluster one member short (make check, stop 51).
+// SettleMembers implements nemesis.MemberSettler: every member serves and
+// is in the member list. A removal the cluster declined at the time (not
+// committed within its 10 s while other faults kept the quorum away) can
+// commit once the heal lifts those faults, after the heal's AddMember found
+// the member still in; etcd then stops the member itself, and waiting for
+// it to serve left the cluster one member short (make check, stop 51). A
+// member that does not serve and is out of the others' list is added back
+// anew. Once every member serves, such a removal has committed or never
+// will (a member serves only through a leader that committed an entry of
+// its own term, and every entry before it), so the list, read
+// linearizably, then says whether one took a member out after its check.
 func (t *Target) SettleMembers(ctx context.Context) error {
-	for _, m := range t.members {
-		deadline := time.Now().Add(60 * time.Second)
-		var membership error
-		for {
-			err := waitEtcdHealthy(ctx, t.memberURL(m), 5*time.Second)
-			if err == nil {
-				break
+	for round := 0; round < 3; round++ {
+		for _, m := range t.members {
+			if err := t.serveOrAddBack(ctx, m); err != nil {
+				return err
 			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("%s does not serve: %w (its membership: %v)", m, err, membership)
+		}
+		added := false
+		for _, m := range t.members {
+			var a bool
+			err := retryFor(ctx, 30*time.Second, func(context.Context) (err error) {
+				a, err = t.addBackIfOut(ctx, m)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("settling %s: %w", m, err)
 			}
-			// The others may be settling too: a failed look is retried.
-			membership = t.addBackIfOut(ctx, m)
+			added = added || a
+		}
+		if !added {
+			return nil
 		}
 	}
-	return nil
+	return errors.New("the membership kept changing: a member was added back three times")
+}
+
+// serveOrAddBack waits, at most a minute, until member m serves, adding it
+// back when the others' list no longer has it.
+func (t *Target) serveOrAddBack(ctx context.Context, m string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	var membership error
+	for {
+		err := waitEtcdHealthy(ctx, t.memberURL(m), 5*time.Second)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s does not serve: %w (its membership: %v)", m, err, membership)
+		}
+		// The others may be settling too: a failed look is retried.
+		_, membership = t.addBackIfOut(ctx, m)
+	}
 }
 
 // addBackIfOut adds name back, started anew, when the others' member list
-// no longer has it.
-func (t *Target) addBackIfOut(ctx context.Context, name string) error {
+// no longer has it, and says whether it did.
+func (t *Target) addBackIfOut(ctx context.Context, name string) (bool, error) {
 	cli, err := t.othersClient(name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer cli.Close()
 	peer, err := t.peerURL(name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	list, err := cli.MemberList(lctx)
 	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if findMember(list.Members, name, peer) != nil {
-		return nil
+		return false, nil
 	}
 	_, err = t.addBack(ctx, cli, name)
-	return err
+	return err == nil, err
 }
 
 // caughtUp waits, at most limit, until member name has a leader and has
