@@ -58,6 +58,7 @@ func (r *Runtime) SetDup(ctx context.Context, node string, l Loss) error {
 
 func (r *Runtime) setShare(ctx context.Context, sh share, node string, l Loss) error {
 	l = Loss{Peers: sortedIPs(l.Peers), Percent: l.Percent}
+	defer r.lockRules(node)()
 	r.mu.Lock()
 	m := sh.state(r)
 	if *m == nil {
@@ -109,6 +110,7 @@ func (r *Runtime) healShareAll(ctx context.Context, sh share) error {
 
 // reapplyShares puts node's loss and duplication back (its start).
 func (r *Runtime) reapplyShares(ctx context.Context, node string) error {
+	defer r.lockRules(node)()
 	for _, sh := range []share{lossShare, dupShare} {
 		if l := r.shareOf(sh, node); !l.empty() {
 			if err := r.applyShare(ctx, sh, node, l); err != nil {

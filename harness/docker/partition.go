@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -59,6 +60,7 @@ func (r *Runtime) Partition(ctx context.Context, node string, peerIPs []string) 
 // because a stopped container's namespace and its rules are gone.
 func (r *Runtime) SetCut(ctx context.Context, node string, c Cut) error {
 	c = Cut{Both: sortedIPs(c.Both), To: sortedIPs(c.To)}
+	defer r.lockRules(node)()
 	r.mu.Lock()
 	if r.blocked == nil {
 		r.blocked = map[string]Cut{}
@@ -79,6 +81,7 @@ func sortedIPs(ips []string) []string {
 
 // Heal removes node's partition rules (flushes our chain in its namespace).
 func (r *Runtime) Heal(ctx context.Context, node string) error {
+	defer r.lockRules(node)()
 	r.mu.Lock()
 	delete(r.blocked, node)
 	r.mu.Unlock()
@@ -115,13 +118,41 @@ func (r *Runtime) CutOf(node string) Cut {
 	return Cut{Both: slices.Clone(c.Both), To: slices.Clone(c.To)}
 }
 
+// lockRules locks node's rule changes until the returned func is called. A
+// change and a start's re-apply each read what the node should drop and put
+// it in under it, so the last one puts in what is current: a partition
+// healed while its node started again was put back into the new namespace
+// by the start, which had read the cut just before the heal (etcd, random
+// all: a member cut off for 25 s with no fault on it, until a member
+// replacement recreated it).
+func (r *Runtime) lockRules(node string) func() {
+	r.mu.Lock()
+	if r.rulesMu == nil {
+		r.rulesMu = map[string]*sync.Mutex{}
+	}
+	m := r.rulesMu[node]
+	if m == nil {
+		m = &sync.Mutex{}
+		r.rulesMu[node] = m
+	}
+	r.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
 func (r *Runtime) reapplyPartition(ctx context.Context, node string) error {
+	defer r.lockRules(node)()
 	c := r.CutOf(node)
 	if c.empty() {
 		return nil
 	}
+	cutRead(node)
 	return r.applyPartition(ctx, node, c)
 }
+
+// cutRead is called between a start's read of the node's cut and its
+// putting it in (a test widens the window there).
+var cutRead = func(node string) {}
 
 // applyPartition sets node's cut to exactly c, from this machine or
 // through a helper (faultpath.go). A node that is not running has no

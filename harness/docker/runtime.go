@@ -90,6 +90,10 @@ type Runtime struct {
 	// start (redis under all: power-loss's stop failed, the node held to
 	// the end of the run).
 	delayMu sync.Mutex
+	// rulesMu makes one change of a node's cut, loss or duplication at a
+	// time, each reading what the node should drop as it puts it in
+	// (lockRules).
+	rulesMu map[string]*sync.Mutex
 	clocks  map[string]*nodeClock // node -> its clock offset (re-applied at Start)
 	frozen  map[string]freezer    // node -> its freezer, frozen from this machine (freeze.go)
 	// paths is the way each kind of fault reaches the containers
