@@ -122,7 +122,7 @@ func (r *Runtime) CutOf(node string) Cut {
 // change and a start's re-apply each read what the node should drop and put
 // it in under it, so the last one puts in what is current: a partition
 // healed while its node started again was put back into the new namespace
-// by the start, which had read the cut just before the heal (etcd, random
+// by the start, which had read the cut just before the heal (etcd under
 // all: a member cut off for 25 s with no fault on it, until a member
 // replacement recreated it).
 func (r *Runtime) lockRules(node string) func() {

@@ -217,7 +217,7 @@ func TestContainerLifecycleAndFaults(t *testing.T) {
 	// A heal that comes as the node starts again, after the start read the
 	// cut and before it put it back, leaves no rule behind: the start puts
 	// back what it read, and without one change at a time a partition
-	// healed then stayed in the new namespace (etcd, random all: a member
+	// healed then stayed in the new namespace (etcd under all: a member
 	// cut off for 25 s with no fault on it).
 	read := make(chan struct{}, 1)
 	restore := docker.OnCutRead(func(string) { read <- struct{}{}; time.Sleep(300 * time.Millisecond) })
