@@ -280,9 +280,18 @@ func (t *Target) SettleMembers(ctx context.Context) error {
 }
 
 // serveOrAddBack waits, at most a minute, until member m serves, adding it
-// back when the others' list no longer has it.
+// back when the others' list no longer has it. A member in the list that
+// has not served for restartUnserving is started again with its data, once:
+// etcd opens its client port only once it has published itself through
+// raft, and make check twice saw a member in the list, its metrics
+// answering, its client port closed for the whole minute of the heal
+// (the stall of docs/systems.md#membership-changes-member-replace: a
+// member whose publish fails retries it without end); started again, it
+// publishes from what it applied.
 func (t *Target) serveOrAddBack(ctx context.Context, m string) error {
-	deadline := time.Now().Add(60 * time.Second)
+	begin := time.Now()
+	deadline := begin.Add(60 * time.Second)
+	restarted := false
 	var membership error
 	for {
 		err := waitEtcdHealthy(ctx, t.memberURL(m), 5*time.Second)
@@ -290,12 +299,30 @@ func (t *Target) serveOrAddBack(ctx context.Context, m string) error {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s does not serve: %w (its membership: %v)", m, err, membership)
+			return fmt.Errorf("%s does not serve: %w (its membership: %v; started again: %v)", m, err, membership, restarted)
 		}
 		// The others may be settling too: a failed look is retried.
-		_, membership = t.addBackIfOut(ctx, m)
+		var added bool
+		added, membership = t.addBackIfOut(ctx, m)
+		if added {
+			begin = time.Now()
+		}
+		if !added && membership == nil && !restarted && time.Since(begin) > restartUnserving {
+			restarted = true
+			if err := t.KillNode(ctx, m); err != nil {
+				return fmt.Errorf("%s does not serve, and stopping it to start it again: %w", m, err)
+			}
+			if err := t.StartNode(ctx, m, false); err != nil {
+				return fmt.Errorf("%s does not serve, and starting it again: %w", m, err)
+			}
+		}
 	}
 }
+
+// restartUnserving is how long a member in the list may go without serving
+// at the heal before it is started again (a member that published serves
+// within etcd's request timeout, 7 s, of its start).
+const restartUnserving = 20 * time.Second
 
 // addBackIfOut adds name back, started anew, when the others' member list
 // no longer has it, and says whether it did.

@@ -262,6 +262,15 @@ func TestCluster(t *testing.T) {
 		members = list()
 		assert.Len(t, members, 3, "SettleMembers brought the cluster back to its size: %v", members)
 		assert.NotEqual(t, added, memberID(members[leader]), "as a new member")
+
+		// A member in the list that does not serve (here frozen) is started
+		// again with its data once it has not served for restartUnserving.
+		require.NoError(t, tg.PauseNode(ctx, leader))
+		begin = time.Now()
+		require.NoError(t, tg.SettleMembers(ctx), "a member that does not serve is started again")
+		t.Logf("SettleMembers started a frozen member again in %.1fs", time.Since(begin).Seconds())
+		assert.GreaterOrEqual(t, time.Since(begin), restartUnserving)
+		assert.Len(t, list(), 3, "the same members")
 	})
 
 	// etcd is a static Go program: its clock reads never reach libc, and
