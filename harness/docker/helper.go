@@ -84,18 +84,7 @@ func (r *Runtime) helperFor(ctx context.Context, kind, node string, c *Container
 	key := kind + "\x00" + node
 	// One start at a time per node and kind: two helpers in one namespace
 	// would undo each other.
-	r.mu.Lock()
-	if r.helperStarts == nil {
-		r.helperStarts = map[string]*sync.Mutex{}
-	}
-	start := r.helperStarts[key]
-	if start == nil {
-		start = &sync.Mutex{}
-		r.helperStarts[key] = start
-	}
-	r.mu.Unlock()
-	start.Lock()
-	defer start.Unlock()
+	defer r.lockKey(&r.helperStarts, key)()
 	r.mu.Lock()
 	h := r.helpers[key]
 	if h != nil && (h.target != c.ID || h.started != started || h.isBroken()) {

@@ -125,15 +125,19 @@ func (r *Runtime) CutOf(node string) Cut {
 // by the start, which had read the cut just before the heal (etcd under
 // all: a member cut off for 25 s with no fault on it, until a member
 // replacement recreated it).
-func (r *Runtime) lockRules(node string) func() {
+func (r *Runtime) lockRules(node string) func() { return r.lockKey(&r.rulesMu, node) }
+
+// lockKey locks key's mutex in locks (made on first use) until the
+// returned func is called.
+func (r *Runtime) lockKey(locks *map[string]*sync.Mutex, key string) func() {
 	r.mu.Lock()
-	if r.rulesMu == nil {
-		r.rulesMu = map[string]*sync.Mutex{}
+	if *locks == nil {
+		*locks = map[string]*sync.Mutex{}
 	}
-	m := r.rulesMu[node]
+	m := (*locks)[key]
 	if m == nil {
 		m = &sync.Mutex{}
-		r.rulesMu[node] = m
+		(*locks)[key] = m
 	}
 	r.mu.Unlock()
 	m.Lock()
