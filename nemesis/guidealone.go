@@ -53,7 +53,8 @@ func (s *Scheduler) notDeferred(conducted []Nemesis, deferAlone bool) []Nemesis 
 
 // aloneTurn gives n (which starts alone) its first turn, before a fault
 // phase, and waits until its fault ended, meanwhile drawing the faults
-// that keep the cluster whole (keepsWhole: free says which) toward their
+// that keep the cluster whole (keepsWhole: free says which; and the
+// clients' nemeses' aims at stateless nodes: statelessOnly) toward their
 // situations; false when ctx ended first.
 func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, calmBefore time.Duration, conducted []Nemesis, launch func(aim, time.Time)) bool {
 	pl := s.guide.lengths
@@ -84,7 +85,10 @@ func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, ca
 		if held == nil {
 			continue
 		}
-		if b, ok := nextFault(s.Env, s.aimCoverage(), s.free(conducted), nil, s.tried(), rng); ok && b.nodes != nil {
+		if b, ok := nextFault(s.Env, s.aimCoverage(), s.free(conducted), s.aimOnly(conducted), s.tried(), rng); ok && b.nodes != nil {
+			if !slices.Contains(conducted, b.nemesis) && !statelessOnly(s.Env, b.nodes) {
+				continue
+			}
 			b.nodes = maps.Clone(b.nodes)
 			for _, node := range held {
 				delete(b.nodes, node)
@@ -96,14 +100,36 @@ func (s *Scheduler) aloneTurn(ctx context.Context, rng *rand.Rand, n Nemesis, ca
 	}
 }
 
+// statelessOnly says whether every one of nodes keeps no state (an adapter
+// the writes go through): a fault there leaves the cluster whole. Beside a
+// member replacement, the freeze of an adapter aimed at a write overtaken
+// (pause, a clients' nemesis: aimOnly) goes on; the newer write needs only
+// a quorum, which the replacement keeps. Held back with the other outages,
+// its turns came after the replacement, among crashes of the members: etcd
+// (3 members, seed 1), a freeze from 23.5 s held its write 6 s while a
+// power loss and a restart of two members left no quorum from 24.9 to
+// 25.9 s, and nothing overtook it (write-overtaken: 2 in three runs).
+func statelessOnly(env *Env, nodes map[string]bool) bool {
+	stateless := map[string]bool{}
+	for _, n := range nodesOf(env) {
+		stateless[n.Name] = n.Stateless
+	}
+	for n := range nodes {
+		if !stateless[n] {
+			return false
+		}
+	}
+	return len(nodes) > 0
+}
+
 // Alone is a nemesis whose fault needs the rest of the system whole, from
 // its start to its end (a member replacement: etcd refuses to remove a
 // member while another is cut off or down, and the new one catches up
 // from the others), and otherwise holds a phase for many seconds (etcd, 3
 // members: 19 s, most of it retrying the removal, which kept the run's
 // only long calm phase from coming). The guided schedule starts it when
-// no other fault on a node is live, and none while it is (but clock steps:
-// keepsWhole).
+// no other fault on a node is live, and none while it is (but clock steps,
+// keepsWhole, and freezes of stateless nodes, statelessOnly).
 type Alone interface{ StartsAlone() bool }
 
 func alone(n Nemesis) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -200,4 +201,42 @@ func TestAnAloneNemesisGoesFirstWhereTheClusterNeedsNoSettling(t *testing.T) {
 	assert.Contains(t, first.Why, "first turn, alone")
 	require.NotEmpty(t, sched.Calm)
 	assert.Less(t, first.Start-sched.Calm[0].End(), 100*time.Millisecond, "right after the opening")
+}
+
+// Beside a nemesis that starts alone, the freeze of an adapter aimed at a
+// write overtaken goes on too (pause draws on its own otherwise: aimOnly):
+// the members stay up and connected, and the newer write needs only their
+// quorum. A clients' nemesis aimed at a node keeping state would not.
+func TestAFreezeOfAnAdapterGoesOnBesideAnAloneNemesis(t *testing.T) {
+	cov := func() map[string]int {
+		return atTarget(map[string]int{"write-overtaken": 0, "issuer-restart-regrant": 0})
+	}
+	freezes := 0
+	for seed := range uint64(4) {
+		env := &Env{Target: twoAdapters{}, Coverage: cov}
+		solo := slowSolo{}
+		conducted := []Nemesis{restart{}, clock{}, solo}
+		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, append(slices.Clone(conducted), &pause{}))
+		s.Guide()
+		s.Counts[Restart].Started, s.Counts[Clock].Started = 1, 1
+		s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
+		var launched []aim
+		launch := func(a aim, _ time.Time) {
+			launched = append(launched, a)
+			s.guide.starting(a.nemesis.Name(), true) // as conductOne would hold it
+		}
+		require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(seed, 1)), solo, 8*time.Second, conducted, launch))
+		require.NoError(t, s.Heal(context.Background()))
+		for _, a := range launched {
+			require.Equal(t, Pause, a.nemesis.Name(), "no restart beside it: %s", a.why)
+			assert.Equal(t, "write-overtaken 0 of 3", a.why)
+			assert.Equal(t, map[string]bool{"a1": true, "a2": true}, a.nodes, "only the adapters")
+			freezes++
+		}
+	}
+	assert.Positive(t, freezes)
+	env := &Env{Target: twoAdapters{}}
+	assert.True(t, statelessOnly(env, map[string]bool{"a1": true, "a2": true}))
+	assert.False(t, statelessOnly(env, map[string]bool{"a1": true, "db": true}), "the store keeps state")
+	assert.False(t, statelessOnly(env, nil))
 }
