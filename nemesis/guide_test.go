@@ -722,3 +722,48 @@ func firstStarts(t *testing.T, s *Scheduler) map[string]time.Duration {
 	require.Contains(t, first, Restart)
 	return first
 }
+
+// Aimed at issuer replicas cut apart, where the target names its leader
+// among three or more, the guide cuts one follower off from the other
+// replicas, both ways, and takes them all over: the majority with its
+// leader goes on granting during the cut, which the situation needs.
+// Where the target names none, the partition draws its own cuts.
+func TestASeparatedAimCutsAFollowerOff(t *testing.T) {
+	ctx := context.Background()
+	c := &fakeCluster{leader: "e2", nodes: []Node{
+		{Name: "e1", Role: "etcd"}, {Name: "e2", Role: "etcd"}, {Name: "e3", Role: "etcd"},
+		{Name: "a1", Role: "adapter", Stateless: true}}}
+	env := &Env{Target: c}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{&partition{}})
+	cov := atTarget(map[string]int{"issuer-replicas-separated": 0})
+	off := map[string]bool{}
+	for seed := range uint64(30) {
+		a := aimedFault(t, env, cov, []Nemesis{&partition{}})
+		p, err := s.drawAimed(ctx, a, rand.New(rand.NewPCG(seed, seed)))
+		require.NoError(t, err)
+		pp := p.Params.(*partitionParams)
+		require.Equal(t, followerOff, pp.Mode)
+		require.Len(t, pp.Groups, 2)
+		require.Len(t, pp.Groups[0], 1)
+		assert.NotEqual(t, "e2", pp.Groups[0][0], "the leader stays with the majority")
+		assert.Contains(t, pp.Groups[1], "e2")
+		assert.False(t, pp.OneWay)
+		assert.True(t, p.TakesOver)
+		assert.Equal(t, []string{"e1", "e2", "e3"}, p.Nodes, "the replicas, not the adapter")
+		assert.True(t, separates(p, a.nodes))
+		off[pp.Groups[0][0]] = true
+	}
+	assert.Equal(t, map[string]bool{"e1": true, "e3": true}, off, "either follower")
+
+	require.True(t, env.claims.claimAll([]string{"e3"}, 99))
+	_, err := s.drawAimed(ctx, aimedFault(t, env, cov, []Nemesis{&partition{}}), rand.New(rand.NewPCG(1, 1)))
+	assert.ErrorIs(t, err, ErrBusy, "a replica held by another fault: the majority may not be whole")
+	env.claims.release(99)
+
+	c.leader = ""
+	for seed := range uint64(10) {
+		p, err := s.drawAimed(ctx, aimedFault(t, env, cov, []Nemesis{&partition{}}), rand.New(rand.NewPCG(seed, 2)))
+		require.NoError(t, err)
+		assert.NotEqual(t, followerOff, p.Params.(*partitionParams).Mode, "no leader named: the partition's own draw")
+	}
+}

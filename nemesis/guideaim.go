@@ -86,7 +86,7 @@ var remedies = []remedy{
 	// (stepBackOnGrant): drawn, most clock faults were strobes, which a
 	// crash of the one node they shared it with left without two grants.
 	{situation: "issuer-clock-back-regrant", nemesis: Clock, state: issuerState, edge: true, hits: stepsBackAtOnce, plan: stepBackOnGrant, keepsUp: true},
-	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates, between: true},
+	{situation: "issuer-replicas-separated", nemesis: Partition, state: issuerState, hits: separates, plan: cutOffFollower, between: true},
 	{situation: "issuer-replicas-one-way", nemesis: Partition, state: issuerState, hits: separatesOneWay, plan: cutFromLeader, between: true},
 	{situation: "resource-restart-stale", nemesis: Restart, state: resourceState, edge: true},
 	{situation: "resource-power-loss-stale", nemesis: PowerLoss, state: resourceState, edge: true},
