@@ -767,3 +767,30 @@ func TestASeparatedAimCutsAFollowerOff(t *testing.T) {
 		assert.NotEqual(t, followerOff, p.Params.(*partitionParams).Mode, "no leader named: the partition's own draw")
 	}
 }
+
+// With three or more replicas the one-way cut from the leader takes them
+// all over (the leader no longer hears the follower: a crash of the third
+// leaves it no majority); with two, the two it cuts.
+func TestAOneWayAimTakesEveryReplicaOfThree(t *testing.T) {
+	ctx := context.Background()
+	cov := atTarget(map[string]int{"issuer-replicas-one-way": 0})
+	draw := func(nodes []Node) (Plan, error) {
+		env := &Env{Target: &fakeGrudger{fakeCluster: fakeCluster{leader: "e2", nodes: nodes}}}
+		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, []Nemesis{&partition{}})
+		if len(nodes) > 2 {
+			require.True(t, env.claims.claimAll([]string{"e3"}, 99))
+			_, err := s.drawAimed(ctx, aimedFault(t, env, cov, []Nemesis{&partition{}}), rand.New(rand.NewPCG(1, 1)))
+			assert.ErrorIs(t, err, ErrBusy, "the third replica held by another fault")
+			env.claims.release(99)
+		}
+		return s.drawAimed(ctx, aimedFault(t, env, cov, []Nemesis{&partition{}}), rand.New(rand.NewPCG(1, 1)))
+	}
+	p, err := draw([]Node{{Name: "e1", Role: "etcd"}, {Name: "e2", Role: "etcd"}, {Name: "e3", Role: "etcd"}, {Name: "a1", Role: "adapter", Stateless: true}})
+	require.NoError(t, err)
+	assert.Equal(t, followerOneWay, p.Params.(*partitionParams).Mode)
+	assert.Equal(t, []string{"e1", "e2", "e3"}, p.Nodes)
+	assert.True(t, p.TakesOver)
+	p, err = draw([]Node{{Name: "e1", Role: "etcd"}, {Name: "e2", Role: "etcd"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"e1", "e2"}, p.Nodes, "a pair: the two it cuts")
+}

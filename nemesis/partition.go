@@ -491,7 +491,20 @@ func cutFromLeader(ctx context.Context, env *Env, rng *rand.Rand, nodes map[stri
 		return Plan{}, ErrBusy
 	}
 	f := followers[rng.IntN(len(followers))]
-	return Plan{Nodes: slices.Sorted(slices.Values([]string{f, leader})), TakesOver: true, Outage: true,
+	held := []string{f, leader}
+	if len(names) >= 3 {
+		// The leader no longer hears the follower's acknowledgements: with
+		// three or more it needs the others for a majority, and a crash of
+		// one meanwhile leaves it none (etcd, 3 members, six 60 s guided
+		// runs: 0, 0, 1, 1, 5 and 7 grants in the cuts beside a crash of
+		// the third member, a median of 3 in the 14 others). Every
+		// replica is taken over.
+		if slices.ContainsFunc(names, func(n string) bool { return !env.free(n) }) {
+			return Plan{}, ErrBusy
+		}
+		held = names
+	}
+	return Plan{Nodes: slices.Sorted(slices.Values(held)), TakesOver: true, Outage: true,
 		Params: &partitionParams{Mode: followerOneWay, Groups: [][]string{{f}, {leader}}, OneWay: true, Leader: leader}}, nil
 }
 
