@@ -475,12 +475,7 @@ func cutFromLeader(ctx context.Context, env *Env, rng *rand.Rand, nodes map[stri
 	if _, ok := env.Target.(Grudger); !ok {
 		return Plan{}, errOwnDraw
 	}
-	var names []string
-	for _, n := range partitionNodes(env) {
-		if nodes[n.Name] {
-			names = append(names, n.Name)
-		}
-	}
+	names := cuttableAmong(env, nodes)
 	leader := leaderAmong(ctx, env, names)
 	followers := without(names, leader)
 	if leader == "" || len(followers) == 0 {
@@ -499,7 +494,7 @@ func cutFromLeader(ctx context.Context, env *Env, rng *rand.Rand, nodes map[stri
 		// runs: 0, 0, 1, 1, 5 and 7 grants in the cuts beside a crash of
 		// the third member, a median of 3 in the 14 others). Every
 		// replica is taken over.
-		if slices.ContainsFunc(names, func(n string) bool { return !env.free(n) }) {
+		if !allFree(env, names) {
 			return Plan{}, ErrBusy
 		}
 		held = names
@@ -521,29 +516,40 @@ const followerOff = "follower"
 // lock held then is taken over a lease's time later (etcd, 3 members, two
 // 60 s guided runs: no grant during a ring cut of 3.1 s nor during the
 // leader's cut of 2.8 s). It takes the replicas over: a crash of the other
-// follower meanwhile leaves no majority. Elsewhere (fewer than three, no leader
-// named) the partition draws its own (errOwnDraw).
+// follower meanwhile leaves no majority. Elsewhere (fewer than three, no
+// leader named) the partition draws its own (errOwnDraw).
 func cutOffFollower(ctx context.Context, env *Env, rng *rand.Rand, nodes map[string]bool) (Plan, error) {
 	if _, ok := env.Target.(Partitioner); !ok {
 		return Plan{}, errOwnDraw
 	}
-	var replicas []string
-	for _, n := range partitionNodes(env) {
-		if nodes[n.Name] {
-			replicas = append(replicas, n.Name)
-		}
-	}
+	replicas := cuttableAmong(env, nodes)
 	leader := leaderAmong(ctx, env, replicas)
 	if len(replicas) < 3 || leader == "" {
 		return Plan{}, errOwnDraw
 	}
-	if slices.ContainsFunc(replicas, func(n string) bool { return !env.free(n) }) {
+	if !allFree(env, replicas) {
 		return Plan{}, ErrBusy
 	}
 	followers := without(replicas, leader)
 	f := followers[rng.IntN(len(followers))]
 	return Plan{Nodes: slices.Sorted(slices.Values(replicas)), TakesOver: true, Outage: true,
 		Params: &partitionParams{Mode: followerOff, Groups: [][]string{{f}, without(replicas, f)}, Leader: leader}}, nil
+}
+
+// cuttableAmong are the nodes the target can cut that are among nodes.
+func cuttableAmong(env *Env, nodes map[string]bool) []string {
+	var out []string
+	for _, n := range partitionNodes(env) {
+		if nodes[n.Name] {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// allFree says whether no fault holds any of names.
+func allFree(env *Env, names []string) bool {
+	return !slices.ContainsFunc(names, func(n string) bool { return !env.free(n) })
 }
 
 func without(names []string, node string) []string {
