@@ -91,3 +91,24 @@ func TestSituationsOfCorrectRowsOnly(t *testing.T) {
 	assert.Contains(t, md, "### `python-fence`: correct")
 	assert.NotContains(t, md, "### `python-counter-in-memory`")
 }
+
+// The correct reference's rows are named by the row (no bug, no target to
+// name them by).
+func TestSituationsOfTheReferenceNameTheRow(t *testing.T) {
+	file := func(mode string) string {
+		rows, err := selectRows([]string{"reference"})
+		require.NoError(t, err)
+		cfg := Config{Seeds: 1, FirstSeed: 1, Time: 30 * time.Second, Parallel: 1, Nemesis: "all", NemesisMode: mode}
+		m := &Matrix{Config: cfg, Rows: rows, Outcomes: map[string][]Outcome{}, CPUs: 2, Shard: whole, Elapsed: time.Minute}
+		m.Outcomes["reference"] = []Outcome{{Row: "reference", Seed: 1, Verdict: "valid", FirstInvalid: -1, MainPhase: 30 * time.Second,
+			Situations: map[string]int{"issuer-restart-regrant": 4}}}
+		p := filepath.Join(t.TempDir(), mode+".json")
+		require.NoError(t, writeResults(p, m.Results(testBuild)))
+		return p
+	}
+	g, r, err := Compare(file("guided"), file("random"))
+	require.NoError(t, err)
+	md, _ := CompareMarkdown(g, r, "")
+	assert.Contains(t, md, "### `reference`: correct")
+	assert.NotContains(t, md, "### ``")
+}

@@ -223,6 +223,9 @@ func (r Row) label() string {
 	if r.Target != "" {
 		return fmt.Sprintf("`--target %s` (`--nemesis %s`)", r.Target, r.Nemesis)
 	}
+	if r.Bug == "" {
+		return "`" + r.Name + "`" // the correct reference: no bug to name it by
+	}
 	return "`" + r.Bug + "`"
 }
 
