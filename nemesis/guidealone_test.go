@@ -145,19 +145,7 @@ func TestClockFaultsGoOnBesideAnAloneNemesis(t *testing.T) {
 	}
 	besides := 0
 	for seed := range uint64(6) {
-		env := &Env{Target: halves{}, Coverage: cov}
-		solo := slowSolo{}
-		conducted := []Nemesis{restart{}, clock{}, solo}
-		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, conducted)
-		s.Guide()
-		s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
-		var launched []aim
-		launch := func(a aim, _ time.Time) {
-			launched = append(launched, a)
-			s.guide.starting(a.nemesis.Name(), true) // as conductOne would hold it
-		}
-		require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(seed, 1)), solo, 8*time.Second, conducted, launch))
-		require.NoError(t, s.Heal(context.Background()))
+		s, launched := besideAlone(t, &Env{Target: halves{}, Coverage: cov}, nil, false, seed)
 		faults := s.Planned(0, "").Faults
 		require.Len(t, faults, 1)
 		assert.Equal(t, "solo", faults[0].Nemesis)
@@ -213,20 +201,7 @@ func TestAFreezeOfAnAdapterGoesOnBesideAnAloneNemesis(t *testing.T) {
 	}
 	freezes := 0
 	for seed := range uint64(4) {
-		env := &Env{Target: twoAdapters{}, Coverage: cov}
-		solo := slowSolo{}
-		conducted := []Nemesis{restart{}, clock{}, solo}
-		s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, append(slices.Clone(conducted), &pause{}))
-		s.Guide()
-		s.Counts[Restart].Started, s.Counts[Clock].Started = 1, 1
-		s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
-		var launched []aim
-		launch := func(a aim, _ time.Time) {
-			launched = append(launched, a)
-			s.guide.starting(a.nemesis.Name(), true) // as conductOne would hold it
-		}
-		require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(seed, 1)), solo, 8*time.Second, conducted, launch))
-		require.NoError(t, s.Heal(context.Background()))
+		_, launched := besideAlone(t, &Env{Target: twoAdapters{}, Coverage: cov}, []Nemesis{&pause{}}, true, seed)
 		for _, a := range launched {
 			require.Equal(t, Pause, a.nemesis.Name(), "no restart beside it: %s", a.why)
 			assert.Equal(t, "write-overtaken 0 of 3", a.why)
@@ -239,4 +214,29 @@ func TestAFreezeOfAnAdapterGoesOnBesideAnAloneNemesis(t *testing.T) {
 	assert.True(t, statelessOnly(env, map[string]bool{"a1": true, "a2": true}))
 	assert.False(t, statelessOnly(env, map[string]bool{"a1": true, "db": true}), "the store keeps state")
 	assert.False(t, statelessOnly(env, nil))
+}
+
+// besideAlone gives a slow nemesis that starts alone its turn among a
+// restart and a clock (conducted) and others (drawing on their own), with
+// tried the restart and the clock having had their first turns, and
+// returns the scheduler, healed, and the faults launched beside it (each
+// held as conductOne would hold it).
+func besideAlone(t *testing.T, env *Env, others []Nemesis, tried bool, seed uint64) (*Scheduler, []aim) {
+	t.Helper()
+	solo := slowSolo{}
+	conducted := []Nemesis{restart{}, clock{}, solo}
+	s := NewScheduler(env, history.NewRecorder(&bytes.Buffer{}), 1, append(slices.Clone(conducted), others...))
+	s.Guide()
+	if tried {
+		s.Counts[Restart].Started, s.Counts[Clock].Started = 1, 1
+	}
+	s.guide.lengths.gapMin, s.guide.lengths.gapMax = 20*time.Millisecond, 40*time.Millisecond
+	var launched []aim
+	launch := func(a aim, _ time.Time) {
+		launched = append(launched, a)
+		s.guide.starting(a.nemesis.Name(), true)
+	}
+	require.True(t, s.aloneTurn(context.Background(), rand.New(rand.NewPCG(seed, 1)), solo, 8*time.Second, conducted, launch))
+	require.NoError(t, s.Heal(context.Background()))
+	return s, launched
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,22 +74,11 @@ func TestCompareWithoutSituationRows(t *testing.T) {
 // A broken system's runs are there to find its bug: their situations are
 // not tabled, a correct configuration's are.
 func TestSituationsOfCorrectRowsOnly(t *testing.T) {
-	file := func(mode string) string {
-		rows, err := selectRows([]string{"python-counter-in-memory", "python-fence"})
-		require.NoError(t, err)
-		cfg := Config{Seeds: 1, FirstSeed: 1, Time: 30 * time.Second, Parallel: 1, Nemesis: "all", NemesisMode: mode}
-		m := &Matrix{Config: cfg, Rows: rows, Outcomes: map[string][]Outcome{}, CPUs: 2, Shard: whole, Elapsed: time.Minute}
-		sits := map[string]int{"issuer-restart-regrant": 4}
-		m.Outcomes["python-counter-in-memory"] = []Outcome{{Row: "python-counter-in-memory", Seed: 1, Exit: 1, Verdict: "invalid",
-			FirstInvalid: 2 * time.Second, MainPhase: 30 * time.Second, Situations: sits}}
-		m.Outcomes["python-fence"] = []Outcome{{Row: "python-fence", Seed: 1, Verdict: "valid", FirstInvalid: -1, MainPhase: 30 * time.Second, Situations: sits}}
-		p := filepath.Join(t.TempDir(), mode+".json")
-		require.NoError(t, writeResults(p, m.Results(testBuild)))
-		return p
-	}
-	g, r, err := Compare(file("guided"), file("random"))
-	require.NoError(t, err)
-	md, _ := CompareMarkdown(g, r, "")
+	sits := map[string]int{"issuer-restart-regrant": 4}
+	md := compareSituations(t, map[string]Outcome{
+		"python-counter-in-memory": {Exit: 1, Verdict: "invalid", FirstInvalid: 2 * time.Second, Situations: sits},
+		"python-fence":             {Verdict: "valid", FirstInvalid: -1, Situations: sits},
+	})
 	assert.Contains(t, md, "### `python-fence`: correct")
 	assert.NotContains(t, md, "### `python-counter-in-memory`")
 }
@@ -95,13 +86,28 @@ func TestSituationsOfCorrectRowsOnly(t *testing.T) {
 // The correct reference's rows are named by the row (no bug, no target to
 // name them by).
 func TestSituationsOfTheReferenceNameTheRow(t *testing.T) {
+	md := compareSituations(t, map[string]Outcome{
+		"reference": {Verdict: "valid", FirstInvalid: -1, Situations: map[string]int{"issuer-restart-regrant": 4}},
+	})
+	assert.Contains(t, md, "### `reference`: correct")
+	assert.NotContains(t, md, "### ``")
+}
+
+// compareSituations writes a guided and a random results file of one
+// seed, each row's outcome as given (its row, seed and a 30 s main phase
+// filled in), and returns their side-by-side page.
+func compareSituations(t *testing.T, outcomes map[string]Outcome) string {
+	t.Helper()
+	names := slices.Sorted(maps.Keys(outcomes))
 	file := func(mode string) string {
-		rows, err := selectRows([]string{"reference"})
+		rows, err := selectRows(names)
 		require.NoError(t, err)
 		cfg := Config{Seeds: 1, FirstSeed: 1, Time: 30 * time.Second, Parallel: 1, Nemesis: "all", NemesisMode: mode}
 		m := &Matrix{Config: cfg, Rows: rows, Outcomes: map[string][]Outcome{}, CPUs: 2, Shard: whole, Elapsed: time.Minute}
-		m.Outcomes["reference"] = []Outcome{{Row: "reference", Seed: 1, Verdict: "valid", FirstInvalid: -1, MainPhase: 30 * time.Second,
-			Situations: map[string]int{"issuer-restart-regrant": 4}}}
+		for name, o := range outcomes {
+			o.Row, o.Seed, o.MainPhase = name, 1, 30*time.Second
+			m.Outcomes[name] = []Outcome{o}
+		}
 		p := filepath.Join(t.TempDir(), mode+".json")
 		require.NoError(t, writeResults(p, m.Results(testBuild)))
 		return p
@@ -109,6 +115,5 @@ func TestSituationsOfTheReferenceNameTheRow(t *testing.T) {
 	g, r, err := Compare(file("guided"), file("random"))
 	require.NoError(t, err)
 	md, _ := CompareMarkdown(g, r, "")
-	assert.Contains(t, md, "### `reference`: correct")
-	assert.NotContains(t, md, "### ``")
+	return md
 }
