@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -118,9 +119,13 @@ func processStart(pid int) (string, bool) {
 
 // layerMountsUnder lists the layer mounts under dir, from the mount table
 // only (never an access to a mount: a dead one would hang it).
-func layerMountsUnder(dir string) []string {
+func layerMountsUnder(dir string) []string { return layerMountsIn("/proc/self/mountinfo", dir) }
+
+// layerMountsIn lists the layer mounts under dir in the mount table at
+// mountinfo (one process's view: /proc/PID/mountinfo).
+func layerMountsIn(mountinfo, dir string) []string {
 	abs, _ := filepath.Abs(dir)
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open(mountinfo)
 	if err != nil {
 		return nil
 	}
@@ -138,6 +143,49 @@ func layerMountsUnder(dir string) []string {
 	return out
 }
 
+// mountNamespace is a mount namespace of the test's own, held by a process
+// that sleeps in it: runs started in it mount their layers where no other
+// process sees them. Other packages' tests run beside this one, and each
+// of their runs sweeps this machine's dead layers at its start; a dead
+// layer in the shared namespace could be theirs to sweep before the run
+// under test gets to it.
+type mountNamespace struct{ holder int }
+
+// privateMounts starts the holder of a mount namespace of the test's own
+// (mounts private, so nothing mounted in it shows outside), ended with the
+// test.
+func privateMounts(t *testing.T) mountNamespace {
+	t.Helper()
+	holder := exec.Command("sleep", "infinity")
+	holder.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	require.NoError(t, holder.Start(), "a mount namespace of the test's own")
+	ns := mountNamespace{holder.Process.Pid}
+	t.Cleanup(func() {
+		// What a failed test left dead in it is swept before it ends: a
+		// layer whose server hangs in a request to itself outlives it.
+		ns.startCLI(t, "clean").wait(t, time.Minute)
+		holder.Process.Kill()
+		holder.Wait()
+	})
+	return ns
+}
+
+// startCLI starts a fencecheck command in the namespace: nsenter joins it
+// and execs the command in place, so the pid started is fencecheck's.
+func (ns mountNamespace) startCLI(t *testing.T, args ...string) *cliRun {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	nsenter := append([]string{"--target", strconv.Itoa(ns.holder), "--mount", "--", exe}, args...)
+	return startCommand(t, exec.Command("nsenter", nsenter...))
+}
+
+// layerMountsUnder lists the layer mounts under dir as the namespace sees
+// them.
+func (ns mountNamespace) layerMountsUnder(dir string) []string {
+	return layerMountsIn("/proc/"+strconv.Itoa(ns.holder)+"/mountinfo", dir)
+}
+
 // When the layer agent dies with fencecheck (both killed: the OOM killer,
 // a CI runner's kill of the whole tree), nothing is left to take its layers
 // down: the next run sweeps them at its start, without `fencecheck clean`
@@ -145,11 +193,12 @@ func layerMountsUnder(dir string) []string {
 func TestTrialNextRunSweepsWhatAKilledTreeLeft(t *testing.T) {
 	lazyfstest.Require(t) // a failure in CI, a skip only on a machine without FUSE
 	store := t.TempDir()
-	c := startCLI(t, "test", "--target", "memory", "--time", "1m", "--nemesis", "power-loss", "--seed", "5", "--quiet", "--store", store)
+	ns := privateMounts(t)
+	c := ns.startCLI(t, "test", "--target", "memory", "--time", "1m", "--nemesis", "power-loss", "--seed", "5", "--quiet", "--store", store)
 	waitFor(t, 60*time.Second, "the main phase", func() bool { return inMainPhase(store) })
 	// A power cut takes the layer down until the node starts again: kill
 	// while it is mounted.
-	waitFor(t, 20*time.Second, "the layer mounted", func() bool { return len(layerMountsUnder(store)) > 0 })
+	waitFor(t, 20*time.Second, "the layer mounted", func() bool { return len(ns.layerMountsUnder(store)) > 0 })
 	tree := descendants(c.cmd.Process.Pid)
 	require.NotEmpty(t, tree, "the layer agent runs")
 	for p := range tree {
@@ -159,11 +208,11 @@ func TestTrialNextRunSweepsWhatAKilledTreeLeft(t *testing.T) {
 	c.wait(t, 15*time.Second)
 	dead := runDir(store)
 	waitFor(t, 10*time.Second, "the killed tree to end", func() bool { return len(descendants(c.cmd.Process.Pid)) == 0 })
-	require.NotEmpty(t, layerMountsUnder(store), "a killed agent leaves its layer mounted, dead")
+	require.NotEmpty(t, ns.layerMountsUnder(store), "a killed agent leaves its layer mounted, dead")
 
-	next := startCLI(t, "test", "--target", "memory", "--time", "3s", "--nemesis", "none", "--seed", "6", "--store", store)
+	next := ns.startCLI(t, "test", "--target", "memory", "--time", "3s", "--nemesis", "none", "--seed", "6", "--store", store)
 	assert.Equal(t, analysis.ExitValid, next.wait(t, time.Minute), "stderr:\n%s", next.stderr.String())
-	assert.Empty(t, layerMountsUnder(store))
+	assert.Empty(t, ns.layerMountsUnder(store))
 	assert.Contains(t, next.stderr.String(), "sweep: detached dead power-loss layer "+filepath.Join(dead, "nodes"))
 	assert.NoDirExists(t, filepath.Join(dead, "nodes", "reference", "mnt"), "stderr:\n%s", next.stderr.String())
 	assert.NoDirExists(t, filepath.Join(dead, "layer-agent"))

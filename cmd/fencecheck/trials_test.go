@@ -58,7 +58,14 @@ func startCLI(t *testing.T, args ...string) *cliRun {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	c := &cliRun{cmd: exec.Command(exe, args...), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	return startCommand(t, exec.Command(exe, args...))
+}
+
+// startCommand starts cmd, a fencecheck command (perhaps behind a wrapper
+// that execs it in place, as nsenter does), as startCLI does.
+func startCommand(t *testing.T, cmd *exec.Cmd) *cliRun {
+	t.Helper()
+	c := &cliRun{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), cliEnv+"=1")
 	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
 	require.NoError(t, c.cmd.Start())
