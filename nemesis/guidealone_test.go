@@ -176,7 +176,8 @@ func (settledNode) SettleBeforeChange() time.Duration { return 0 }
 // phase, which came halfway through a 30 s run (rejoin-empty: 16-22 s
 // guided against 8-18 s random).
 func TestAnAloneNemesisGoesFirstWhereTheClusterNeedsNoSettling(t *testing.T) {
-	sched := runAlone(t, settledNode{newClockedNode()}, 1500*time.Millisecond)
+	// Its turn is an edge's: it ends edgeRoom before the run does.
+	sched := runAlone(t, settledNode{newClockedNode()}, edgeRoom+500*time.Millisecond)
 	var first *Scheduled
 	for i, f := range sched.Faults {
 		if f.Error == "" && !onClientsOnly(&pause{}, f.Plan()) {
