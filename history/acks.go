@@ -27,6 +27,8 @@ type Ack struct {
 	Process int
 	// Late: a write sent knowing its token may be old (Event.IsLateByIntent).
 	Late bool
+	// Token is the operation's token as sent or received ("" for none).
+	Token string
 }
 
 // Acks publishes the acknowledgements of a history to whoever waits for
@@ -61,7 +63,7 @@ func (a *Acks) Observe(e Event) {
 	if len(a.waiters) == 0 {
 		return
 	}
-	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke, Process: e.Process, Late: e.IsLateByIntent()}
+	ack := Ack{F: e.F, Node: e.Node, Key: e.Key, Index: e.Index, Time: e.Time, At: time.Now(), Sent: e.Type == Invoke, Process: e.Process, Late: e.IsLateByIntent(), Token: e.Token}
 	for w := range a.waiters {
 		if w.match == nil || w.match(ack) {
 			w.got <- ack

@@ -77,8 +77,8 @@ func awaitingFreeze(t *testing.T) (*history.Recorder, chan map[string]any) {
 	return rec, got
 }
 
-// A freeze that holds a write is held past its drawn length until a newer
-// write on its key is accepted through another node, and at most its
+// A freeze that holds a write is held past its drawn length until a write
+// on its key with a newer token is accepted through another node, and at most its
 // HoldFor more: the store's own faults often took the second the newer
 // write needed (redis: a crash, a restart, a clock step back). The
 // schedule records the length it had, so a replay holds it as long.
@@ -93,7 +93,7 @@ func TestAFreezeIsHeldUntilItsWriteIsOvertaken(t *testing.T) {
 		p := Plan{Nodes: []string{"a1"}, TakesOver: true, Outage: true, Params: &pauseParams{Mode: PauseNode, OnWrite: true}}
 		go func() {
 			time.Sleep(50 * time.Millisecond)
-			rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Node: "a1"})
+			rec.Record(history.Event{Process: 1, Type: history.Invoke, F: history.Write, Key: "k", Node: "a1", Token: "5"})
 		}()
 		id, d := s.start(context.Background(), &pause{}, p, func() time.Duration { return 100 * time.Millisecond }, time.Time{})
 		require.Positive(t, id)
@@ -102,12 +102,15 @@ func TestAFreezeIsHeldUntilItsWriteIsOvertaken(t *testing.T) {
 		s.mu.Unlock()
 		go func() {
 			time.Sleep(d + 100*time.Millisecond)
-			// Neither a write on another key nor one through the frozen node ends it.
-			rec.Record(history.Event{Process: 2, Type: history.Ok, F: history.Write, Key: "k2", Node: "a2"})
-			rec.Record(history.Event{Process: 3, Type: history.Ok, F: history.Write, Key: "k", Node: "a1"})
+			// Neither a write on another key, nor one through the frozen
+			// node, nor its writer's retry with the same token through the
+			// other ends it: only a newer token's does.
+			rec.Record(history.Event{Process: 2, Type: history.Ok, F: history.Write, Key: "k2", Node: "a2", Token: "9"})
+			rec.Record(history.Event{Process: 3, Type: history.Ok, F: history.Write, Key: "k", Node: "a1", Token: "9"})
+			rec.Record(history.Event{Process: 1, Type: history.Ok, F: history.Write, Key: "k", Node: "a2", Token: "5"})
 			if overtaken {
 				time.Sleep(100 * time.Millisecond)
-				rec.Record(history.Event{Process: 4, Type: history.Ok, F: history.Write, Key: "k", Node: "a2"})
+				rec.Record(history.Event{Process: 4, Type: history.Ok, F: history.Write, Key: "k", Node: "a2", Token: "6"})
 			}
 		}()
 		began := time.Now()

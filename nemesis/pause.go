@@ -342,13 +342,20 @@ const overtakeHold = 3 * time.Second
 
 // overtakenThrough is closed once a write held in node (sent, when it was
 // timed by one, or one sent to node since) is overtaken: a write on its key
-// is accepted through another node. Never when ctx ends first.
+// with a newer token is accepted through another node, as the analysis
+// counts it. Its writer's own retry through another node, with the same
+// token, is not: closed on any write on the key, it ended freezes that the
+// run's coverage then did not count (etcd, 3 members: a freeze "made" in
+// a run with no write overtaken). Never when ctx ends first.
 func overtakenThrough(ctx context.Context, env *Env, node string, sent history.Ack) <-chan struct{} {
 	made := make(chan struct{})
-	held := map[string]bool{}
-	if sent.Key != "" {
-		held[sent.Key] = true
+	held := map[string]uint64{} // key -> the newest token held in node
+	hold := func(a history.Ack) {
+		if n, _, err := history.SplitToken(a.Token); err == nil && a.Key != "" {
+			held[a.Key] = max(held[a.Key], n)
+		}
 	}
+	hold(sent)
 	go func() {
 		// The filter runs under the recorder's lock, one call at a time.
 		_, err := env.Acks.Next(ctx, func(a history.Ack) bool {
@@ -357,11 +364,13 @@ func overtakenThrough(ctx context.Context, env *Env, node string, sent history.A
 			}
 			if a.Sent {
 				if a.Node == node && !a.Late {
-					held[a.Key] = true
+					hold(a)
 				}
 				return false
 			}
-			return a.Node != node && held[a.Key]
+			h, ok := held[a.Key]
+			n, _, err := history.SplitToken(a.Token)
+			return a.Node != node && ok && err == nil && n > h
 		})
 		if err == nil {
 			close(made)
