@@ -36,13 +36,8 @@ type claims struct {
 	// is above zero no new one starts, and drained is closed (and
 	// replaced) whenever the last one ends.
 	outages map[int64]bool
-	// down are the claims of outages (Plan.Outage) until their release;
-	// awaiting, those of aimed faults that await an answer, with their
-	// replica groups, until they have started (quorum.go).
-	down     map[int64]bool
-	awaiting map[int64][][]string
-	hushes   int
-	drained  chan struct{}
+	hushes  int
+	drained chan struct{}
 	// starved is set when an outage held back by hushes has waited longer
 	// than patience, and cleared when an outage starts: until then no new
 	// hush begins. Under "all" quiet pauses come back to back, and a
@@ -78,7 +73,7 @@ const waiterFresh = time.Second
 const outagePatience = 10 * time.Second
 
 func newClaims() *claims {
-	return &claims{by: map[string]int64{}, outages: map[int64]bool{}, down: map[int64]bool{}, awaiting: map[int64][][]string{}, drained: make(chan struct{}), patience: outagePatience, waiters: map[string]*waiter{}}
+	return &claims{by: map[string]int64{}, outages: map[int64]bool{}, drained: make(chan struct{}), patience: outagePatience, waiters: map[string]*waiter{}}
 }
 
 func (c *claims) free(node string) bool {
@@ -93,34 +88,18 @@ func (c *claims) free(node string) bool {
 
 // claimAll claims every node for fault, or none when one is held.
 func (c *claims) claimAll(nodes []string, fault int64) bool {
-	return c.claimPlan(Plan{Nodes: nodes}, fault)
-}
-
-// claimPlan claims every node of p for fault, or none when one is held or
-// when p would break a replica group's quorum that a fault needs serving
-// (quorum.go).
-func (c *claims) claimPlan(p Plan, fault int64) bool {
 	if c == nil {
 		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range p.Nodes {
+	for _, n := range nodes {
 		if holder, ok := c.by[n]; ok && holder != fault {
 			return false
 		}
 	}
-	if !c.keepsQuorum(p, fault) {
-		return false
-	}
-	for _, n := range p.Nodes {
+	for _, n := range nodes {
 		c.by[n] = fault
-	}
-	if p.Outage {
-		c.down[fault] = true
-	}
-	if p.awaits {
-		c.awaiting[fault] = p.keep
 	}
 	return true
 }
@@ -206,8 +185,6 @@ func (c *claims) release(fault int64) {
 			delete(c.by, node)
 		}
 	}
-	delete(c.down, fault)
-	delete(c.awaiting, fault)
 	if c.outages[fault] {
 		delete(c.outages, fault)
 		if len(c.outages) == 0 {

@@ -26,9 +26,6 @@ import (
 // power-loss.
 type crashOnAck struct{}
 
-// AwaitsAnswer: the cut waits for an acknowledgement (quorum.go).
-func (crashOnAck) AwaitsAnswer() bool { return true }
-
 // CrashOnAck is the crash-on-ack nemesis's name.
 const CrashOnAck = "crash-on-ack"
 

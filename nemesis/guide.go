@@ -490,9 +490,6 @@ func (s *Scheduler) drawAimed(ctx context.Context, a aim, rng *rand.Rand) (Plan,
 		}
 		if a.nodes == nil || a.hits(p, a.nodes) {
 			p.why = a.why
-			if a.situation != "" && p.Outage {
-				p.keep = replicaGroups(s.Env, p.Nodes)
-			}
 			return p, nil
 		}
 	}

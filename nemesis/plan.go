@@ -30,10 +30,6 @@ type Plan struct {
 	Params any
 	// why the guided schedule chose the fault (schedule.json's why).
 	why string
-	// keep are the replica groups an aimed fault acts on, and awaits says
-	// it waits, as it starts, for the system to answer (quorum.go).
-	keep   [][]string
-	awaits bool
 }
 
 // Planner is the half of a nemesis that chooses: Draw picks one fault with

@@ -441,7 +441,7 @@ func (s *Scheduler) failed(ctx context.Context, n Nemesis, err error) {
 func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() time.Duration, waitedSince time.Time) (int64, time.Duration) {
 	claim := s.nextClaim.Add(1)
 	since := orNow(waitedSince)
-	if p.TakesOver && (s.Env.claims.yields(n.Name(), since, p.Nodes) || !s.Env.claims.claimPlan(p, claim)) {
+	if p.TakesOver && (s.Env.claims.yields(n.Name(), since, p.Nodes) || !s.Env.claims.claimAll(p.Nodes, claim)) {
 		s.waits(n, since, p.Nodes)
 		return busy, 0
 	}
@@ -466,7 +466,6 @@ func (s *Scheduler) start(ctx context.Context, n Nemesis, p Plan, length func() 
 	sctx, cancel := context.WithTimeout(withMainPhase(context.WithoutCancel(ctx), ctx), startTimeout)
 	defer cancel()
 	f, err := n.Start(sctx, s.Env, p)
-	s.Env.claims.begun(claim)
 	if errors.Is(err, ErrRefusedNow) {
 		s.Env.claims.release(claim)
 		return -1, 0
