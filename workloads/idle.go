@@ -67,12 +67,13 @@ const idleMargin = 2 * time.Second
 // list that names it; it takes no writer.
 const ProfileIdle = "idle"
 
-// idleSlot is one probe: its key (and lock), its idle time, and when its
-// first round starts.
+// idleSlot is one probe: its key (and lock), its idle time, when its first
+// round starts, and whether its late writes climb a ladder (lateTimes).
 type idleSlot struct {
 	key    string
 	idle   time.Duration
 	offset time.Duration
+	ladder bool
 }
 
 // idleSlots lays the probes out: each scale's slots staggered across the
@@ -80,7 +81,8 @@ type idleSlot struct {
 // among different faults.
 func idleSlots(ns string, main time.Duration) []idleSlot {
 	var out []idleSlot
-	for _, s := range idleScales(main) {
+	all := idleScales(main)
+	for _, s := range all {
 		// The room is halved: a fault (a restart, a strip of the first
 		// cycles' tokens) may hold a probe's first round for seconds, and a
 		// round that starts too late does not fit.
@@ -90,7 +92,10 @@ func idleSlots(ns string, main time.Duration) []idleSlot {
 		}
 		for j := range s.slots {
 			off := 200*time.Millisecond + time.Duration(j)*max(room, 0)/time.Duration(s.slots)
-			out = append(out, idleSlot{key: Scoped(ns, fmt.Sprintf("i%d", len(out))), idle: s.idle, offset: off})
+			// Each scale longer than the shortest has one ladder, its
+			// first slot, the soonest to start.
+			ladder := j == 0 && s.idle > all[0].idle
+			out = append(out, idleSlot{key: Scoped(ns, fmt.Sprintf("i%d", len(out))), idle: s.idle, offset: off, ladder: ladder})
 		}
 	}
 	return out
@@ -137,29 +142,76 @@ func (w *Fenced) idler(ctx context.Context, rec *history.Recorder, n int, slot i
 		if follows && !w.calm.holdFor(time.Now().Add(slot.idle+calmLateMargin)) {
 			continue // the calm phase ended during the cycles: wait for the next
 		}
-		sleepCtx(ctx, slot.idle)
+		w.lateWrites(ctx, older, resource, slot, t1)
 		if ctx.Err() != nil {
 			return
 		}
-		extra := map[string]json.RawMessage{history.ExtraIdle: json.RawMessage(strconv.FormatInt(slot.idle.Milliseconds(), 10))}
+		// The lock, free since the newer holder's release, is granted
+		// again.
+		w.idleCycle(ctx, newer, issuer, resource, slot.key, n)
+	}
+}
+
+// ladderStep is how often a ladder probe writes late while its key sits
+// idle: a server that forgets a key's mark after some idle time within the
+// probe's is found at most this long after that time.
+const ladderStep = 250 * time.Millisecond
+
+// lateTimes are the idle times after which a probe's older holder writes
+// late: its whole idle time, or on a ladder every ladderStep from two steps
+// on, up to its whole idle time. A server that forgets a key's mark after
+// 3 s (or 8 s) without an accepted write is then found soon after 3 s (8 s),
+// not only after the next scale's idle time; the ladder's writes are
+// rejected and change nothing, so the key is still idle since its last
+// accepted write. A server that counts idle time from any request would
+// never forget under a ladder: its scale's other probes stay untouched.
+func lateTimes(slot idleSlot) []time.Duration {
+	if !slot.ladder {
+		return []time.Duration{slot.idle}
+	}
+	var out []time.Duration
+	for d := 2 * ladderStep; d < slot.idle; d += ladderStep {
+		out = append(out, d)
+	}
+	return append(out, slot.idle)
+}
+
+// lateWrites sends the older holder's late writes with token t1, at the
+// slot's lateTimes after now. A late write that found nothing listening
+// (the server restarting) is tried again, as a stalled holder's is: it then
+// meets the restarted server's state. So is one whose token the strip
+// proxy took (a rejection that changed nothing: the key is still idle). A
+// ladder's step does that until its next step is due, and the ladder stops
+// at a write that may have been accepted: the key is idle no more.
+func (w *Fenced) lateWrites(ctx context.Context, older *recorder, resource Conn, slot idleSlot, t1 string) {
+	start := time.Now()
+	times := lateTimes(slot)
+	for i, idle := range times {
+		sleepCtx(ctx, time.Until(start.Add(idle)))
+		if ctx.Err() != nil {
+			return
+		}
+		until := time.Now().Add(refusedRetries)
+		if i+1 < len(times) {
+			if time.Since(start) >= times[i+1] {
+				continue // a slow step took this one's time
+			}
+			until = start.Add(times[i+1])
+		}
+		extra := map[string]json.RawMessage{history.ExtraIdle: json.RawMessage(strconv.FormatInt(idle.Milliseconds(), 10))}
 		late := func() Reply {
 			v := w.value(older)
 			return older.do(ctx, history.Event{F: history.Write, Key: slot.key, Token: t1, Value: v, Node: resource.Node(), Extra: extra},
 				func(c context.Context) Reply { return resource.Write(c, slot.key, t1, []byte(v)) })
 		}
-		// A late write that found nothing listening (the server
-		// restarting) is tried again, as a stalled holder's is: it then
-		// meets the restarted server's state. So is one whose token the
-		// strip proxy took (a rejection that changed nothing: the key is
-		// still idle).
 		rep := late()
-		for t0, wait := time.Now(), 300*time.Millisecond; time.Since(t0) < refusedRetries && retryable(rep) && ctx.Err() == nil; wait *= 2 {
+		for wait := 300 * time.Millisecond; retryable(rep) && ctx.Err() == nil && time.Now().Add(wait).Before(until); wait *= 2 {
 			sleepCtx(ctx, wait)
 			rep = late()
 		}
-		// The lock, free since the newer holder's release, is granted
-		// again.
-		w.idleCycle(ctx, newer, issuer, resource, slot.key, n)
+		if rep.Type != history.Fail {
+			return
+		}
 	}
 }
 

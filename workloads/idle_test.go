@@ -29,6 +29,17 @@ func TestIdleSlotsFitTheirTimeScalesInTheRun(t *testing.T) {
 	assert.Equal(t, map[time.Duration]int{1250 * time.Millisecond: 2, 5500 * time.Millisecond: 4}, scales(10*time.Second))
 	assert.Equal(t, 2, scales(90 * time.Second)[60*time.Second])
 
+	// Each scale but the shortest has one ladder, its soonest slot.
+	ladders := map[time.Duration]time.Duration{}
+	for _, s := range idleSlots("ns", 90*time.Second) {
+		if s.ladder {
+			assert.NotContains(t, ladders, s.idle, "one ladder a scale")
+			ladders[s.idle] = s.offset
+		}
+	}
+	assert.Equal(t, map[time.Duration]time.Duration{5500 * time.Millisecond: 200 * time.Millisecond,
+		20500 * time.Millisecond: 200 * time.Millisecond, 60 * time.Second: 200 * time.Millisecond}, ladders)
+
 	// "all" has the probes, on keys of their own; a list names them.
 	w, err := NewFenced(Config{Clients: 2, Keys: 1, Issuers: []Conn{newFenceConn(false)}, Resources: []Conn{newFenceConn(false)}, Duration: 30 * time.Second})
 	require.NoError(t, err)
@@ -95,6 +106,59 @@ func TestAnIdleProbeWritesLateWithTheOlderTokenAndIsGrantedAgain(t *testing.T) {
 			assert.Equal(t, "stale", writes[2].Error)
 		}
 		assert.Greater(t, tokenN(t, acquires[2].Token), tokenN(t, acquires[1].Token), "granted again, newer")
+	}
+}
+
+// A ladder probe writes late every ladderStep as its key sits idle, each
+// write rejected as stale, up to its idle time; where the server forgets
+// the mark meanwhile, the next step's write is taken and the ladder stops
+// there, long before its idle time.
+func TestALadderProbeWritesLateAsTheIdleTimeGrows(t *testing.T) {
+	for _, forgetAt := range []time.Duration{0, 1100 * time.Millisecond} {
+		conn := newFenceConn(forgetAt > 0)
+		w, err := NewFenced(Config{Clients: 1, Keys: 1, TTL: 50 * time.Millisecond, OpTimeout: time.Second, Seed: 1,
+			Issuers: []Conn{conn}, Resources: []Conn{conn}, Profile: "steady"})
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		rec := history.NewRecorder(&buf)
+		slot := idleSlot{key: "i0", idle: 2 * time.Second, ladder: true}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.idler(context.Background(), rec, 0, slot, time.Now().Add(slot.idle+idleMargin+100*time.Millisecond))
+		}()
+		if forgetAt > 0 {
+			time.Sleep(forgetAt)
+			conn.restart() // the mark forgotten, about a second into the idle time
+		}
+		<-done
+		require.NoError(t, rec.Close())
+		evs, err := history.ReadAll(&buf)
+		require.NoError(t, err)
+		var idles []int
+		var last history.Event // the last late write's completion
+		late := map[int]bool{} // processes whose open write is late
+		for _, e := range evs {
+			switch {
+			case e.F == history.Write && e.Type == history.Invoke && e.Extra[history.ExtraIdle] != nil:
+				n, err := strconv.Atoi(string(e.Extra[history.ExtraIdle]))
+				require.NoError(t, err)
+				idles = append(idles, n)
+				late[e.Process] = true
+			case e.F == history.Write && e.Type != history.Invoke && late[e.Process]:
+				last = e
+				late[e.Process] = false
+			}
+		}
+		if forgetAt == 0 {
+			assert.Equal(t, []int{500, 750, 1000, 1250, 1500, 1750, 2000}, idles, "a write every step, the last after the whole idle time")
+			assert.Equal(t, "stale", last.Error)
+			continue
+		}
+		require.NotEmpty(t, idles)
+		assert.Equal(t, history.Ok, last.Type, "the step after the server forgot is taken")
+		assert.Less(t, idles[len(idles)-1], 1500, "found within a step or two of forgetting, not after the whole idle time: %v", idles)
+		assert.Equal(t, 500, idles[0])
 	}
 }
 
