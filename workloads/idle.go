@@ -182,7 +182,9 @@ func lateTimes(slot idleSlot) []time.Duration {
 // meets the restarted server's state. So is one whose token the strip
 // proxy took (a rejection that changed nothing: the key is still idle). A
 // ladder's step does that until its next step is due, and the ladder stops
-// at a write that may have been accepted: the key is idle no more.
+// at a write that was taken: the key is idle no more. It goes on after one
+// whose outcome is unknown (a node crashed under it): taken, it would be a
+// violation the checkers find; not taken, it left the key idle.
 func (w *Fenced) lateWrites(ctx context.Context, older *recorder, resource Conn, slot idleSlot, t1 string) {
 	start := time.Now()
 	times := lateTimes(slot)
@@ -209,7 +211,7 @@ func (w *Fenced) lateWrites(ctx context.Context, older *recorder, resource Conn,
 			sleepCtx(ctx, wait)
 			rep = late()
 		}
-		if rep.Type != history.Fail {
+		if rep.Type == history.Ok {
 			return
 		}
 	}
