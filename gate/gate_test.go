@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,31 @@ func TestBuggyHostProcessSystemFails(t *testing.T) {
 	assert.Equal(t, checkers.Invalid, res.Verdict)
 	assert.NotEmpty(t, res.Anomalies)
 	assert.Positive(t, res.Faults["restart"])
+}
+
+// The flaws only idle time shows: a server that evicts an idle key's mark
+// after 3 s, or drops a free lock's counter after 4 s, its timers started
+// again at each start. No fault is needed, only the idle probes' quiet
+// idle times (the 5 s scale's): exit 1, with the anomaly each flaw makes.
+func TestIdleFlawsOfAHostProcessSystemFail(t *testing.T) {
+	for _, c := range []struct {
+		bug  string
+		kind []string
+	}{
+		{"forget-idle", []string{checkers.KindStaleWriteAccepted}},
+		{"forget-free-lock", []string{checkers.KindDuplicateToken, checkers.KindTokenRegression}},
+	} {
+		t.Run(c.bug, func(t *testing.T) {
+			t.Parallel()
+			res := run(t, Config{Target: exampleSpec(t, "", "--bug", c.bug), Time: 10 * time.Second, Nemesis: "none", Seed: 1})
+			require.Equal(t, analysis.ExitInvalid, res.ExitCode, res.Summary())
+			kinds := map[string]bool{}
+			for _, a := range res.Checked.Anomalies() {
+				kinds[a.Kind] = true
+			}
+			assert.True(t, slices.ContainsFunc(c.kind, func(k string) bool { return kinds[k] }), "one of %v among %v", c.kind, kinds)
+		})
+	}
 }
 
 // The preflight is evidence: a replay the system accepted there is in the

@@ -88,7 +88,7 @@ guided-vs-random:
 .PHONY: guided-vs-random-user-path
 guided-vs-random-user-path:
 	$(MAKE) guided-vs-random COMPARE_NAME=guided-vs-random-user-path COMPARE_OUT=docs/guided-vs-random-user-path.md \
-		COMPARE_ROWS=python-counter-in-memory,python-wallclock-tokens,python-accept-equal,python-missing-as-zero,python-forget-highwater,python-fence
+		COMPARE_ROWS=python-counter-in-memory,python-wallclock-tokens,python-accept-equal,python-missing-as-zero,python-forget-highwater,python-forget-idle,python-forget-free-lock,python-fence
 
 # Situations per minute (issue 37): each target (memory, etcd with 3
 # members, redis, postgres, zookeeper) correct under --nemesis all over

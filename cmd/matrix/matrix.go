@@ -156,12 +156,17 @@ var UserPathRows = func() []Row {
 	}
 	out = append(out, Row{Name: "spec-reference", Mode: "correct", Spec: SpecReference},
 		Row{Name: "spec-reference-sealed", Mode: "correct, sealed tokens, forger writing", Spec: SpecReference, SpecSealKey: matrixSealKey})
-	for _, b := range []struct{ bug, mode string }{
-		{"counter-in-memory", "counter reset"}, {"wallclock-tokens", "wall-clock tokens"},
-		{"accept-equal", "equal token accepted"}, {"missing-as-zero", "missing token accepted"},
-		{"forget-highwater", "forgotten high-water"},
+	for _, b := range []struct {
+		bug, mode string
+		floor     time.Duration // the bug's own time (Row.Floor): fence.py's FORGET_*_S
+	}{
+		{"counter-in-memory", "counter reset", 0}, {"wallclock-tokens", "wall-clock tokens", 0},
+		{"accept-equal", "equal token accepted", 0}, {"missing-as-zero", "missing token accepted", 0},
+		{"forget-highwater", "forgotten high-water", 0},
+		{"forget-idle", "an idle key's mark forgotten (3 s, timers rebuilt at each start)", 3 * time.Second},
+		{"forget-free-lock", "a free lock's counter forgotten (4 s, timers rebuilt at each start)", 4 * time.Second},
 	} {
-		out = append(out, Row{Name: "python-" + b.bug, Bug: b.bug, Mode: b.mode, Spec: SpecPython})
+		out = append(out, Row{Name: "python-" + b.bug, Bug: b.bug, Mode: b.mode, Spec: SpecPython, Floor: b.floor})
 	}
 	return append(out, Row{Name: "python-fence", Mode: "correct", Spec: SpecPython})
 }()

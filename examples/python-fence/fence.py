@@ -27,6 +27,11 @@ Bug switches (--bug, repeatable) break it on purpose, for fencecheck's tests:
                      smaller than one already handed out
   forget-highwater   high-water marks are not persisted: after a crash the resource accepts
                      any token again (values survive)
+  forget-idle        a key's high-water mark is evicted once the key has had no accepted
+                     write for 3 s, as an expiring cache entry is; the timers are kept in
+                     memory, so they start again at each start
+  forget-free-lock   a lock's counter is dropped once the lock has been free (released, or
+                     its lease run out) for 4 s: tokens start again at 1; timers in memory
 
 A quirk switch (--quirk, repeatable) makes it differ from the contract in a
 detail that cannot let a bad token through, as real servers do:
@@ -51,7 +56,10 @@ MAX_TTL_MS = 24 * 3600 * 1000
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 TOKEN_RE = re.compile(r"^(0|[1-9][0-9]{0,19})(?:\.([A-Za-z0-9_-]{1,256}))?$")
 MAX_U64 = (1 << 64) - 1
-BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory", "no-fsync", "wallclock-tokens", "forget-highwater")
+BUGS = ("accept-equal", "missing-as-zero", "counter-in-memory", "no-fsync", "wallclock-tokens", "forget-highwater",
+        "forget-idle", "forget-free-lock")
+FORGET_IDLE_S = 3.0  # forget-idle: how long a key's mark outlives its last accepted write
+FORGET_FREE_LOCK_S = 4.0  # forget-free-lock: how long a free lock's counter is kept
 QUIRKS = ("missing-token-400",)
 
 
@@ -103,6 +111,9 @@ class State:
         self.path = os.path.join(data_dir, "state.json")
         self.mu = threading.Lock()
         self.counters, self.resources, self.holders = {}, {}, {}
+        # The idle bugs' timers (monotonic seconds), in memory: a key's last
+        # accepted write, a released lock's release; both from this start.
+        self.started, self.written, self.freed = time.monotonic(), {}, {}
         if os.path.exists(self.path):
             with open(self.path) as f:
                 saved = json.load(f)
@@ -140,6 +151,7 @@ class State:
             h = self.holders.get(lock)
             if h and h["owner"] != owner and h["expires"] > now:
                 raise BadRequest(409, "held", "lock %s is held by another owner" % lock)
+            self._forget_free_counter(lock, h, now)
             token = self.counters.get(lock, 0) + 1
             if "wallclock-tokens" in self.bugs:
                 token = self.clock.now_ns() // 1_000_000
@@ -148,6 +160,18 @@ class State:
                 self._persist()
             self.holders[lock] = {"owner": owner, "token": token, "expires": now + ttl_ms * 1_000_000}
             return token
+
+    def _forget_free_counter(self, lock, h, now):
+        """forget-free-lock: drop the counter of a lock free long enough."""
+        if "forget-free-lock" not in self.bugs or (h and h["expires"] > now):
+            return
+        mono = time.monotonic()
+        if h:  # its lease ran out: free since then
+            since = mono - (now - h["expires"]) / 1e9
+        else:
+            since = self.freed.get(lock, self.started)
+        if mono - since >= FORGET_FREE_LOCK_S:
+            self.counters.pop(lock, None)
 
     def _holder(self, lock, owner, token):
         h = self.holders.get(lock)
@@ -164,10 +188,13 @@ class State:
         with self.mu:
             self._holder(lock, owner, token)
             del self.holders[lock]
+            self.freed[lock] = time.monotonic()
 
     def write(self, key, token, value):
         with self.mu:
             r = self.resources.get(key, {"hw": 0})
+            if "forget-idle" in self.bugs and time.monotonic() - self.written.get(key, self.started) >= FORGET_IDLE_S:
+                r["hw"] = 0  # evicted: the value stays, the mark is gone
             if token is None:  # only with the missing-as-zero bug
                 r["token"], r["value"] = 0, base64.b64encode(value).decode()
             else:
@@ -177,6 +204,7 @@ class State:
                     raise StaleError(hw)
                 r.update(hw=token, token=token, value=base64.b64encode(value).decode())
             self.resources[key] = r
+            self.written[key] = time.monotonic()
             self._persist()
 
     def read(self, key):
