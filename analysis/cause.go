@@ -142,26 +142,53 @@ func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 			ops = append(ops, op)
 		}
 	}
+	rec, w := r.markHeldSince(a, ops)
+	var fs []int
+	window := rule.window
 	if ok && len(ops) > 0 {
-		if fs := r.explaining(rule, a, ops); len(fs) > 0 {
-			var names []string
-			for i, fi := range fs {
-				if i == maxNamedSuspects {
-					names = append(names, fmt.Sprintf("%d more %s", len(fs)-i, plural(len(fs)-i, "fault", "faults")))
-					break
-				}
-				names = append(names, r.Faults[fi].what()+" "+span(r.Faults[fi]))
-			}
-			text := "can be explained by " + strings.Join(names, ", or ") + " " + rule.window
-			c := r.causeOf(fs[0], a, true, text)
-			for _, fi := range fs[1:] {
-				f := r.Faults[fi]
-				c.Also = append(c.Also, checkers.Suspect{Fault: fi, Nemesis: f.Nemesis, Node: f.Node, Start: f.Start, Stop: f.Stop})
-			}
-			return c
+		if rec.held >= 0 {
+			// The resource rejected a token at least as new after the
+			// faults: a late arrival alone cannot have it accepted now.
+			window, rule.tiers = heldWindow(rec), withoutDelays(rule.tiers)
+		}
+		fs = r.explaining(rule, a, ops, rec.held)
+	}
+	suspects := func(c *checkers.Cause, fs []int) {
+		for _, fi := range fs {
+			f := r.Faults[fi]
+			c.Also = append(c.Also, checkers.Suspect{Fault: fi, Nemesis: f.Nemesis, Node: f.Node, Start: f.Start, Stop: f.Stop})
 		}
 	}
+	// Idle time goes before faults that only delay requests: they make a
+	// write late, not a resource forget.
+	if from, to, words, idle := r.idleTime(a, ops, rec, w); idle && !slices.ContainsFunc(fs, func(fi int) bool { return !r.onlyDelays(fi) }) {
+		text := "can be explained by " + words
+		if len(fs) > 0 {
+			text += ", or by " + r.faultNames(fs) + " " + window
+		}
+		c := idleOf(a, from, to, text)
+		suspects(c, fs)
+		return c
+	}
+	if len(fs) > 0 {
+		c := r.causeOf(fs[0], a, true, "can be explained by "+r.faultNames(fs)+" "+window)
+		suspects(c, fs[1:])
+		return c
+	}
 	return r.lastFaultBefore(a)
+}
+
+// faultNames names faults fs in words, at most maxNamedSuspects of them.
+func (r *Result) faultNames(fs []int) string {
+	var names []string
+	for i, fi := range fs {
+		if i == maxNamedSuspects {
+			names = append(names, fmt.Sprintf("%d more %s", len(fs)-i, plural(len(fs)-i, "fault", "faults")))
+			break
+		}
+		names = append(names, r.Faults[fi].what()+" "+span(r.Faults[fi]))
+	}
+	return strings.Join(names, ", or ")
 }
 
 // lossRank is how much a fault that loses state can lose: one that loses
@@ -180,8 +207,10 @@ func lossRank(name string) int {
 
 // explaining lists the faults that explain a under rule, in the rule's
 // order: by tier; within one, faults on a node the operations went to
-// first, then those that can lose more (lossRank), then the latest.
-func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.Op) []int {
+// first, then those that can lose more (lossRank), then the latest. A fault
+// that ended before notBefore (the resource showed it still knew the mark
+// then: markHeldSince) explains nothing.
+func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.Op, notBefore int64) []int {
 	if rule.tamper {
 		w := ops[0]
 		if w.F != history.Write || w.Tampered == "" {
@@ -209,6 +238,7 @@ func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.
 	if a.Kind == checkers.KindNotLinearizable {
 		from = 0
 	}
+	from = max(from, notBefore)
 	var out []int
 	for _, tier := range rule.tiers {
 		var in []int

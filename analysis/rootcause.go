@@ -34,6 +34,10 @@ import (
 // root cause's sentence ends with.
 const Hypothesis = "a hypothesis: `fencecheck shrink RUN_DIR` keeps only the faults the failure needs"
 
+// IdleHypothesis ends the sentence of a root cause that idle time explains
+// (causeidle.go): no fault to shrink to.
+const IdleHypothesis = "a hypothesis: no fault touched the state before them; a run with `--nemesis none` leaves keys and locks idle too"
+
 // maxWitnessOps bounds a witness: a handful of operations a reader checks
 // by hand.
 const maxWitnessOps = 5
@@ -311,7 +315,10 @@ func group(vs []*Violation, valid map[string][]string) ([]RootCause, []int) {
 	keys := map[int]map[string]bool{}
 	for vi, v := range vs {
 		id := "key\x00" + v.Model + "\x00" + v.Key
-		if v.Cause != nil && v.Cause.Explains {
+		switch {
+		case v.Cause != nil && v.Cause.Explains && v.Cause.Idle > 0:
+			id = "idle\x00" + v.Model // idle time, on every key it left alone
+		case v.Cause != nil && v.Cause.Explains:
 			id = fmt.Sprintf("fault\x00%d", v.Cause.Fault)
 		}
 		i, ok := idx[id]
@@ -412,6 +419,8 @@ func sentence(g *RootCause) string {
 	}
 	s := fmt.Sprintf("%s: %d %s %s (%s)", upper(what), g.Count, plural(g.Count, "violation", "violations"), where, strings.Join(parts, ", "))
 	switch {
+	case g.Cause != nil && g.Cause.Explains && g.Cause.Idle > 0:
+		s += "; they " + g.Cause.Text + " (" + IdleHypothesis + ")"
 	case g.Cause != nil && g.Cause.Explains:
 		s += "; they " + g.Cause.Text + " (" + Hypothesis + ")"
 	case g.Cause != nil:

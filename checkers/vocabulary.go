@@ -131,6 +131,11 @@ type Cause struct {
 	// fault that fits is named; `fencecheck shrink` proves which are
 	// needed.
 	Also []Suspect `json:"also,omitempty"`
+	// Idle: no fault explains it, but the key (or lock) had been left
+	// alone this long (ns) before it, from Start to Stop: an idle-time flaw
+	// (a mark or a counter forgotten after idle time) does this. Fault is
+	// -1 then, and Nemesis empty.
+	Idle int64 `json:"idle_ns,omitempty"`
 }
 
 // Suspect is one more fault that can explain a violation.

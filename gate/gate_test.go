@@ -100,7 +100,8 @@ func TestBuggyHostProcessSystemFails(t *testing.T) {
 // The flaws only idle time shows: a server that evicts an idle key's mark
 // after 3 s, or drops a free lock's counter after 4 s, its timers started
 // again at each start. No fault is needed, only the idle probes' quiet
-// idle times (the 5 s scale's): exit 1, with the anomaly each flaw makes.
+// idle times (the 5 s scale's): exit 1, with the anomaly each flaw makes,
+// explained by the idle time before it.
 func TestIdleFlawsOfAHostProcessSystemFail(t *testing.T) {
 	for _, c := range []struct {
 		bug  string
@@ -118,6 +119,12 @@ func TestIdleFlawsOfAHostProcessSystemFail(t *testing.T) {
 				kinds[a.Kind] = true
 			}
 			assert.True(t, slices.ContainsFunc(c.kind, func(k string) bool { return kinds[k] }), "one of %v among %v", c.kind, kinds)
+			// No fault ran: the explanation is the idle time.
+			first := res.Checked.FirstViolation
+			require.NotNil(t, first)
+			require.NotNil(t, first.Cause, first.Text)
+			assert.Positive(t, first.Cause.Idle, first.Cause.Text)
+			assert.Contains(t, first.Cause.Text, "can be explained by idle time")
 		})
 	}
 }
