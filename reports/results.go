@@ -42,7 +42,11 @@ import (
 // one only when no fault touched its nodes meanwhile; the idle periods a
 // fault touched are during_faults and during_by_nemesis, no longer the
 // during map of every idle period.
-const SchemaVersion = 4
+//
+// Version 5: a cause (after_fault, an anomaly's, a root cause's) may name
+// idle time instead of a fault: fault -1, no nemesis, idle_ns set
+// (analysis/causeidle.go).
+const SchemaVersion = 5
 
 // File names inside a run directory.
 const (
