@@ -150,6 +150,9 @@ type Result struct {
 	Elapsed time.Duration
 
 	checkers []Checker
+	// causeScanned counts the operations the idle-time rule looked back
+	// over (maxCauseScan).
+	causeScanned int64
 }
 
 // Op returns the operation whose invoke event has index id, or nil.

@@ -29,6 +29,19 @@ import (
 // idle scale coverage counts.
 var idleCauseMin = int64(IdleScales[0])
 
+// maxCauseScan bounds the operations the idle-time rule looks back over in
+// one analysis, every violation's scans together: a history of millions
+// with a violation on most writes to keys written seldom must not take
+// minutes. Past it, the rule is the fault rule alone.
+var maxCauseScan int64 = 20_000_000
+
+// scanStep counts one operation looked back over; false once the budget
+// is spent.
+func (r *Result) scanStep() bool {
+	r.causeScanned++
+	return r.causeScanned <= maxCauseScan
+}
+
 // keyRecord is what the history shows of a key before the write w that
 // shows a write-side violation.
 type keyRecord struct {
@@ -56,6 +69,9 @@ func (r *Result) scanKey(w *history.Op) keyRecord {
 	key := r.Ops.Brief(at).KeyID
 	var o history.Op
 	for i := at - 1; i >= 0 && i >= at-maxWindowScan; i-- {
+		if !r.scanStep() {
+			return keyRecord{held: -1, idleFrom: -1}
+		}
 		b := r.Ops.Brief(i)
 		if b.KeyID != key || b.F != history.Write || b.Call >= w.Call {
 			continue
@@ -184,6 +200,9 @@ func (r *Result) lockIdleFrom(g *history.Op) int64 {
 	key := r.Ops.Brief(at).KeyID
 	from := int64(-1)
 	for i := at - 1; i >= 0 && i >= at-maxWindowScan; i-- {
+		if !r.scanStep() {
+			return -1
+		}
 		b := r.Ops.Brief(i)
 		if b.KeyID != key || b.Call >= g.Call || b.F != history.Acquire && b.F != history.Renew && b.F != history.Release {
 			continue

@@ -129,3 +129,17 @@ func TestIdleTimeExplainsARegrantNoFaultExplains(t *testing.T) {
 	assert.Equal(t, "restart", a.Cause.Nemesis)
 	assert.Zero(t, a.Cause.Idle)
 }
+
+// The idle-time rule's look-back has a budget for the whole analysis; once
+// spent, the fault rule alone names causes (a history of millions with a
+// violation on most writes must not take minutes).
+func TestTheIdleRuleStopsAtItsBudget(t *testing.T) {
+	defer func(old int64) { maxCauseScan = old }(maxCauseScan)
+	maxCauseScan = 0
+	rep := checkBuilt(t, historytest.New().
+		OnNode("res").Write("k0", "9", "x", 0, 5).
+		OnNode("res").Write("k1", "2", "a", 0, 10).
+		OnNode("res").Write("k1", "1", "b", 3500, 3510))
+	a := directAnomaly(t, rep, checkers.KindStaleWriteAccepted)
+	assert.Nil(t, a.Cause, "no fault and no budget: nothing named")
+}
