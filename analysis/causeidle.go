@@ -17,7 +17,8 @@ import (
 // reads two more facts from the history:
 //
 //   - what the resource still knew: a write with a token at least as new as
-//     the accepted stale one, rejected as stale by the same node before the
+//     the accepted stale one, rejected as stale by the same node (a history
+//     that names no node proves nothing of one replica by another) before the
 //     stale one was sent, proves the mark outlived every fault that had
 //     ended by then; those faults no longer explain it (the idle probes'
 //     ladders leave such rejections every 250 ms);
@@ -94,7 +95,7 @@ func (r *Result) scanKey(w *history.Op) keyRecord {
 			}
 			r.Ops.Load(i, &o)
 			if o.Error == fencing.ErrWordStale && o.Token.State == history.TokenValid && w.Token.State == history.TokenValid &&
-				o.Token.N >= w.Token.N && o.Node == w.Node {
+				o.Token.N >= w.Token.N && o.Node != "" && o.Node == w.Node {
 				rec.held, rec.heldToken = o.Call, o.Token.Raw
 			}
 		}

@@ -77,6 +77,14 @@ func TestARejectionAfterTheFaultsNarrowsTheWindow(t *testing.T) {
 	assert.Equal(t, "restart", a.Cause.Nemesis, "another node's rejection says nothing of res's mark")
 	assert.Equal(t, "can be explained by the restart of res (0.10–0.30 s) since the overwritten write", a.Cause.Text)
 
+	a = directAnomaly(t, checkBuilt(t, historytest.New().
+		Write("k", "5", "a", 0, 10).
+		Fault("restart", "res", 100, 300).
+		WriteStale("k", "4", "b", 500, 510, "5").
+		Write("k", "4", "c", 3600, 3610)), checkers.KindStaleWriteAccepted)
+	require.NotNil(t, a.Cause)
+	assert.Equal(t, "restart", a.Cause.Nemesis, "a history that names no node: the rejection may be another replica's")
+
 	// A holder's pause makes a write late; it cannot have the resource
 	// accept it once the resource showed it still knew the mark, and it
 	// comes after the idle time without that.
