@@ -164,7 +164,7 @@ func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 	if from, to, words, idle := r.idleTime(a, ops, rec, w); idle && !slices.ContainsFunc(fs, func(fi int) bool { return !r.onlyDelays(fi) }) {
 		text := "can be explained by " + words
 		if len(fs) > 0 {
-			text += ", or by " + r.faultNames(fs) + " " + window
+			text += ", or by " + r.faultNames(fs) // in the window the words named
 		}
 		c := idleOf(a, from, to, text)
 		suspects(c, fs)

@@ -1,8 +1,11 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checkers"
 	"github.com/fencecheck/fencecheck/fencing"
@@ -43,55 +46,90 @@ func (r *Result) scanStep() bool {
 	return r.causeScanned <= maxCauseScan
 }
 
-// keyRecord is what the history shows of a key before the write w that
-// shows a write-side violation.
+// keyRecord is what the history shows of a key in the window of the write
+// w that shows a write-side violation.
 type keyRecord struct {
 	// held is the call of the latest write rejected as stale on w's node
 	// with a token at least w's, completed before w was sent (-1: none);
 	// heldToken its token.
 	held      int64
 	heldToken string
-	// idleFrom is the latest completion of a write that may have taken
-	// effect (accepted, or of unknown outcome) invoked before w (-1: none;
-	// history.Never: one may still land).
-	idleFrom int64
+	// idleFrom and idle are the longest time in the window no write that
+	// may have taken effect (accepted, or of unknown outcome) covered: its
+	// start and length (idle 0: none).
+	idleFrom, idle int64
 }
 
-// scanKey reads the key's record before w, looking back at most
-// maxWindowScan operations and stopping at the write that set the mark
-// being looked for (the latest accepted one: earlier writes on the key
-// cannot move what is learnt).
-func (r *Result) scanKey(w *history.Op) keyRecord {
-	rec := keyRecord{held: -1, idleFrom: -1}
+// activity is an operation that kept a key or lock in use, from its call
+// to its completion (history.Never: for good).
+type activity struct{ call, end int64 }
+
+// longestGap is the longest time in [from, to) that no activity covered:
+// its start and length (0 when none).
+func longestGap(acts []activity, from, to int64) (int64, int64) {
+	slices.SortFunc(acts, func(a, b activity) int { return cmp.Compare(a.call, b.call) })
+	covered, at, best := from, int64(0), int64(0)
+	for _, a := range acts {
+		if a.call > covered && min(a.call, to)-covered > best {
+			at, best = covered, min(a.call, to)-covered
+		}
+		if a.end == history.Never {
+			return at, best
+		}
+		covered = max(covered, a.end)
+	}
+	if to-covered > best {
+		at, best = covered, to-covered
+	}
+	return at, best
+}
+
+// opLookBack is how long before a window's start an operation may have
+// been invoked and still be in flight in it (the workloads' operation
+// timeouts are a second or two).
+const opLookBack = int64(5 * time.Second)
+
+// scanBack calls fn for each operation on w's key or lock invoked before w
+// and at most opLookBack before from, latest invoked first, looking back at
+// most maxWindowScan operations; false when the budget ran out.
+func (r *Result) scanBack(w *history.Op, from int64, fn func(i int, b history.Brief)) bool {
 	at := r.Ops.Find(w.ID)
 	if at < 0 {
-		return rec
+		return true
 	}
 	key := r.Ops.Brief(at).KeyID
-	var o history.Op
 	for i := at - 1; i >= 0 && i >= at-maxWindowScan; i-- {
 		if !r.scanStep() {
-			return keyRecord{held: -1, idleFrom: -1}
+			return false
 		}
 		b := r.Ops.Brief(i)
-		if b.KeyID != key || b.F != history.Write || b.Call >= w.Call {
-			continue
+		if b.Call < from-opLookBack {
+			return true
+		}
+		if b.KeyID == key && b.Call < w.Call {
+			fn(i, b)
+		}
+	}
+	return true
+}
+
+// scanKey reads the key's record in the window from from to w.
+func (r *Result) scanKey(w *history.Op, from int64) keyRecord {
+	rec := keyRecord{held: -1}
+	var acts []activity
+	var o history.Op
+	ok := r.scanBack(w, from, func(i int, b history.Brief) {
+		if b.F != history.Write {
+			return
 		}
 		switch b.Outcome {
 		case history.OutcomeOk, history.OutcomeInfo:
-			if rec.idleFrom != history.Never {
-				if b.Completed == history.Never {
-					rec.idleFrom = history.Never
-				} else {
-					rec.idleFrom = max(rec.idleFrom, b.Completed)
-				}
-			}
-			if b.Outcome == history.OutcomeOk {
-				return rec
+			if b.Completed == history.Never || b.Completed > from {
+				acts = append(acts, activity{b.Call, b.Completed})
 			}
 		case history.OutcomeFail:
 			if rec.held >= 0 || b.Completed >= w.Call {
-				continue
+				return
 			}
 			r.Ops.Load(i, &o)
 			if o.Error == fencing.ErrWordStale && o.Token.State == history.TokenValid && w.Token.State == history.TokenValid &&
@@ -99,15 +137,30 @@ func (r *Result) scanKey(w *history.Op) keyRecord {
 				rec.held, rec.heldToken = o.Call, o.Token.Raw
 			}
 		}
+	})
+	if !ok {
+		return keyRecord{held: -1}
 	}
+	rec.idleFrom, rec.idle = longestGap(acts, from, w.Call)
 	return rec
 }
 
-// markHeldSince is when the history last showed the resource still knew a
-// mark that forbids a's accepted stale write (-1: it does not show it), and
-// the words that say so.
+// windowStart is the earliest call among ops but the one that shows the
+// violation: where its window begins.
+func windowStart(ops []*history.Op, shown *history.Op) int64 {
+	from := shown.Call
+	for _, op := range ops {
+		if op != shown {
+			from = min(from, op.Call)
+		}
+	}
+	return from
+}
+
+// markHeldSince reads a write-side violation's key (keyRecord) and the
+// write that shows it; the zero record and nil for other kinds.
 func (r *Result) markHeldSince(a *checkers.Anomaly, ops []*history.Op) (keyRecord, *history.Op) {
-	rec := keyRecord{held: -1, idleFrom: -1}
+	rec := keyRecord{held: -1}
 	if r.Ops == nil || (a.Kind != checkers.KindStaleWriteAccepted && a.Kind != checkers.KindReplayAccepted) {
 		return rec, nil
 	}
@@ -115,7 +168,7 @@ func (r *Result) markHeldSince(a *checkers.Anomaly, ops []*history.Op) (keyRecor
 	if w == nil || w.F != history.Write || w.Outcome != history.OutcomeOk {
 		return rec, nil
 	}
-	rec = r.scanKey(w)
+	rec = r.scanKey(w, windowStart(ops, w))
 	if a.Kind != checkers.KindStaleWriteAccepted {
 		// An equal token's acceptance says no more than that the mark was
 		// not above it: a rejection of one at least as new proves nothing
@@ -142,31 +195,32 @@ func heldWindow(rec keyRecord) string {
 	return fmt.Sprintf("since the resource last rejected a token at least as new (%s, at %s)", rec.heldToken, checkers.Secs(rec.held))
 }
 
-// idleTime is the idle time before a violation, from and to, in words:
-// false when it was shorter than idleCauseMin or is not known.
+// idleTime is the longest idle time in a violation's window, from and to,
+// in words: false when it was shorter than idleCauseMin or is not known.
 func (r *Result) idleTime(a *checkers.Anomaly, ops []*history.Op, rec keyRecord, w *history.Op) (int64, int64, string, bool) {
 	switch {
 	case w != nil:
-		if rec.idleFrom < 0 || rec.idleFrom == history.Never || w.Call-rec.idleFrom < idleCauseMin {
+		if rec.idle < idleCauseMin {
 			return 0, 0, "", false
 		}
-		words := fmt.Sprintf("idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for %s before this one (since %s)",
-			checkers.Secs(w.Call-rec.idleFrom), checkers.Secs(rec.idleFrom))
+		to := rec.idleFrom + rec.idle
+		words := fmt.Sprintf("idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for %s (%s–%s) since the overwritten write",
+			checkers.Secs(rec.idle), strings.TrimSuffix(checkers.Secs(rec.idleFrom), " s"), checkers.Secs(to))
 		if rec.held >= 0 {
 			words += fmt.Sprintf(", and the resource still rejected token %s at %s, after every fault that can lose a mark had ended", rec.heldToken, checkers.Secs(rec.held))
 		}
-		return rec.idleFrom, w.Call, words, true
+		return rec.idleFrom, to, words, true
 	case a.Kind == checkers.KindTokenRegression || a.Kind == checkers.KindDuplicateToken:
 		g := shows(ops)
 		if g == nil || g.F != history.Acquire || r.Ops == nil || r.Semantics.Scope == checkers.ScopeGlobal {
 			return 0, 0, "", false
 		}
-		from := r.lockIdleFrom(g)
-		if from < 0 || g.Call-from < idleCauseMin {
+		from, idle := r.lockIdle(g, windowStart(ops, g))
+		if idle < idleCauseMin {
 			return 0, 0, "", false
 		}
-		return from, g.Call, fmt.Sprintf("idle time (an issuer that forgets a free lock's counter after idle time does this): the lock had no grant, renewal or release for %s before this grant (since %s)",
-			checkers.Secs(g.Call-from), checkers.Secs(from)), true
+		return from, from + idle, fmt.Sprintf("idle time (an issuer that forgets a free lock's counter after idle time does this): the lock had no grant, renewal or release for %s (%s–%s) between the acquires",
+			checkers.Secs(idle), strings.TrimSuffix(checkers.Secs(from), " s"), checkers.Secs(from+idle)), true
 	}
 	return 0, 0, "", false
 }
@@ -189,36 +243,22 @@ func withoutDelays(tiers [][]nemesis.Effect) [][]nemesis.Effect {
 	return out
 }
 
-// lockIdleFrom is the latest end of anything that kept g's lock in use
-// before g was sent: a grant, renewal or release that returned, or an
-// acquire of unknown outcome (-1: none within maxWindowScan operations, or
-// one that never completed).
-func (r *Result) lockIdleFrom(g *history.Op) int64 {
-	at := r.Ops.Find(g.ID)
-	if at < 0 {
-		return -1
+// lockIdle is the longest time from from to g's call that nothing kept
+// g's lock in use (a grant, renewal or release that returned, or an acquire
+// of unknown outcome): its start and length (0: none, or not known).
+func (r *Result) lockIdle(g *history.Op, from int64) (int64, int64) {
+	var acts []activity
+	ok := r.scanBack(g, from, func(_ int, b history.Brief) {
+		inUse := b.Outcome == history.OutcomeOk && (b.F == history.Acquire || b.F == history.Renew || b.F == history.Release) ||
+			b.Outcome == history.OutcomeInfo && b.F == history.Acquire
+		if inUse && (b.Completed == history.Never || b.Completed > from) {
+			acts = append(acts, activity{b.Call, b.Completed})
+		}
+	})
+	if !ok {
+		return 0, 0
 	}
-	key := r.Ops.Brief(at).KeyID
-	from := int64(-1)
-	for i := at - 1; i >= 0 && i >= at-maxWindowScan; i-- {
-		if !r.scanStep() {
-			return -1
-		}
-		b := r.Ops.Brief(i)
-		if b.KeyID != key || b.Call >= g.Call || b.F != history.Acquire && b.F != history.Renew && b.F != history.Release {
-			continue
-		}
-		if b.Outcome == history.OutcomeOk || b.Outcome == history.OutcomeInfo && b.F == history.Acquire {
-			if b.Completed == history.Never {
-				return -1
-			}
-			from = max(from, b.Completed)
-			if b.Outcome == history.OutcomeOk && b.F == history.Acquire {
-				return from
-			}
-		}
-	}
-	return from
+	return longestGap(acts, from, g.Call)
 }
 
 // idleOf is an idle-time cause: it names no fault (Fault -1); the faults

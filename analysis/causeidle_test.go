@@ -35,7 +35,7 @@ func TestIdleTimeExplainsAStaleWriteNoFaultExplains(t *testing.T) {
 	assert.Equal(t, -1, a.Cause.Fault, "no fault is named")
 	assert.Empty(t, a.Cause.Nemesis)
 	assert.Equal(t, int64(3_490_000_000), a.Cause.Idle)
-	assert.Equal(t, "can be explained by idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for 3.49 s before this one (since 0.01 s)", a.Cause.Text)
+	assert.Equal(t, "can be explained by idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for 3.49 s (0.01–3.50 s) since the overwritten write", a.Cause.Text)
 
 	require.Len(t, rep.RootCauses, 1, "the idle time is one root cause over both keys")
 	g := rep.RootCauses[0]
@@ -70,7 +70,7 @@ func TestARejectionAfterTheFaultsNarrowsTheWindow(t *testing.T) {
 	a := directAnomaly(t, checkBuilt(t, build("res")), checkers.KindStaleWriteAccepted)
 	require.NotNil(t, a.Cause)
 	assert.Equal(t, -1, a.Cause.Fault)
-	assert.Equal(t, "can be explained by idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for 3.59 s before this one (since 0.01 s), and the resource still rejected token 4 at 0.50 s, after every fault that can lose a mark had ended", a.Cause.Text)
+	assert.Equal(t, "can be explained by idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for 3.59 s (0.01–3.60 s) since the overwritten write, and the resource still rejected token 4 at 0.50 s, after every fault that can lose a mark had ended", a.Cause.Text)
 
 	a = directAnomaly(t, checkBuilt(t, build("res-2")), checkers.KindStaleWriteAccepted)
 	require.NotNil(t, a.Cause)
@@ -102,7 +102,7 @@ func TestARejectionAfterTheFaultsNarrowsTheWindow(t *testing.T) {
 		OnNode("res").Write("k", "4", "c", 3600, 3610)), checkers.KindStaleWriteAccepted)
 	require.NotNil(t, a.Cause)
 	assert.Equal(t, -1, a.Cause.Fault)
-	assert.Equal(t, "can be explained by idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for 3.59 s before this one (since 0.01 s), or by the pause (holder) of client (3.00–3.55 s) since the overwritten write", a.Cause.Text)
+	assert.Equal(t, "can be explained by idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for 3.59 s (0.01–3.60 s) since the overwritten write, or by the pause (holder) of client (3.00–3.55 s)", a.Cause.Text)
 	require.Len(t, a.Cause.Also, 1)
 	assert.Equal(t, "pause", a.Cause.Also[0].Nemesis)
 
@@ -124,7 +124,7 @@ func TestIdleTimeExplainsARegrantNoFaultExplains(t *testing.T) {
 	require.NotNil(t, a.Cause)
 	assert.True(t, a.Cause.Explains)
 	assert.Equal(t, -1, a.Cause.Fault)
-	assert.Equal(t, "can be explained by idle time (an issuer that forgets a free lock's counter after idle time does this): the lock had no grant, renewal or release for 4.97 s before this grant (since 0.03 s)", a.Cause.Text)
+	assert.Equal(t, "can be explained by idle time (an issuer that forgets a free lock's counter after idle time does this): the lock had no grant, renewal or release for 4.97 s (0.03–5.00 s) between the acquires", a.Cause.Text)
 
 	// A restart between the grants is the likelier cause, and is named.
 	rep = checkBuilt(t, historytest.New().
@@ -150,4 +150,25 @@ func TestTheIdleRuleStopsAtItsBudget(t *testing.T) {
 		OnNode("res").Write("k1", "1", "b", 3500, 3510))
 	a := directAnomaly(t, rep, checkers.KindStaleWriteAccepted)
 	assert.Nil(t, a.Cause, "no fault and no budget: nothing named")
+}
+
+// After a mark or a counter was forgotten, the violations that follow are
+// the same forgetting: the idle time inside their windows names them, and
+// they join the first one's root cause.
+func TestViolationsAfterTheForgettingJoinItsRootCause(t *testing.T) {
+	rep := checkBuilt(t, historytest.New().
+		OnNode("iss").Acquire("l1", 0, 10, "7").
+		OnNode("iss").Release("l1", "7", 20, 30).
+		OnNode("iss").Acquire("l1", 5000, 5010, "1").
+		OnNode("iss").Release("l1", "1", 5020, 5030).
+		OnNode("iss").Acquire("l1", 5100, 5110, "2").
+		OnNode("res").Write("k", "5", "a", 0, 10).
+		OnNode("res").Write("k", "3", "b", 3600, 3610).
+		OnNode("res").Write("k", "4", "c", 3700, 3710))
+	require.Len(t, rep.RootCauses, 2, "%+v", rep.RootCauses)
+	for _, g := range rep.RootCauses {
+		assert.Equal(t, 2, g.Count, g.Sentence)
+		require.NotNil(t, g.Cause)
+		assert.Positive(t, g.Cause.Idle, g.Sentence)
+	}
 }
