@@ -160,9 +160,15 @@ func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 		}
 	}
 	// Idle time goes before faults that only delay requests: they make a
-	// write late, not a resource forget.
-	if from, to, words, idle := r.idleTime(a, ops, rec, w); idle && !slices.ContainsFunc(fs, func(fi int) bool { return !r.onlyDelays(fi) }) {
-		text := "can be explained by " + words
+	// write late, not a resource forget. After faults that can lose state,
+	// it is named as one more hypothesis.
+	losing := slices.DeleteFunc(slices.Clone(fs), r.onlyDelays)
+	from, to, idleWords, idle := r.idleTime(a, ops, rec, w, losing)
+	if idle && len(losing) == 0 {
+		text := "can be explained by " + idleWords
+		if rec.held >= 0 {
+			text += heldWords(rec)
+		}
 		if len(fs) > 0 {
 			text += ", or by " + r.faultNames(fs) // in the window the words named
 		}
@@ -171,7 +177,11 @@ func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 		return c
 	}
 	if len(fs) > 0 {
-		c := r.causeOf(fs[0], a, true, "can be explained by "+r.faultNames(fs)+" "+window)
+		text := "can be explained by " + r.faultNames(fs) + " " + window
+		if idle {
+			text += ", or by " + idleWords
+		}
+		c := r.causeOf(fs[0], a, true, text)
 		suspects(c, fs[1:])
 		return c
 	}

@@ -54,10 +54,12 @@ type keyRecord struct {
 	// heldToken its token.
 	held      int64
 	heldToken string
-	// idleFrom and idle are the longest time in the window no write that
-	// may have taken effect (accepted, or of unknown outcome) covered: its
-	// start and length (idle 0: none).
-	idleFrom, idle int64
+	// from is where the window begins, and acts the writes in it that may
+	// have taken effect (accepted, or of unknown outcome); known: the look
+	// back ran within its budget.
+	from  int64
+	acts  []activity
+	known bool
 }
 
 // activity is an operation that kept a key or lock in use, from its call
@@ -141,7 +143,7 @@ func (r *Result) scanKey(w *history.Op, from int64) keyRecord {
 	if !ok {
 		return keyRecord{held: -1}
 	}
-	rec.idleFrom, rec.idle = longestGap(acts, from, w.Call)
+	rec.from, rec.acts, rec.known = from, acts, true
 	return rec
 }
 
@@ -190,32 +192,51 @@ func shows(ops []*history.Op) *history.Op {
 	return out
 }
 
+// heldWords say, after an idle time no fault explains, that the resource
+// still knew the mark after the faults.
+func heldWords(rec keyRecord) string {
+	return fmt.Sprintf(", and the resource still rejected token %s at %s, after every fault that can lose a mark had ended", rec.heldToken, checkers.Secs(rec.held))
+}
+
 // heldWindow is the cause rule's window words once a rejection narrowed it.
 func heldWindow(rec keyRecord) string {
 	return fmt.Sprintf("since the resource last rejected a token at least as new (%s, at %s)", rec.heldToken, checkers.Secs(rec.held))
 }
 
-// idleTime is the longest idle time in a violation's window, from and to,
-// in words: false when it was shorter than idleCauseMin or is not known.
-func (r *Result) idleTime(a *checkers.Anomaly, ops []*history.Op, rec keyRecord, w *history.Op) (int64, int64, string, bool) {
+// idleTime is the longest quiet idle time in a violation's window (no
+// activity on its key or lock, and no fault of busy, the faults that can
+// lose state which explain it), from and to, in words: false when it was
+// shorter than idleCauseMin or is not known.
+func (r *Result) idleTime(a *checkers.Anomaly, ops []*history.Op, rec keyRecord, w *history.Op, busy []int) (int64, int64, string, bool) {
+	faults := func(acts []activity) []activity {
+		for _, fi := range busy {
+			f := r.Faults[fi]
+			acts = append(acts, activity{f.Start, f.Stop})
+		}
+		return acts
+	}
 	switch {
 	case w != nil:
-		if rec.idle < idleCauseMin {
+		if !rec.known {
 			return 0, 0, "", false
 		}
-		to := rec.idleFrom + rec.idle
-		words := fmt.Sprintf("idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for %s (%s–%s) since the overwritten write",
-			checkers.Secs(rec.idle), strings.TrimSuffix(checkers.Secs(rec.idleFrom), " s"), checkers.Secs(to))
-		if rec.held >= 0 {
-			words += fmt.Sprintf(", and the resource still rejected token %s at %s, after every fault that can lose a mark had ended", rec.heldToken, checkers.Secs(rec.held))
+		from, idle := longestGap(faults(rec.acts), rec.from, w.Call)
+		if idle < idleCauseMin {
+			return 0, 0, "", false
 		}
-		return rec.idleFrom, to, words, true
+		return from, from + idle, fmt.Sprintf("idle time (a resource that forgets a key's mark after idle time, by an expiry or an eviction, does this): the key had no write that may have taken effect for %s (%s–%s) since the overwritten write",
+			checkers.Secs(idle), strings.TrimSuffix(checkers.Secs(from), " s"), checkers.Secs(from+idle)), true
 	case a.Kind == checkers.KindTokenRegression || a.Kind == checkers.KindDuplicateToken:
 		g := shows(ops)
 		if g == nil || g.F != history.Acquire || r.Ops == nil || r.Semantics.Scope == checkers.ScopeGlobal {
 			return 0, 0, "", false
 		}
-		from, idle := r.lockIdle(g, windowStart(ops, g))
+		start := windowStart(ops, g)
+		acts, ok := r.lockActs(g, start)
+		if !ok {
+			return 0, 0, "", false
+		}
+		from, idle := longestGap(faults(acts), start, g.Call)
 		if idle < idleCauseMin {
 			return 0, 0, "", false
 		}
@@ -243,10 +264,10 @@ func withoutDelays(tiers [][]nemesis.Effect) [][]nemesis.Effect {
 	return out
 }
 
-// lockIdle is the longest time from from to g's call that nothing kept
-// g's lock in use (a grant, renewal or release that returned, or an acquire
-// of unknown outcome): its start and length (0: none, or not known).
-func (r *Result) lockIdle(g *history.Op, from int64) (int64, int64) {
+// lockActs are what kept g's lock in use from from to g's call (a grant,
+// renewal or release that returned, or an acquire of unknown outcome);
+// false when the look-back's budget ran out.
+func (r *Result) lockActs(g *history.Op, from int64) ([]activity, bool) {
 	var acts []activity
 	ok := r.scanBack(g, from, func(_ int, b history.Brief) {
 		inUse := b.Outcome == history.OutcomeOk && (b.F == history.Acquire || b.F == history.Renew || b.F == history.Release) ||
@@ -255,10 +276,7 @@ func (r *Result) lockIdle(g *history.Op, from int64) (int64, int64) {
 			acts = append(acts, activity{b.Call, b.Completed})
 		}
 	})
-	if !ok {
-		return 0, 0
-	}
-	return longestGap(acts, from, g.Call)
+	return acts, ok
 }
 
 // idleOf is an idle-time cause: it names no fault (Fault -1); the faults
