@@ -150,9 +150,7 @@ type Result struct {
 	Elapsed time.Duration
 
 	checkers []Checker
-	// causeScanned counts the operations the idle-time rule looked back
-	// over (maxCauseScan).
-	causeScanned int64
+	causeScanned int64 // operations the idle-time rule looked back over (maxCauseScan)
 }
 
 // Op returns the operation whose invoke event has index id, or nil.
