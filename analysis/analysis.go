@@ -149,7 +149,7 @@ type Result struct {
 	Ops     *history.Ops
 	Elapsed time.Duration
 
-	checkers []Checker
+	checkers     []Checker
 	causeScanned int64 // operations the idle-time rule looked back over (maxCauseScan)
 }
 
