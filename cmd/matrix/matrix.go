@@ -467,9 +467,7 @@ func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) O
 	if res.FirstInvalidAt != nil {
 		o.FirstInvalid = time.Duration(*res.FirstInvalidAt)
 	}
-	if res.AfterFault != nil {
-		o.AfterFault = res.AfterFault.Nemesis
-	}
+	o.AfterFault = res.afterFault()
 	for _, f := range res.Faults {
 		if at := time.Duration(f.Start); o.FirstFault < 0 || at < o.FirstFault {
 			o.FirstFault = at
@@ -488,6 +486,10 @@ func runOne(ctx context.Context, cfg Config, store string, r Row, seed uint64) O
 	return o
 }
 
+// idleCause is how the tables name a first violation the cause rule
+// explains by idle time, not by a fault (results.json schema 5).
+const idleCause = "idle time"
+
 // results is the part of results.json the matrix reads.
 type results struct {
 	Verdict        string         `json:"verdict"`
@@ -495,6 +497,7 @@ type results struct {
 	AnomalyKinds   map[string]int `json:"anomaly_kinds"`
 	AfterFault     *struct {
 		Nemesis string `json:"nemesis"`
+		Idle    int64  `json:"idle_ns"`
 	} `json:"after_fault"`
 	Run struct {
 		System string `json:"system"`
@@ -504,6 +507,18 @@ type results struct {
 	Faults   []struct {
 		Start int64 `json:"start_ns"`
 	} `json:"faults"`
+}
+
+// afterFault names what the cause rule named for the first violation: a
+// nemesis, idleCause, or "" (none).
+func (res *results) afterFault() string {
+	switch {
+	case res.AfterFault == nil:
+		return ""
+	case res.AfterFault.Idle > 0:
+		return idleCause
+	}
+	return res.AfterFault.Nemesis
 }
 
 // readResults finds the one results.json under a run's store folder.

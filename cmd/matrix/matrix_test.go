@@ -65,7 +65,14 @@ func TestReadResults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "invalid", r.Verdict)
 	assert.EqualValues(t, 1500000000, *r.FirstInvalidAt)
-	assert.Equal(t, "restart", r.AfterFault.Nemesis)
+	assert.Equal(t, "restart", r.afterFault())
+
+	// A first violation explained by idle time names no fault.
+	require.NoError(t, os.WriteFile(filepath.Join(run, "results.json"),
+		[]byte(`{"verdict":"invalid","first_invalid_at_ns":1500000000,"after_fault":{"fault":-1,"nemesis":"","idle_ns":3000000000}}`), 0o644))
+	r, err = readResults(dir)
+	require.NoError(t, err)
+	assert.Equal(t, idleCause, r.afterFault())
 }
 
 // A target row runs its own target under its own nemesis, is expected
