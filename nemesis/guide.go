@@ -74,11 +74,14 @@ type phaseLengths struct {
 	// whole: the calm phase before the first turn of a nemesis that
 	// starts alone lasts at least this long (wholeFor).
 	whole time.Duration
+	// spare: the stretch spared from crashes after the first (spareFor;
+	// 0: none).
+	spare time.Duration
 }
 
 var defaultPhases = phaseLengths{faultMin: 4 * time.Second, faultMax: 6 * time.Second,
 	calmMargin: 3500 * time.Millisecond, brief: time.Second,
-	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond, whole: wholeFor}
+	gapMin: 300 * time.Millisecond, gapMax: 900 * time.Millisecond, whole: wholeFor, spare: spareFor}
 
 const (
 	// clientsGap is the conductor's pause after starting a fault of the
@@ -214,7 +217,7 @@ func (s *Scheduler) conduct(ctx context.Context, conducted []Nemesis) {
 				s.guide.set(false, end)
 				extended = true
 			}
-			free := s.free(conducted)
+			free := slices.DeleteFunc(s.free(conducted), s.spares)
 			// In the phase's extension, no new fault while one that
 			// starts alone awaits its first turn: the live ones end,
 			// and its turn comes.
@@ -422,7 +425,7 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 	}
 	var waitedSince time.Time
 	for {
-		if lateEdge() {
+		if lateEdge() || s.spares(n) {
 			s.Env.claims.served(n.Name())
 			return
 		}
@@ -458,6 +461,7 @@ func (s *Scheduler) conductOne(ctx context.Context, rng *rand.Rand, a aim, end t
 			if sleep(ctx, d) && s.holdOn(ctx, id) {
 				s.endOrKeep(ctx, id)
 			}
+			s.crashEnded(n)
 			return
 		}
 		if time.Until(end) < minFault+busyRetry || !sleep(ctx, busyRetry) {

@@ -30,6 +30,24 @@ type guide struct {
 	// pending are the aimed faults whose situation the live coverage may
 	// not show yet (awaiting).
 	pending []awaited
+	// spareUntil ends the stretch spared from crashes (guidespare.go),
+	// begun once a run.
+	spareUntil time.Time
+}
+
+// spareFrom begins the stretch spared from crashes at t, the first time.
+func (g *guide) spareFrom(t time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.spareUntil.IsZero() {
+		g.spareUntil = t.Add(g.lengths.spare)
+	}
+}
+
+func (g *guide) sparing() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Now().Before(g.spareUntil)
 }
 
 // awaited is an aimed fault's situation, counted as made until the live
