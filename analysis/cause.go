@@ -142,7 +142,7 @@ func (r *Result) cause(a *checkers.Anomaly) *checkers.Cause {
 			ops = append(ops, op)
 		}
 	}
-	rec, w := r.markHeldSince(a, ops)
+	rec, w := r.writeWindow(a, ops)
 	var fs []int
 	window := rule.window
 	if ok && len(ops) > 0 {
@@ -219,7 +219,7 @@ func lossRank(name string) int {
 // order: by tier; within one, faults on a node the operations went to
 // first, then those that can lose more (lossRank), then the latest. A fault
 // that ended before notBefore (the resource showed it still knew the mark
-// then: markHeldSince) explains nothing.
+// then: writeWindow) explains nothing.
 func (r *Result) explaining(rule causeRule, a *checkers.Anomaly, ops []*history.Op, notBefore int64) []int {
 	if rule.tamper {
 		w := ops[0]

@@ -159,9 +159,9 @@ func windowStart(ops []*history.Op, shown *history.Op) int64 {
 	return from
 }
 
-// markHeldSince reads a write-side violation's key (keyRecord) and the
-// write that shows it; the zero record and nil for other kinds.
-func (r *Result) markHeldSince(a *checkers.Anomaly, ops []*history.Op) (keyRecord, *history.Op) {
+// writeWindow reads the key in a write-side violation's window (keyRecord)
+// and the write that shows it; the zero record and nil for other kinds.
+func (r *Result) writeWindow(a *checkers.Anomaly, ops []*history.Op) (keyRecord, *history.Op) {
 	rec := keyRecord{held: -1}
 	if r.Ops == nil || (a.Kind != checkers.KindStaleWriteAccepted && a.Kind != checkers.KindReplayAccepted) {
 		return rec, nil
